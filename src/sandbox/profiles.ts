@@ -1,0 +1,65 @@
+import { z } from 'zod'
+
+/** Schema of one named sandbox profile, as written in config. */
+export const ProfileSchema = z
+  .object({
+    /** Provider this profile targets (`docker`, `daytona`, `e2b`, or a third-party id). */
+    provider: z.string().min(1),
+    /** Docker image / Daytona image. @default 'sandbox-router/base:latest' for docker */
+    image: z.string().min(1).optional(),
+    /** Daytona snapshot name. */
+    snapshot: z.string().min(1).optional(),
+    /** E2B template id. */
+    template: z.string().min(1).optional(),
+    /** CPU cores (may be fractional for Docker). @default 1 */
+    cpu: z.number().positive().max(64).default(1),
+    /** Memory limit in MiB. @default 512 */
+    memoryMb: z.number().int().min(16).max(262_144).default(512),
+    /** Network access: `none` (default) or `bridge` (an explicit opt-out of isolation). */
+    network: z.enum(['none', 'bridge']).default('none'),
+    /** Max processes inside the sandbox. @default 256 */
+    pidsLimit: z.number().int().min(8).max(65_536).default(256),
+    /** Environment variables for every command. */
+    env: z.record(z.string(), z.string()).default({}),
+    /** Working directory of commands. @default '/workspace' */
+    cwd: z.string().startsWith('/').default('/workspace'),
+    /** Timeout applied when a call gives none (ms). @default 60000 */
+    defaultTimeoutMs: z.number().int().positive().default(60_000),
+    /** Upper bound for a call's timeout (ms). @default 600000 */
+    maxTimeoutMs: z.number().int().positive().default(600_000),
+    /** Per-stream output cap (bytes). @default 1048576 */
+    outputCapBytes: z.number().int().positive().default(1_048_576),
+    /** Max commands running at once in one sandbox. @default 8 */
+    maxConcurrentExecs: z.number().int().positive().default(8),
+    pool: z
+      .object({
+        /** Unbound sandboxes kept ready. @default 0 */
+        minIdle: z.number().int().min(0).default(0),
+        /** Max sandboxes of this profile (bound + idle) per process pool. @default 32 */
+        maxSize: z.number().int().positive().default(32),
+      })
+      .strict()
+      .default({ minIdle: 0, maxSize: 32 }),
+    /** A bound sandbox unused this long is destroyed (ms). @default 900000 */
+    idleTtlMs: z.number().int().positive().default(900_000),
+    /** Hardening switches; each defaults to the hardened setting. */
+    readOnlyRoot: z.boolean().default(true),
+    /** Run commands as this user (`uid:gid`). @default '1000:1000' */
+    user: z.string().default('1000:1000'),
+  })
+  .strict()
+  .refine((p) => p.defaultTimeoutMs <= p.maxTimeoutMs, {
+    message: 'defaultTimeoutMs must not exceed maxTimeoutMs',
+    path: ['defaultTimeoutMs'],
+  })
+
+/** A profile as written by users (defaults optional). */
+export type ProfileInput = z.input<typeof ProfileSchema>
+
+/** A validated profile with its name and every default filled in. */
+export type ResolvedProfile = z.output<typeof ProfileSchema> & { name: string }
+
+/** Validates a profile and fills in defaults; throws a ZodError naming the failing field. */
+export function resolveProfile(name: string, input: ProfileInput): ResolvedProfile {
+  return { ...ProfileSchema.parse(input), name }
+}

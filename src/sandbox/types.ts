@@ -1,0 +1,109 @@
+import type { ResolvedProfile } from './profiles.js'
+
+/** Labels carried by every sandbox (Docker labels, Daytona labels, E2B metadata). */
+export type Labels = Record<string, string>
+
+/** Label keys the service sets on every sandbox it creates. */
+export const LABELS = {
+  /** Always `sandbox-router`: marks sandboxes this service owns (the reaper's filter). */
+  owner: 'sandbox-router.owner',
+  tenant: 'sandbox-router.tenant',
+  /** Hash of the session key, or `ephemeral` / `warm` for pooled sandboxes not yet bound. */
+  session: 'sandbox-router.session',
+  profile: 'sandbox-router.profile',
+  /** Instance id of the process that created it (diagnostics only). */
+  instance: 'sandbox-router.instance',
+} as const
+
+/** How any worker of the fleet finds a sandbox again. Serialisable (stored in Redis). */
+export interface SandboxRef {
+  providerId: string
+  /** Provider-native id (Docker container id, Daytona sandbox id, E2B sandbox id). */
+  id: string
+  /** Profile the sandbox was created with. */
+  profile: string
+  labels?: Labels
+}
+
+/** One command to run inside a sandbox. */
+export interface ExecRequest {
+  /** A shell command line, run by `bash -c` (or `sh -c` where bash is absent). */
+  command: string
+  /** Working directory; defaults to the profile's `cwd`. */
+  cwd?: string
+  /** Extra environment variables (merged over the profile's env). */
+  env?: Record<string, string>
+  /** Bytes written to the command's stdin, then stdin is closed. */
+  stdin?: string | Uint8Array
+  /** Hard deadline in ms: the whole process group is killed inside the sandbox; output so far is kept. */
+  timeoutMs: number
+  /** Per-stream output cap in bytes; past it output is dropped, `truncated` is set, the process keeps running unblocked. */
+  outputCapBytes: number
+}
+
+/** Live output callbacks and cancellation for {@link Sandbox.exec}. */
+export interface ExecOptions {
+  /** Aborting kills the process group inside the sandbox; the promise then rejects with the abort reason. */
+  signal?: AbortSignal
+  onStdout?: (chunk: string) => void
+  onStderr?: (chunk: string) => void
+}
+
+/** The normalised result of a command, the same for every provider. */
+export interface ExecResult {
+  /** Exit code; `null` when the process was ended by a signal. */
+  exitCode: number | null
+  /** Signal name (e.g. `SIGKILL`) when the process was ended by a signal. */
+  signal?: string
+  stdout: string
+  stderr: string
+  timedOut: boolean
+  truncated: boolean
+  durationMs: number
+  sandboxId: string
+}
+
+/** Health of one sandbox. */
+export interface SandboxHealth {
+  ok: boolean
+  /** Why it is not ok (e.g. `container exited (137)`). */
+  reason?: string
+}
+
+/** A live handle to one sandbox. */
+export interface Sandbox {
+  readonly ref: SandboxRef
+  exec(request: ExecRequest, opts?: ExecOptions): Promise<ExecResult>
+  /** Writes a file (binary-safe), creating parent directories. Relative paths resolve against the profile cwd. */
+  writeFile(path: string, data: string | Uint8Array, opts?: { signal?: AbortSignal }): Promise<void>
+  /** Reads a file (binary-safe). Throws `AppError('NOT_FOUND')` when absent. */
+  readFile(path: string, opts?: { signal?: AbortSignal }): Promise<Uint8Array>
+  health(): Promise<SandboxHealth>
+  /** Releases this handle's channel without destroying the sandbox. Idempotent. */
+  close(): Promise<void>
+}
+
+/** Options of {@link SandboxProvider.create}. */
+export interface CreateOptions {
+  labels: Labels
+  signal?: AbortSignal
+}
+
+/**
+ * The provider SPI. Implementations live in `providers/*` and depend only on this folder.
+ * Errors are `AppError`s mapped at the provider edge: `SANDBOX_LOST` when a sandbox vanished,
+ * `SANDBOX_CREATE_FAILED` (retryable when transient), `CONFIG_INVALID` for bad credentials.
+ */
+export interface SandboxProvider {
+  readonly id: string
+  create(profile: ResolvedProfile, opts: CreateOptions): Promise<Sandbox>
+  connect(ref: SandboxRef, opts?: { signal?: AbortSignal }): Promise<Sandbox>
+  /** Sandboxes whose labels include every given label. */
+  list(filter: { labels: Labels }): Promise<SandboxRef[]>
+  /** Destroys the sandbox; destroying one that is already gone is not an error. */
+  destroy(ref: SandboxRef): Promise<void>
+  /** Whether the provider's backend answers (engine ping, API reachability). */
+  health?(): Promise<SandboxHealth>
+  /** Releases clients and channels held by the provider. */
+  close?(): Promise<void>
+}
