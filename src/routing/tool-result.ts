@@ -1,0 +1,43 @@
+import { AppError } from '../errors.js'
+import type { ExecResult } from '../sandbox/types.js'
+
+/**
+ * The tool-result text the model sees for a routed command. Stable format (documented in the README):
+ *
+ * ```
+ * exit_code: 0            (or `exit_code: null` and `signal: SIGKILL`)
+ * [timed out after 5000 ms; the process group was killed]     (only when timedOut)
+ * [output truncated at the output cap]                         (only when truncated)
+ * stdout:
+ * <stdout, verbatim>
+ * stderr:
+ * <stderr, verbatim>
+ * ```
+ * An empty stream is written as `(empty)`.
+ */
+export function formatExecResult(result: ExecResult, opts: { timeoutMs?: number } = {}): string {
+  const lines = [`exit_code: ${result.exitCode === null ? 'null' : result.exitCode}`]
+  if (result.signal) lines.push(`signal: ${result.signal}`)
+  if (result.timedOut) {
+    const after = opts.timeoutMs !== undefined ? ` after ${opts.timeoutMs} ms` : ''
+    lines.push(`[timed out${after}; the process group was killed]`)
+  }
+  if (result.truncated) lines.push('[output truncated at the output cap]')
+  lines.push('stdout:', block(result.stdout), 'stderr:', block(result.stderr))
+  return lines.join('\n')
+}
+
+function block(text: string): string {
+  if (text.length === 0) return '(empty)'
+  return text.endsWith('\n') ? text.slice(0, -1) : text
+}
+
+/**
+ * The tool-result text for a call that could not run: `error: <CODE>: <message>`. Never includes a
+ * stack trace or secrets; the message says how to fix the problem.
+ */
+export function formatToolError(err: unknown): string {
+  if (err instanceof AppError) return `error: ${err.code}: ${err.message}`
+  if (err instanceof Error) return `error: ${err.message}`
+  return `error: ${String(err)}`
+}

@@ -1,0 +1,38 @@
+import type { ExecResult } from '../sandbox/types.js'
+
+/** A routeTo verdict plus what the runtime knows about the call, ready to become a job. */
+export interface RouteRequest {
+  readonly providerId: string
+  readonly profile: string
+  readonly command: string
+  /** The tool call id (the job id derives from tenant + callId). */
+  readonly callId: string
+  readonly toolName: string
+  /** Sandbox session: calls of one session share a sandbox. Absent: an ephemeral sandbox. */
+  readonly sessionId?: string
+  /** Defaults to `default` in embedded mode. */
+  readonly tenant?: string
+  readonly cwd?: string
+  readonly env?: Readonly<Record<string, string>>
+  readonly stdin?: string
+  /** Clamped to the profile's max; the profile default when absent. */
+  readonly timeoutMs?: number
+  /** A redelivered job may run again instead of reporting `interrupted`. @default false */
+  readonly idempotent?: boolean
+}
+
+/** Live output and cancellation of one routed call. */
+export interface RouteContext {
+  readonly signal?: AbortSignal
+  readonly onStdout?: (chunk: string) => void
+  readonly onStderr?: (chunk: string) => void
+}
+
+/**
+ * Executes routeTo verdicts. The agent loop calls it; the execution plane supplies the queue-backed
+ * implementation. Errors are `AppError`s (UNKNOWN_PROVIDER, UNKNOWN_PROFILE, SANDBOX_LOST,
+ * JOB_INTERRUPTED, JOB_CANCELLED, ACQUIRE_TIMEOUT…); the agent turns them into a tool result for the model.
+ */
+export interface RouteExecutor {
+  execute(route: RouteRequest, ctx?: RouteContext): Promise<ExecResult>
+}

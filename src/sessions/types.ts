@@ -1,0 +1,49 @@
+import type { Sandbox, SandboxRef } from '../sandbox/types.js'
+
+/** Identifies a sandbox session. A used sandbox is never handed to another key. */
+export interface SessionKey {
+  readonly tenant: string
+  /** Absent: an ephemeral sandbox, destroyed after use. */
+  readonly sessionId?: string
+  readonly providerId: string
+  readonly profile: string
+}
+
+/** How a leased call ended, so the pool knows what to do with the sandbox. */
+export type LeaseOutcome =
+  /** Keep the binding (or destroy, for ephemeral sandboxes). */
+  | 'ok'
+  /** The sandbox vanished or broke: unbind it (and destroy what is left); the next call rebinds. */
+  | 'lost'
+
+/** The right to use a session's sandbox for one call. */
+export interface Lease {
+  readonly key: SessionKey
+  readonly sandbox: Sandbox
+  readonly ref: SandboxRef
+  /** Whether the sandbox came from the warm pool or an existing binding (no create on this call). */
+  readonly hit: boolean
+  /** Ends the lease. Idempotent. */
+  release(outcome?: LeaseOutcome): Promise<void>
+}
+
+/** Options of {@link SessionPool.acquire}. */
+export interface AcquireOptions {
+  signal?: AbortSignal
+  /** Give up after this long (ms) with `AppError('ACQUIRE_TIMEOUT')`; the pool default when absent. */
+  timeoutMs?: number
+}
+
+/**
+ * Binds sessions to sandboxes: the first call of a session binds one (warm pool first, else create),
+ * later calls — from any worker of the fleet — reuse it. Bindings and leases live in Redis.
+ */
+export interface SessionPool {
+  acquire(key: SessionKey, opts?: AcquireOptions): Promise<Lease>
+  /** Destroys the session's sandbox and forgets the binding. Unknown key: no-op. */
+  close(key: SessionKey): Promise<void>
+  /** Destroys every owned sandbox without a live lease/binding. Returns how many were reaped. */
+  reap(): Promise<number>
+  /** Stops timers, releases handles; `destroyIdle` also destroys unbound warm sandboxes. */
+  shutdown(opts?: { destroyIdle?: boolean }): Promise<void>
+}
