@@ -1,0 +1,694 @@
+/*
+ * sbx-agent: the long-lived channel between the host and one sandbox container.
+ *
+ *   sbx-agent          speak the frame protocol (protocol.h) on stdin/stdout until stdin ends
+ *   sbx-agent --init   container main process: reap orphans, exit on SIGTERM/SIGINT
+ *
+ * One single-threaded poll() loop. Each command runs as `bash -c` (or `sh -c`) in its own
+ * session / process group; timeouts, cancels and the end of the host connection kill that whole
+ * group. Output is capped per stream: past the cap the pipe is still drained (the process never
+ * blocks on a full pipe) and the bytes are dropped. Memory is bounded: one inbound frame of at
+ * most SBX_MAX_FRAME, and pipes/files are only read while the outbound queue is below OUT_HIGH.
+ *
+ * Build: gcc -static -O2 -o sbx-agent sbx-agent.c
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "protocol.h"
+
+#define CHUNK 65536
+#define OUT_HIGH (1024 * 1024) /* stop reading sources while this much is queued for the host */
+#define MAX_CMDS 512
+#define TERM_GRACE_MS 200 /* SIGTERM at the deadline, SIGKILL this much later */
+#define LINGER_MS 100     /* after the leader exits, wait this long for pipe EOF */
+
+extern char **environ;
+
+typedef struct {
+  uint8_t *data;
+  size_t off, len, cap;
+} buf_t;
+
+typedef struct cmd {
+  struct cmd *next;
+  uint32_t id;
+  pid_t pid;
+  int fd_out, fd_err, fd_in;
+  uint8_t *in_data;
+  size_t in_len, in_off;
+  uint64_t cap, n_out, n_err;
+  int trunc_out, trunc_err, timed_out, reaped, status;
+  int64_t start, deadline, kill_at, linger_until;
+} cmd_t;
+
+typedef struct reader {
+  struct reader *next;
+  uint32_t id;
+  int fd;
+  uint64_t total;
+} reader_t;
+
+static buf_t inq, outq;
+static cmd_t *cmds;
+static reader_t *readers;
+static int ncmds;
+static int sfd = -1;
+static uint8_t chunk[CHUNK];
+
+/* ---------- utilities ---------- */
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void kill_all_and_exit(int code) {
+  for (cmd_t *c = cmds; c; c = c->next) kill(-c->pid, SIGKILL);
+  _exit(code);
+}
+
+static void fatal(const char *what) {
+  fprintf(stderr, "sbx-agent: %s: %s\n", what, strerror(errno));
+  kill_all_and_exit(2);
+}
+
+static void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) fatal("out of memory");
+  return q;
+}
+
+static void set_nonblock(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) fatal("fcntl");
+}
+
+static size_t pending(const buf_t *b) { return b->len - b->off; }
+
+/* Makes room for `extra` more bytes at the end, compacting before growing. */
+static void reserve(buf_t *b, size_t extra) {
+  if (b->off == b->len) b->off = b->len = 0;
+  if (b->len + extra <= b->cap) return;
+  if (b->off > 0) {
+    memmove(b->data, b->data + b->off, b->len - b->off);
+    b->len -= b->off;
+    b->off = 0;
+    if (b->len + extra <= b->cap) return;
+  }
+  size_t ncap = b->cap ? b->cap : CHUNK;
+  while (ncap < b->len + extra) ncap *= 2;
+  b->data = xrealloc(b->data, ncap);
+  b->cap = ncap;
+}
+
+/* Gives back memory after a large frame once the buffer is empty. */
+static void shrink(buf_t *b) {
+  if (pending(b) == 0 && b->cap > 4 * CHUNK) {
+    free(b->data);
+    b->data = NULL;
+    b->off = b->len = b->cap = 0;
+  }
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  p[0] = v >> 24, p[1] = v >> 16, p[2] = v >> 8, p[3] = v;
+}
+
+static void out_bytes(const void *p, size_t n) {
+  reserve(&outq, n);
+  memcpy(outq.data + outq.len, p, n);
+  outq.len += n;
+}
+
+static void out_u32(uint32_t v) {
+  uint8_t b[4];
+  put_u32(b, v);
+  out_bytes(b, 4);
+}
+
+static void out_str(const char *s) {
+  out_u32((uint32_t)strlen(s));
+  out_bytes(s, strlen(s));
+}
+
+static void frame_head(uint8_t type, uint32_t id, size_t payload) {
+  uint8_t h[9];
+  put_u32(h, (uint32_t)(payload + 5));
+  h[4] = type;
+  put_u32(h + 5, id);
+  out_bytes(h, 9);
+}
+
+static void send_err(uint32_t id, int err, const char *op, const char *detail) {
+  frame_head(FR_ERR, id, 4 + 4 + strlen(op) + 4 + strlen(detail));
+  out_u32((uint32_t)err);
+  out_str(op);
+  out_str(detail);
+}
+
+static void send_u64(uint8_t type, uint32_t id, uint64_t v) {
+  frame_head(type, id, 8);
+  out_u32((uint32_t)(v >> 32));
+  out_u32((uint32_t)v);
+}
+
+/* Writes as much of the outbound queue as the pipe takes; the host being gone ends everything. */
+static void flush_out(void) {
+  while (pending(&outq) > 0) {
+    ssize_t n = write(STDOUT_FILENO, outq.data + outq.off, pending(&outq));
+    if (n > 0) {
+      outq.off += (size_t)n;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;
+    } else {
+      kill_all_and_exit(0); /* EPIPE: the host connection is gone */
+    }
+  }
+  shrink(&outq);
+}
+
+/* ---------- payload reader ---------- */
+
+typedef struct {
+  const uint8_t *p;
+  size_t n, off;
+  int bad;
+} rd_t;
+
+static uint32_t rd_u32(rd_t *r) {
+  if (r->n - r->off < 4) return r->bad = 1, 0;
+  const uint8_t *p = r->p + r->off;
+  r->off += 4;
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static const uint8_t *rd_bytes(rd_t *r, uint32_t *len) {
+  *len = rd_u32(r);
+  if (r->bad || r->n - r->off < *len) return r->bad = 1, NULL;
+  const uint8_t *p = r->p + r->off;
+  r->off += *len;
+  return p;
+}
+
+/* A NUL-terminated copy of a string field; NULL on malformed input or embedded NUL. */
+static char *rd_cstr(rd_t *r) {
+  uint32_t len;
+  const uint8_t *p = rd_bytes(r, &len);
+  if (!p || memchr(p, 0, len)) return r->bad = 1, NULL;
+  char *s = xrealloc(NULL, (size_t)len + 1);
+  memcpy(s, p, len);
+  s[len] = 0;
+  return s;
+}
+
+/* ---------- commands ---------- */
+
+static cmd_t *find_cmd(uint32_t id) {
+  for (cmd_t *c = cmds; c; c = c->next)
+    if (c->id == id) return c;
+  return NULL;
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/* Child side of a spawn: never returns. Failures before exec travel back on `errfd`. */
+static void child(int in_r, int out_w, int err_w, int errfd, const char *cwd, const char *command,
+                  char **envp) {
+  setsid();
+  if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0) goto fail_exec;
+  for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (cwd[0] && chdir(cwd) < 0) {
+    uint32_t msg[2] = {1, (uint32_t)errno};
+    (void)!write(errfd, msg, sizeof msg);
+    _exit(127);
+  }
+  char *argv_bash[] = {"bash", "-c", (char *)command, NULL};
+  execve("/bin/bash", argv_bash, envp);
+  char *argv_sh[] = {"sh", "-c", (char *)command, NULL};
+  execve("/bin/sh", argv_sh, envp);
+fail_exec:;
+  uint32_t msg[2] = {2, (uint32_t)errno};
+  (void)!write(errfd, msg, sizeof msg);
+  _exit(127);
+}
+
+/* The agent's environment with `pairs` ("K=V") overriding same-named entries. */
+static char **merge_env(char **pairs, uint32_t npairs) {
+  size_t base = 0;
+  while (environ[base]) base++;
+  char **envp = xrealloc(NULL, (base + npairs + 1) * sizeof *envp);
+  size_t k = 0;
+  for (size_t i = 0; i < base; i++) {
+    const char *eq = strchr(environ[i], '=');
+    size_t klen = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+    int overridden = 0;
+    for (uint32_t j = 0; j < npairs && !overridden; j++)
+      overridden = strncmp(pairs[j], environ[i], klen) == 0 && pairs[j][klen] == '=';
+    if (!overridden) envp[k++] = environ[i];
+  }
+  for (uint32_t j = 0; j < npairs; j++) envp[k++] = pairs[j];
+  envp[k] = NULL;
+  return envp;
+}
+
+static void op_exec(uint32_t id, const uint8_t *p, size_t n) {
+  rd_t r = {p, n, 0, 0};
+  uint32_t timeout_ms = rd_u32(&r);
+  uint64_t cap = (uint64_t)rd_u32(&r) << 32;
+  cap |= rd_u32(&r);
+  (void)rd_u32(&r); /* flags: reserved */
+  char *cwd = rd_cstr(&r), *command = rd_cstr(&r);
+  uint32_t npairs = rd_u32(&r);
+  if (npairs > 4096) r.bad = 1;
+  char **pairs = xrealloc(NULL, (r.bad ? 1 : npairs + 1) * sizeof *pairs);
+  uint32_t got = 0;
+  for (; !r.bad && got < npairs; got++) {
+    char *k = rd_cstr(&r), *v = rd_cstr(&r);
+    if (r.bad || !k[0] || strchr(k, '=')) {
+      r.bad = 1, free(k), free(v);
+      break;
+    }
+    pairs[got] = xrealloc(NULL, strlen(k) + strlen(v) + 2);
+    sprintf(pairs[got], "%s=%s", k, v);
+    free(k), free(v);
+  }
+  uint32_t in_len = 0;
+  const uint8_t *in = rd_bytes(&r, &in_len);
+
+  int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, ex_p[2] = {-1, -1};
+  const char *failed_op = NULL;
+  int failed_errno = 0;
+  cmd_t *c = NULL;
+  char **envp = NULL;
+  if (r.bad) {
+    failed_op = "protocol", failed_errno = EINVAL;
+  } else if (find_cmd(id) || ncmds >= MAX_CMDS) {
+    failed_op = "limit", failed_errno = EBUSY;
+  } else if (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
+             pipe2(ex_p, O_CLOEXEC) < 0) {
+    failed_op = "pipe", failed_errno = errno;
+  }
+  if (!failed_op) {
+    envp = merge_env(pairs, got);
+    pid_t pid = fork();
+    if (pid == 0) child(in_p[0], out_p[1], err_p[1], ex_p[1], cwd, command, envp);
+    if (pid < 0) {
+      failed_op = "fork", failed_errno = errno;
+    } else {
+      close_fd(&ex_p[1]);
+      uint32_t msg[2];
+      ssize_t k;
+      do k = read(ex_p[0], msg, sizeof msg);
+      while (k < 0 && errno == EINTR);
+      if (k == (ssize_t)sizeof msg) {
+        failed_op = msg[0] == 1 ? "chdir" : "exec", failed_errno = (int)msg[1];
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+      } else {
+        c = xrealloc(NULL, sizeof *c);
+        memset(c, 0, sizeof *c);
+        c->id = id, c->pid = pid, c->cap = cap;
+        c->fd_out = out_p[0], out_p[0] = -1;
+        c->fd_err = err_p[0], err_p[0] = -1;
+        c->fd_in = in_p[1], in_p[1] = -1;
+        c->start = now_ms();
+        c->deadline = c->start + timeout_ms;
+        set_nonblock(c->fd_out);
+        set_nonblock(c->fd_err);
+        set_nonblock(c->fd_in);
+        if (in_len > 0) {
+          c->in_data = xrealloc(NULL, in_len);
+          memcpy(c->in_data, in, in_len);
+          c->in_len = in_len;
+        } else {
+          close_fd(&c->fd_in);
+        }
+        c->next = cmds, cmds = c, ncmds++;
+      }
+    }
+  }
+  int fds[] = {in_p[0], in_p[1], out_p[0], out_p[1], err_p[0], err_p[1], ex_p[0], ex_p[1]};
+  for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  if (failed_op) {
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", strcmp(failed_op, "chdir") == 0 && cwd ? cwd : strerror(failed_errno));
+    send_err(id, failed_errno, failed_op, detail);
+  }
+  for (uint32_t j = 0; j < got; j++) free(pairs[j]);
+  free(pairs), free(envp), free(cwd), free(command);
+}
+
+static void op_cancel(uint32_t id) {
+  cmd_t *c = find_cmd(id);
+  if (c) kill(-c->pid, SIGKILL);
+}
+
+/* Reads one chunk of a command's stdout or stderr; past the cap the bytes are dropped. */
+static void drain(cmd_t *c, int *fd, uint8_t type, uint64_t *count, int *trunc) {
+  ssize_t n = read(*fd, chunk, CHUNK);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    close_fd(fd);
+    return;
+  }
+  uint64_t keep = *count >= c->cap ? 0 : c->cap - *count;
+  if ((uint64_t)n > keep) *trunc = 1;
+  else keep = (uint64_t)n;
+  *count += (uint64_t)n;
+  if (keep > 0) {
+    frame_head(type, c->id, (size_t)keep);
+    out_bytes(chunk, (size_t)keep);
+  }
+}
+
+static void feed_stdin(cmd_t *c) {
+  while (c->in_off < c->in_len) {
+    ssize_t n = write(c->fd_in, c->in_data + c->in_off, c->in_len - c->in_off);
+    if (n > 0) c->in_off += (size_t)n;
+    else if (n < 0 && errno == EINTR) continue;
+    else if (n < 0 && errno == EAGAIN) return;
+    else break; /* EPIPE: the command closed its stdin; the rest is dropped */
+  }
+  close_fd(&c->fd_in);
+  free(c->in_data);
+  c->in_data = NULL;
+}
+
+static void reap(void) {
+  struct signalfd_siginfo si;
+  while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+    if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP) kill_all_and_exit(0);
+  }
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (cmd_t *c = cmds; c; c = c->next) {
+      if (c->pid == pid && !c->reaped) {
+        c->reaped = 1, c->status = status;
+        c->linger_until = now_ms() + LINGER_MS;
+      }
+    }
+  }
+}
+
+static void finish(cmd_t *c) {
+  /* Background processes still holding the pipes go with the command. */
+  if (c->fd_out >= 0 || c->fd_err >= 0) kill(-c->pid, SIGKILL);
+  close_fd(&c->fd_out), close_fd(&c->fd_err), close_fd(&c->fd_in);
+  free(c->in_data);
+  int sig = WIFSIGNALED(c->status);
+  frame_head(FR_EXIT, c->id, 1 + 4 + 1 + 1 + 4);
+  uint8_t kind = (uint8_t)sig;
+  out_bytes(&kind, 1);
+  out_u32((uint32_t)(sig ? WTERMSIG(c->status) : WEXITSTATUS(c->status)));
+  uint8_t flags[2] = {(uint8_t)c->timed_out, (uint8_t)(c->trunc_out | c->trunc_err << 1)};
+  out_bytes(flags, 2);
+  out_u32((uint32_t)(now_ms() - c->start));
+}
+
+/* Applies deadlines and finishes commands; returns the poll timeout in ms (-1: none). */
+static int tick(int64_t now) {
+  int64_t next = -1;
+  int room = pending(&outq) < OUT_HIGH;
+#define WAKE(t) (next = (next < 0 || (t) < next) ? (t) : next)
+  for (cmd_t **pc = &cmds; *pc;) {
+    cmd_t *c = *pc;
+    if (!c->reaped && !c->timed_out && now >= c->deadline) {
+      c->timed_out = 1;
+      kill(-c->pid, SIGTERM);
+      c->kill_at = now + TERM_GRACE_MS;
+    }
+    if (c->kill_at && now >= c->kill_at) {
+      kill(-c->pid, SIGKILL);
+      c->kill_at = 0;
+    }
+    int open = c->fd_out >= 0 || c->fd_err >= 0;
+    if (c->reaped && (!open || (room && now >= c->linger_until))) {
+      finish(c);
+      *pc = c->next, ncmds--;
+      free(c);
+      continue;
+    }
+    if (!c->reaped && !c->timed_out) WAKE(c->deadline);
+    if (c->kill_at) WAKE(c->kill_at);
+    if (c->reaped && room) WAKE(c->linger_until);
+    pc = &c->next;
+  }
+#undef WAKE
+  if (next < 0) return -1;
+  return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
+}
+
+/* ---------- files ---------- */
+
+static int mkdir_parents(char *path) {
+  for (char *s = strchr(path + 1, '/'); s; s = strchr(s + 1, '/')) {
+    *s = 0;
+    struct stat st;
+    int rc = mkdir(path, 0755);
+    int err = errno;
+    int ok = rc == 0 || (err == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+    *s = '/';
+    if (!ok) return errno = (rc < 0 && err != EEXIST) ? err : ENOTDIR, -1;
+  }
+  return 0;
+}
+
+static void op_write(uint32_t id, const uint8_t *p, size_t n) {
+  rd_t r = {p, n, 0, 0};
+  uint32_t flags = rd_u32(&r), mode = rd_u32(&r);
+  char *path = rd_cstr(&r);
+  uint32_t len = 0;
+  const uint8_t *data = rd_bytes(&r, &len);
+  if (r.bad || !path || path[0] != '/') {
+    send_err(id, EINVAL, "protocol", "write needs an absolute path");
+    free(path);
+    return;
+  }
+  if (mkdir_parents(path) < 0) {
+    send_err(id, errno, "mkdir", path);
+    free(path);
+    return;
+  }
+  int oflags = O_WRONLY | O_CREAT | O_CLOEXEC | ((flags & 1) ? O_TRUNC : O_APPEND);
+  int fd;
+  do fd = open(path, oflags, mode & 07777);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    send_err(id, errno, "open", path);
+    free(path);
+    return;
+  }
+  size_t off = 0;
+  while (off < len) {
+    ssize_t k = write(fd, data + off, len - off);
+    if (k > 0) off += (size_t)k;
+    else if (k < 0 && errno == EINTR) continue;
+    else break;
+  }
+  int err = errno;
+  if (close(fd) < 0 && off == len && errno != EINTR) off = 0, err = errno;
+  if (off < len) send_err(id, err ? err : EIO, "write", path);
+  else frame_head(FR_OK, id, 0);
+  free(path);
+}
+
+static void op_read(uint32_t id, const uint8_t *p, size_t n) {
+  rd_t r = {p, n, 0, 0};
+  char *path = rd_cstr(&r);
+  if (r.bad || !path || path[0] != '/') {
+    send_err(id, EINVAL, "protocol", "read needs an absolute path");
+    free(path);
+    return;
+  }
+  int fd;
+  do fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  while (fd < 0 && errno == EINTR);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    int err = fd < 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    if (fd >= 0) close(fd);
+    send_err(id, err, "open", path);
+    free(path);
+    return;
+  }
+  free(path);
+  reader_t *rd = xrealloc(NULL, sizeof *rd);
+  *rd = (reader_t){.next = readers, .id = id, .fd = fd, .total = 0};
+  readers = rd;
+}
+
+/* One chunk per open file per loop turn, only while the outbound queue has room. */
+static void read_files(void) {
+  for (reader_t **pr = &readers; *pr;) {
+    reader_t *rd = *pr;
+    if (pending(&outq) >= OUT_HIGH) return;
+    ssize_t k = read(rd->fd, chunk, CHUNK);
+    if (k < 0 && errno == EINTR) continue;
+    if (k > 0) {
+      frame_head(FR_DATA, rd->id, (size_t)k);
+      out_bytes(chunk, (size_t)k);
+      rd->total += (uint64_t)k;
+      pr = &rd->next;
+      continue;
+    }
+    if (k == 0) send_u64(FR_OK, rd->id, rd->total);
+    else send_err(rd->id, errno, "read", "");
+    close(rd->fd);
+    *pr = rd->next;
+    free(rd);
+  }
+}
+
+/* ---------- main loop ---------- */
+
+static void handle_frame(uint8_t type, uint32_t id, const uint8_t *p, size_t n) {
+  switch (type) {
+    case FR_EXEC: op_exec(id, p, n); break;
+    case FR_CANCEL: op_cancel(id); break;
+    case FR_WRITE: op_write(id, p, n); break;
+    case FR_READ: op_read(id, p, n); break;
+    case FR_PING: frame_head(FR_PONG, id, 0); break;
+    default: send_err(id, EINVAL, "protocol", "unknown frame type"); break;
+  }
+}
+
+static void read_stdin(void) {
+  for (;;) {
+    reserve(&inq, 4 * CHUNK);
+    ssize_t n = read(STDIN_FILENO, inq.data + inq.len, inq.cap - inq.len);
+    if (n > 0) {
+      inq.len += (size_t)n;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      break;
+    } else {
+      kill_all_and_exit(0); /* EOF: the host connection is gone */
+    }
+  }
+  while (pending(&inq) >= 4) {
+    const uint8_t *h = inq.data + inq.off;
+    uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    if (len < 5 || len > SBX_MAX_FRAME) {
+      errno = EPROTO;
+      fatal("bad frame length");
+    }
+    if (pending(&inq) < 4 + (size_t)len) break;
+    uint32_t id = (uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8];
+    handle_frame(h[4], id, h + 9, len - 5);
+    inq.off += 4 + (size_t)len;
+  }
+  shrink(&inq);
+}
+
+static int run_init(void) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  for (;;) {
+    int sig;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGTERM || sig == SIGINT) return 0;
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--init") == 0) return run_init();
+
+  signal(SIGPIPE, SIG_IGN);
+  /* Orphaned background processes re-parent to us, so we reap them instead of leaving zombies. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) fatal("sigprocmask");
+  sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) fatal("signalfd");
+  set_nonblock(STDIN_FILENO);
+  set_nonblock(STDOUT_FILENO);
+
+  frame_head(FR_HELLO, 0, 16);
+  out_u32(SBX_PROTOCOL_VERSION);
+  out_u32((uint32_t)getpid());
+  out_u32((uint32_t)getuid());
+  out_u32(SBX_MAX_FRAME);
+
+  struct pollfd *pfds = NULL;
+  cmd_t **owners = NULL;
+  size_t pcap = 0;
+  for (;;) {
+    flush_out();
+    int64_t now = now_ms();
+    int timeout = tick(now);
+    size_t need = 3 + 3 * (size_t)ncmds;
+    if (need > pcap) {
+      pcap = need * 2;
+      pfds = xrealloc(pfds, pcap * sizeof *pfds);
+      owners = xrealloc(owners, pcap * sizeof *owners);
+    }
+    size_t np = 0;
+    pfds[np++] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
+    pfds[np++] = (struct pollfd){.fd = STDOUT_FILENO, .events = pending(&outq) ? POLLOUT : 0};
+    pfds[np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+    int room = pending(&outq) < OUT_HIGH;
+    for (cmd_t *c = cmds; c; c = c->next) {
+      if (c->fd_out >= 0 && (room || c->n_out >= c->cap))
+        owners[np] = c, pfds[np++] = (struct pollfd){.fd = c->fd_out, .events = POLLIN};
+      if (c->fd_err >= 0 && (room || c->n_err >= c->cap))
+        owners[np] = c, pfds[np++] = (struct pollfd){.fd = c->fd_err, .events = POLLIN};
+      if (c->fd_in >= 0)
+        owners[np] = c, pfds[np++] = (struct pollfd){.fd = c->fd_in, .events = POLLOUT};
+    }
+    if (readers && room) timeout = 0;
+    int n = poll(pfds, np, timeout);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fatal("poll");
+    }
+    if (pfds[0].revents) read_stdin();
+    if (pfds[1].revents & (POLLERR | POLLHUP)) kill_all_and_exit(0);
+    if (pfds[2].revents) reap();
+    for (size_t i = 3; i < np; i++) {
+      if (!pfds[i].revents) continue;
+      cmd_t *c = owners[i];
+      if (pfds[i].fd == c->fd_out) drain(c, &c->fd_out, FR_STDOUT, &c->n_out, &c->trunc_out);
+      else if (pfds[i].fd == c->fd_err) drain(c, &c->fd_err, FR_STDERR, &c->n_err, &c->trunc_err);
+      else if (pfds[i].fd == c->fd_in) feed_stdin(c);
+    }
+    read_files();
+  }
+}

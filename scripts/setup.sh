@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# One idempotent setup step for the Docker provider:
+#   1. installs docker.io, busybox-static, bash-static and a C toolchain where absent (Debian, as root);
+#   2. starts dockerd in the background when `docker info` fails, and waits until it answers;
+#   3. compiles the in-sandbox agent (providers/docker/agent) when the binary is missing or stale;
+#   4. builds the base image (busybox + bash + agent, user `sandbox` uid 1000) with `docker import`,
+#      only when its inputs changed (their hash is stored as an image label).
+# Environment: SBX_BASE_IMAGE (default sandbox-router/base:latest), SBX_DOCKERD_LOG
+# (default /var/log/sbx-dockerd.log), SBX_DOCKERD_WAIT_S (default 60).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+IMAGE=${SBX_BASE_IMAGE:-sandbox-router/base:latest}
+DOCKERD_LOG=${SBX_DOCKERD_LOG:-/var/log/sbx-dockerd.log}
+DOCKERD_WAIT_S=${SBX_DOCKERD_WAIT_S:-60}
+AGENT_DIR=$ROOT/providers/docker/agent
+STATE_DIR=$ROOT/.sbx
+AGENT_BIN=$STATE_DIR/sbx-agent
+INPUTS_LABEL=sandbox-router.inputs
+
+log() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+is_root() { [ "$(id -u)" = 0 ]; }
+
+# ---- 1. packages ----------------------------------------------------------------------------
+deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+missing=()
+command -v docker >/dev/null 2>&1 || missing+=(docker.io)
+if command -v dpkg-query >/dev/null 2>&1; then
+  deb_installed busybox-static || missing+=(busybox-static)
+  deb_installed bash-static || missing+=(bash-static)
+else
+  [ -x /bin/busybox ] || missing+=(busybox-static)
+  [ -x /bin/bash-static ] || missing+=(bash-static)
+fi
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+[ "$(gcc -print-file-name=libc.a 2>/dev/null || echo libc.a)" != libc.a ] || missing+=(libc6-dev)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if is_root && command -v apt-get >/dev/null 2>&1; then
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    die "missing packages: ${missing[*]}. Install them as root: apt-get update && apt-get install -y ${missing[*]}"
+  fi
+fi
+log "packages ok"
+
+# ---- 2. docker engine -----------------------------------------------------------------------
+if ! docker info >/dev/null 2>&1; then
+  if [ -n "${DOCKER_HOST:-}" ]; then
+    die "the engine at DOCKER_HOST=$DOCKER_HOST does not answer; start it or unset DOCKER_HOST"
+  fi
+  is_root || die "the Docker engine is not running; start it as root (dockerd &) or run this script as root"
+  command -v dockerd >/dev/null 2>&1 || die "dockerd not found; install docker.io"
+  log "starting dockerd (log: $DOCKERD_LOG)"
+  mkdir -p "$(dirname "$DOCKERD_LOG")"
+  setsid nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  deadline=$((SECONDS + DOCKERD_WAIT_S))
+  until docker info >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail -n 20 "$DOCKERD_LOG" >&2 || true
+      die "dockerd did not answer within ${DOCKERD_WAIT_S}s; see $DOCKERD_LOG"
+    fi
+    sleep 0.2
+  done
+fi
+log "docker engine ok ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'))"
+
+# ---- 3. agent -------------------------------------------------------------------------------
+mkdir -p "$STATE_DIR"
+if [ ! -x "$AGENT_BIN" ] || [ "$AGENT_DIR/sbx-agent.c" -nt "$AGENT_BIN" ] || [ "$AGENT_DIR/protocol.h" -nt "$AGENT_BIN" ]; then
+  log "compiling sbx-agent"
+  gcc -static -O2 -Wall -o "$AGENT_BIN.tmp" "$AGENT_DIR/sbx-agent.c"
+  mv "$AGENT_BIN.tmp" "$AGENT_BIN"
+fi
+log "agent ok ($AGENT_BIN)"
+
+# ---- 4. base image --------------------------------------------------------------------------
+BUSYBOX=/bin/busybox
+BASH_STATIC=/bin/bash-static
+inputs=$(cat "$AGENT_BIN" "$BUSYBOX" "$BASH_STATIC" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
+current=$(docker image inspect -f "{{ index .Config.Labels \"$INPUTS_LABEL\" }}" "$IMAGE" 2>/dev/null || true)
+if [ "$current" = "$inputs" ]; then
+  log "image $IMAGE up to date ($inputs)"
+  exit 0
+fi
+
+log "building $IMAGE ($inputs)"
+rootfs=$(mktemp -d)
+trap 'rm -rf "$rootfs"' EXIT
+mkdir -p "$rootfs"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc,root,workspace,tmp,proc,sys,dev}
+cp "$BUSYBOX" "$rootfs/bin/busybox"
+for applet in $("$BUSYBOX" --list-full); do
+  [ -e "$rootfs/$applet" ] || ln -s /bin/busybox "$rootfs/$applet"
+done
+rm -f "$rootfs/bin/bash"
+cp "$BASH_STATIC" "$rootfs/bin/bash"
+cp "$AGENT_BIN" "$rootfs/usr/local/bin/sbx-agent"
+cat >"$rootfs/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+sandbox:x:1000:1000:sandbox:/workspace:/bin/bash
+nobody:x:65534:65534:nobody:/nonexistent:/bin/false
+EOF
+cat >"$rootfs/etc/group" <<'EOF'
+root:x:0:
+sandbox:x:1000:
+nogroup:x:65534:
+EOF
+chmod 0755 "$rootfs" "$rootfs/workspace"
+chmod 1777 "$rootfs/tmp"
+owner_opts=(--owner=0 --group=0)
+if is_root; then
+  chown -R 0:0 "$rootfs"
+  chown 1000:1000 "$rootfs/workspace"
+  owner_opts=()
+fi
+tar --numeric-owner "${owner_opts[@]}" -C "$rootfs" -cf - . | docker import \
+  --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' \
+  --change 'ENV HOME=/workspace' \
+  --change 'WORKDIR /workspace' \
+  --change 'USER 1000:1000' \
+  --change "LABEL $INPUTS_LABEL=$inputs" \
+  --change 'CMD ["/usr/local/bin/sbx-agent", "--init"]' \
+  - "$IMAGE" >/dev/null
+log "image $IMAGE built"
