@@ -1,5 +1,9 @@
 import { ToolCallDecision } from '../interceptors/decisions.js'
-import type { ModelRequestInterceptor, PromptInterceptor, ToolCallInterceptor } from '../interceptors/types.js'
+import type {
+  ModelRequestInterceptor,
+  PromptInterceptor,
+  ToolCallInterceptor,
+} from '../interceptors/types.js'
 import type { LifecycleHook } from '../lifecycle/events.js'
 import type { ExtensionGuardrail } from './context.js'
 import type { ExtensionSnapshot } from './registry.js'
@@ -26,7 +30,10 @@ export interface InterceptorChains {
  * extension guardrails, then extension interceptors in registration order. Names must be unique per
  * chain across host and extensions (`duplicate <kind> interceptor id: <name>`).
  */
-export function composeInterceptors(host: HostInterceptors = {}, extensions?: ExtensionSnapshot): InterceptorChains {
+export function composeInterceptors(
+  host: HostInterceptors = {},
+  extensions?: ExtensionSnapshot,
+): InterceptorChains {
   const chains: InterceptorChains = {
     toolCall: [
       ...(host.toolCall ?? []),

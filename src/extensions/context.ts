@@ -1,5 +1,12 @@
 import type { Tool } from '../agent/tool.js'
-import type { InterceptorContext, MaybePromise, ModelRequestInterceptor, PromptInterceptor, ToolCallInterceptor, ToolCallRequest } from '../interceptors/types.js'
+import type {
+  InterceptorContext,
+  MaybePromise,
+  ModelRequestInterceptor,
+  PromptInterceptor,
+  ToolCallInterceptor,
+  ToolCallRequest,
+} from '../interceptors/types.js'
 import type { LifecycleHook } from '../lifecycle/events.js'
 import { ExtensionError } from './errors.js'
 import type { ExtensionCapability, ExtensionManifest } from './manifest.js'
@@ -29,7 +36,10 @@ export interface ExtensionPrompt {
 /** An allow/deny policy on tool calls (simpler than an interceptor: no rewrite, no routing). */
 export interface ExtensionGuardrail {
   readonly name: string
-  check(request: ToolCallRequest, ctx: InterceptorContext): MaybePromise<{ allow: true } | { allow: false; reason: string }>
+  check(
+    request: ToolCallRequest,
+    ctx: InterceptorContext,
+  ): MaybePromise<{ allow: true } | { allow: false; reason: string }>
 }
 
 /** Everything one extension contributed while `apply` ran. */
@@ -91,9 +101,18 @@ export function createExtensionContext(manifest: ExtensionManifest): {
   const ctx: ExtensionContext = {
     manifest,
     interceptors: {
-      registerToolCall: (i) => (require('interceptor'), c.toolCallInterceptors.push(named('tool-call interceptor', i))),
-      registerPrompt: (i) => (require('interceptor'), c.promptInterceptors.push(named('prompt interceptor', i))),
-      registerModelRequest: (i) => (require('interceptor'), c.modelRequestInterceptors.push(named('model-request interceptor', i))),
+      registerToolCall: (i) => (
+        require('interceptor'),
+        c.toolCallInterceptors.push(named('tool-call interceptor', i))
+      ),
+      registerPrompt: (i) => (
+        require('interceptor'),
+        c.promptInterceptors.push(named('prompt interceptor', i))
+      ),
+      registerModelRequest: (i) => (
+        require('interceptor'),
+        c.modelRequestInterceptors.push(named('model-request interceptor', i))
+      ),
     },
     lifecycle: { register: (h) => (require('lifecycle'), c.lifecycleHooks.push(named('lifecycle hook', h))) },
     tools: {

@@ -7,7 +7,8 @@ import type { AppliedExtension } from './registry.js'
 export function describeExtension(ext: AppliedExtension): string {
   const m = ext.manifest
   const c = ext.contributions
-  const names = (xs: readonly { name: string }[]): string => (xs.length ? ` (${xs.map((x) => x.name).join(', ')})` : '')
+  const names = (xs: readonly { name: string }[]): string =>
+    xs.length ? ` (${xs.map((x) => x.name).join(', ')})` : ''
   return [
     `id=${m.id}`,
     `name=${m.name}`,

@@ -1,4 +1,9 @@
-export { ExtensionCapability, ExtensionManifestSchema, matchesToolName, namespacedToolName } from './manifest.js'
+export {
+  ExtensionCapability,
+  ExtensionManifestSchema,
+  matchesToolName,
+  namespacedToolName,
+} from './manifest.js'
 export type { ExtensionManifest } from './manifest.js'
 export { ExtensionError } from './errors.js'
 export { createExtensionContext } from './context.js'

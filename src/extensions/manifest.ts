@@ -43,5 +43,7 @@ export function namespacedToolName(extensionId: string, tool: string): string {
  */
 export function matchesToolName(hostName: string, tool: string): boolean {
   if (hostName === tool) return true
-  return hostName.startsWith('plugin__') && hostName.endsWith(`__${tool}`) && hostName.length > tool.length + 10
+  return (
+    hostName.startsWith('plugin__') && hostName.endsWith(`__${tool}`) && hostName.length > tool.length + 10
+  )
 }

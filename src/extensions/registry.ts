@@ -1,7 +1,18 @@
 import type { Tool } from '../agent/tool.js'
-import type { ModelRequestInterceptor, PromptInterceptor, ToolCallInterceptor } from '../interceptors/types.js'
+import type {
+  ModelRequestInterceptor,
+  PromptInterceptor,
+  ToolCallInterceptor,
+} from '../interceptors/types.js'
 import type { LifecycleHook } from '../lifecycle/events.js'
-import type { ExtensionCommand, ExtensionContext, ExtensionContributions, ExtensionGuardrail, ExtensionPrompt, ExtensionSkill } from './context.js'
+import type {
+  ExtensionCommand,
+  ExtensionContext,
+  ExtensionContributions,
+  ExtensionGuardrail,
+  ExtensionPrompt,
+  ExtensionSkill,
+} from './context.js'
 import { createExtensionContext } from './context.js'
 import { ExtensionError } from './errors.js'
 import type { ExtensionManifest } from './manifest.js'
@@ -165,7 +176,10 @@ export function applyExtension(ext: Extension): AppliedExtension {
     ext.apply(ctx)
   } catch (err) {
     if (err instanceof ExtensionError) throw err
-    throw new ExtensionError(`extension "${ext.manifest.id}" failed in apply: ${(err as Error)?.message ?? String(err)}`, err)
+    throw new ExtensionError(
+      `extension "${ext.manifest.id}" failed in apply: ${(err as Error)?.message ?? String(err)}`,
+      err,
+    )
   }
   return { manifest: ext.manifest, contributions }
 }

@@ -67,13 +67,21 @@ function isThenable<T>(v: MaybePromise<T>): v is Promise<T> {
   return typeof (v as { then?: unknown } | null)?.then === 'function'
 }
 
-async function call<T>(name: string, stage: InterceptorStage, fn: () => MaybePromise<T>): Promise<T> {
+/**
+ * Calls one interceptor, wrapping a throw or rejection in an InterceptorError. Returns the value
+ * itself when the interceptor answered synchronously (no promise, no microtask).
+ */
+function call<T>(name: string, stage: InterceptorStage, fn: () => MaybePromise<T>): MaybePromise<T> {
+  let r: MaybePromise<T>
   try {
-    const r = fn()
-    return isThenable(r) ? await r : r
+    r = fn()
   } catch (err) {
     throw new InterceptorError(name, stage, err)
   }
+  if (!isThenable(r)) return r
+  return r.then(undefined, (err: unknown) => {
+    throw new InterceptorError(name, stage, err)
+  })
 }
 
 function invalid(name: string, stage: InterceptorStage, got: unknown): InterceptorError {
@@ -99,7 +107,8 @@ export async function evaluateToolCall(
   for (const ic of interceptors) {
     ctx.signal?.throwIfAborted()
     const req = current
-    const d = await call(ic.name, 'beforeToolCall', () => ic.beforeToolCall(req, ctx))
+    const r = call(ic.name, 'beforeToolCall', () => ic.beforeToolCall(req, ctx))
+    const d = isThenable(r) ? await r : r
     switch (d?.kind) {
       case 'allow':
         break
@@ -108,9 +117,21 @@ export async function evaluateToolCall(
         ;(modifiedBy ??= []).push(ic.name)
         break
       case 'block':
-        return { kind: 'block', request: current, reason: d.reason, decidedBy: ic.name, modifiedBy: modifiedBy ?? [] }
+        return {
+          kind: 'block',
+          request: current,
+          reason: d.reason,
+          decidedBy: ic.name,
+          modifiedBy: modifiedBy ?? [],
+        }
       case 'routeTo':
-        return { kind: 'routeTo', request: current, route: d, decidedBy: ic.name, modifiedBy: modifiedBy ?? [] }
+        return {
+          kind: 'routeTo',
+          request: current,
+          route: d,
+          decidedBy: ic.name,
+          modifiedBy: modifiedBy ?? [],
+        }
       case undefined:
         throw invalid(ic.name, 'beforeToolCall', d)
       default:
@@ -136,7 +157,8 @@ export async function evaluateToolResult(
     const after = ic.afterToolCall
     if (!after) continue
     const out = current
-    const d = await call(ic.name, 'afterToolCall', () => after.call(ic, request, out, ctx))
+    const r = call(ic.name, 'afterToolCall', () => after.call(ic, request, out, ctx))
+    const d = isThenable(r) ? await r : r
     switch (d?.kind) {
       case 'allow':
         break
@@ -166,7 +188,8 @@ export async function evaluatePrompt(
   let modifiedBy: string[] | undefined
   for (const ic of interceptors) {
     const req: PromptRequest = { ...request, input }
-    const d = await call(ic.name, 'prompt', () => ic.intercept(req, ctx))
+    const r = call(ic.name, 'prompt', () => ic.intercept(req, ctx))
+    const d = isThenable(r) ? await r : r
     switch (d?.kind) {
       case 'allow':
         break
@@ -196,7 +219,8 @@ export async function evaluateModelRequest(
   let merged = ModelRequestDecision.allow()
   for (const ic of interceptors) {
     const view = current
-    const d = await call(ic.name, 'modelRequest', () => ic.intercept(view, ctx))
+    const r = call(ic.name, 'modelRequest', () => ic.intercept(view, ctx))
+    const d = isThenable(r) ? await r : r
     if (!(d instanceof ModelRequestDecision)) throw invalid(ic.name, 'modelRequest', d)
     if (d.isAllow) continue
     current = { ...current, ...d.overrides }

@@ -9,7 +9,12 @@ export type ToolCallDecision =
   | { readonly kind: 'block'; readonly reason: string }
   /** `name` absent keeps the tool name; `arguments` replaces the raw JSON arguments. */
   | { readonly kind: 'modify'; readonly name?: string; readonly arguments: string }
-  | { readonly kind: 'routeTo'; readonly providerId: string; readonly profile: string; readonly command: string }
+  | {
+      readonly kind: 'routeTo'
+      readonly providerId: string
+      readonly profile: string
+      readonly command: string
+    }
 
 /** The routeTo variant of {@link ToolCallDecision}. */
 export type RouteToDecision = Extract<ToolCallDecision, { kind: 'routeTo' }>
@@ -28,7 +33,10 @@ export const ToolCallDecision = {
   /** Proceed unchanged. */
   allow: (): ToolCallDecision => ALLOW,
   /** Veto the call; `reason` is fed back to the model as the tool result. */
-  block: (reason: string): ToolCallDecision => ({ kind: 'block', reason: requireText(reason, 'block reason') }),
+  block: (reason: string): ToolCallDecision => ({
+    kind: 'block',
+    reason: requireText(reason, 'block reason'),
+  }),
   /** Rewrite, then execute. `null` keeps the tool name; `callId`, `type` and `metadata` are preserved. */
   modify: (newName: string | null, newArguments: string): ToolCallDecision =>
     newName === null
@@ -54,7 +62,10 @@ export type ToolResultDecision =
 /** Factories for {@link ToolResultDecision}. */
 export const ToolResultDecision = {
   allow: (): ToolResultDecision => ALLOW,
-  block: (reason: string): ToolResultDecision => ({ kind: 'block', reason: requireText(reason, 'block reason') }),
+  block: (reason: string): ToolResultDecision => ({
+    kind: 'block',
+    reason: requireText(reason, 'block reason'),
+  }),
   modify: (newOutput: string): ToolResultDecision => ({ kind: 'modify', output: newOutput }),
 } as const
 

@@ -19,7 +19,10 @@ export interface ForceWorkingDirectoryOptions {
  *
  * @example forceWorkingDirectory('/workspace/project')
  */
-export function forceWorkingDirectory(dir: string, options: ForceWorkingDirectoryOptions = {}): ToolCallInterceptor {
+export function forceWorkingDirectory(
+  dir: string,
+  options: ForceWorkingDirectoryOptions = {},
+): ToolCallInterceptor {
   if (!dir) throw new TypeError('forceWorkingDirectory needs a directory')
   const key = options.key ?? 'cwd'
   return {

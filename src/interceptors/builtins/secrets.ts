@@ -1,11 +1,6 @@
 /** A kind of credential the scanner recognises. */
 export type SecretKind =
-  | 'aws-access-key-id'
-  | 'github-token'
-  | 'slack-token'
-  | 'private-key'
-  | 'jwt'
-  | 'assignment'
+  'aws-access-key-id' | 'github-token' | 'slack-token' | 'private-key' | 'jwt' | 'assignment'
 
 interface SecretPattern {
   kind: SecretKind
@@ -22,7 +17,10 @@ const PATTERNS: readonly SecretPattern[] = [
   },
   { kind: 'aws-access-key-id', re: /\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}\b/g },
   { kind: 'github-token', re: /\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b/g },
-  { kind: 'slack-token', re: /\bxox[abposre]-[A-Za-z0-9-]{10,250}\b|https:\/\/hooks\.slack\.com\/services\/[A-Za-z0-9/_-]{20,}/g },
+  {
+    kind: 'slack-token',
+    re: /\bxox[abposre]-[A-Za-z0-9-]{10,250}\b|https:\/\/hooks\.slack\.com\/services\/[A-Za-z0-9/_-]{20,}/g,
+  },
   { kind: 'jwt', re: /\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}/g },
   {
     kind: 'assignment',

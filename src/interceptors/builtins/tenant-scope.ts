@@ -31,7 +31,10 @@ export function tenantScope(options: TenantScopeOptions): ModelRequestIntercepto
       if (systemPrompt !== undefined && request.systemPrompt !== systemPrompt) {
         d = d.merge(ModelRequestDecision.withSystemPrompt(systemPrompt))
       }
-      if (maxTemperature !== undefined && (request.temperature === undefined || request.temperature > maxTemperature)) {
+      if (
+        maxTemperature !== undefined &&
+        (request.temperature === undefined || request.temperature > maxTemperature)
+      ) {
         d = d.merge(ModelRequestDecision.withTemperature(maxTemperature))
       }
       if (

@@ -16,7 +16,10 @@ import type { Extension } from '../../../src/extensions/index.js'
 import { ToolCallDecision, evaluateToolCall } from '../../../src/interceptors/index.js'
 import type { ToolCallInterceptor } from '../../../src/interceptors/index.js'
 
-const allow = (name: string): ToolCallInterceptor => ({ name, beforeToolCall: () => ToolCallDecision.allow() })
+const allow = (name: string): ToolCallInterceptor => ({
+  name,
+  beforeToolCall: () => ToolCallDecision.allow(),
+})
 
 function ext(id: string, caps: ExtensionCapability[], apply: Extension['apply']): Extension {
   return defineExtension({ manifest: { id, name: id, capabilities: caps }, apply })
@@ -36,33 +39,53 @@ describe('capabilities', () => {
   })
 
   test('registering an interceptor without INTERCEPTOR throws the exact message', () => {
-    const e = ext('no-caps', [ExtensionCapability.TOOL], (ctx) => ctx.interceptors.registerToolCall(allow('x')))
+    const e = ext('no-caps', [ExtensionCapability.TOOL], (ctx) =>
+      ctx.interceptors.registerToolCall(allow('x')),
+    )
     const r = ExtensionRegistry.of(e).enable('no-caps')
     expect(() => r.snapshot()).toThrow(ExtensionError)
     expect(() => r.snapshot()).toThrow('did not declare capability: interceptor')
   })
 
   test('prompt and model-request registration need INTERCEPTOR too', () => {
-    const p = ext('p', [], (ctx) => ctx.interceptors.registerPrompt({ name: 'p', intercept: () => ({ kind: 'allow' }) }))
-    expect(() => ExtensionRegistry.of(p).enable('p').snapshot()).toThrow('did not declare capability: interceptor')
+    const p = ext('p', [], (ctx) =>
+      ctx.interceptors.registerPrompt({ name: 'p', intercept: () => ({ kind: 'allow' }) }),
+    )
+    expect(() => ExtensionRegistry.of(p).enable('p').snapshot()).toThrow(
+      'did not declare capability: interceptor',
+    )
   })
 
   test('registering a lifecycle hook without LIFECYCLE throws', () => {
-    const e = ext('hooky', [ExtensionCapability.INTERCEPTOR], (ctx) => ctx.lifecycle.register({ name: 'h', onEvent() {} }))
-    expect(() => ExtensionRegistry.of(e).enable('hooky').snapshot()).toThrow('did not declare capability: lifecycle')
+    const e = ext('hooky', [ExtensionCapability.INTERCEPTOR], (ctx) =>
+      ctx.lifecycle.register({ name: 'h', onEvent() {} }),
+    )
+    expect(() => ExtensionRegistry.of(e).enable('hooky').snapshot()).toThrow(
+      'did not declare capability: lifecycle',
+    )
   })
 })
 
 describe('registry', () => {
   test('enable with an unknown id lists the known ids', () => {
-    const r = ExtensionRegistry.of(ext('b', [], () => {}), ext('a', [], () => {}))
+    const r = ExtensionRegistry.of(
+      ext('b', [], () => {}),
+      ext('a', [], () => {}),
+    )
     expect(() => r.enable('zzz')).toThrow('unknown extension id "zzz"; known ids: a, b')
   })
 
   test('extensions are inactive until enabled', () => {
-    const r = ExtensionRegistry.of(ext('a', [ExtensionCapability.INTERCEPTOR], (c) => c.interceptors.registerToolCall(allow('a1'))))
+    const r = ExtensionRegistry.of(
+      ext('a', [ExtensionCapability.INTERCEPTOR], (c) => c.interceptors.registerToolCall(allow('a1'))),
+    )
     expect(r.snapshot().toolCallInterceptors).toHaveLength(0)
-    expect(r.enable('a').snapshot().toolCallInterceptors.map((i) => i.name)).toEqual(['a1'])
+    expect(
+      r
+        .enable('a')
+        .snapshot()
+        .toolCallInterceptors.map((i) => i.name),
+    ).toEqual(['a1'])
   })
 
   test('interceptors run in registration order (enable order, then order within apply)', () => {
@@ -76,8 +99,12 @@ describe('registry', () => {
   })
 
   test('duplicate interceptor names across extensions fail fast at snapshot()', () => {
-    const a = ext('a', [ExtensionCapability.INTERCEPTOR], (c) => c.interceptors.registerToolCall(allow('same')))
-    const b = ext('b', [ExtensionCapability.INTERCEPTOR], (c) => c.interceptors.registerToolCall(allow('same')))
+    const a = ext('a', [ExtensionCapability.INTERCEPTOR], (c) =>
+      c.interceptors.registerToolCall(allow('same')),
+    )
+    const b = ext('b', [ExtensionCapability.INTERCEPTOR], (c) =>
+      c.interceptors.registerToolCall(allow('same')),
+    )
     const r = ExtensionRegistry.of(a, b).enable('a', 'b')
     expect(() => r.snapshot()).toThrow('duplicate tool-call interceptor id: same')
   })
@@ -91,9 +118,13 @@ describe('registry', () => {
   })
 
   test('duplicate between host and extension fails at composition', () => {
-    const a = ext('a', [ExtensionCapability.INTERCEPTOR], (c) => c.interceptors.registerToolCall(allow('dup')))
+    const a = ext('a', [ExtensionCapability.INTERCEPTOR], (c) =>
+      c.interceptors.registerToolCall(allow('dup')),
+    )
     const snap = ExtensionRegistry.of(a).enable('a').snapshot()
-    expect(() => composeInterceptors({ toolCall: [allow('dup')] }, snap)).toThrow('duplicate tool-call interceptor id: dup')
+    expect(() => composeInterceptors({ toolCall: [allow('dup')] }, snap)).toThrow(
+      'duplicate tool-call interceptor id: dup',
+    )
   })
 
   test('host interceptors run before extension interceptors', async () => {
@@ -102,20 +133,40 @@ describe('registry', () => {
       name,
       beforeToolCall: () => (order.push(name), ToolCallDecision.allow()),
     })
-    const a = ext('a', [ExtensionCapability.INTERCEPTOR], (c) => c.interceptors.registerToolCall(track('ext')))
-    const chains = composeInterceptors({ toolCall: [track('host')] }, ExtensionRegistry.of(a).enable('a').snapshot())
+    const a = ext('a', [ExtensionCapability.INTERCEPTOR], (c) =>
+      c.interceptors.registerToolCall(track('ext')),
+    )
+    const chains = composeInterceptors(
+      { toolCall: [track('host')] },
+      ExtensionRegistry.of(a).enable('a').snapshot(),
+    )
     await evaluateToolCall(chains.toolCall, { name: 'bash', arguments: '{}', callId: '1', type: 'function' })
     expect(order).toEqual(['host', 'ext'])
   })
 
   test('guardrails become blocking interceptors between host and extension interceptors', async () => {
     const g = ext('g', [ExtensionCapability.GUARDRAIL, ExtensionCapability.INTERCEPTOR], (c) => {
-      c.interceptors.registerToolCall({ name: 'later', beforeToolCall: () => ToolCallDecision.routeTo('docker', 'default', 'x') })
-      c.guardrails.register({ name: 'no-rm', check: (r) => (r.arguments.includes('rm') ? { allow: false, reason: 'rm is not allowed' } : { allow: true }) })
+      c.interceptors.registerToolCall({
+        name: 'later',
+        beforeToolCall: () => ToolCallDecision.routeTo('docker', 'default', 'x'),
+      })
+      c.guardrails.register({
+        name: 'no-rm',
+        check: (r) =>
+          r.arguments.includes('rm') ? { allow: false, reason: 'rm is not allowed' } : { allow: true },
+      })
     })
-    const chains = composeInterceptors({ toolCall: [allow('host')] }, ExtensionRegistry.of(g).enable('g').snapshot())
+    const chains = composeInterceptors(
+      { toolCall: [allow('host')] },
+      ExtensionRegistry.of(g).enable('g').snapshot(),
+    )
     expect(chains.toolCall.map((i) => i.name)).toEqual(['host', 'guardrail:no-rm', 'later'])
-    const v = await evaluateToolCall(chains.toolCall, { name: 'bash', arguments: '{"command":"rm -rf /"}', callId: '1', type: 'function' })
+    const v = await evaluateToolCall(chains.toolCall, {
+      name: 'bash',
+      arguments: '{"command":"rm -rf /"}',
+      callId: '1',
+      type: 'function',
+    })
     expect(v).toMatchObject({ kind: 'block', reason: 'rm is not allowed' })
   })
 
@@ -133,19 +184,30 @@ describe('registry', () => {
   })
 
   test('manifests are validated at definition', () => {
-    expect(() => defineExtension({ manifest: { id: 'Bad Id', name: 'x', capabilities: [] }, apply() {} })).toThrow(/invalid extension manifest at "id"/)
-    expect(() => defineExtension({ manifest: { id: 'a__b', name: 'x', capabilities: [] }, apply() {} })).toThrow(/id/)
+    expect(() =>
+      defineExtension({ manifest: { id: 'Bad Id', name: 'x', capabilities: [] }, apply() {} }),
+    ).toThrow(/invalid extension manifest at "id"/)
+    expect(() =>
+      defineExtension({ manifest: { id: 'a__b', name: 'x', capabilities: [] }, apply() {} }),
+    ).toThrow(/id/)
     expect(() =>
       defineExtension({ manifest: { id: 'ok', name: 'x', capabilities: ['teleport' as never] }, apply() {} }),
     ).toThrow(/capabilities/)
-    expect(() => ExtensionRegistry.of(ext('a', [], () => {}), ext('a', [], () => {}))).toThrow('duplicate extension id: a')
+    expect(() =>
+      ExtensionRegistry.of(
+        ext('a', [], () => {}),
+        ext('a', [], () => {}),
+      ),
+    ).toThrow('duplicate extension id: a')
   })
 
   test('an exception in apply names the extension', () => {
     const e = ext('broken', [], () => {
       throw new Error('kaput')
     })
-    expect(() => ExtensionRegistry.of(e).enable('broken').snapshot()).toThrow('extension "broken" failed in apply: kaput')
+    expect(() => ExtensionRegistry.of(e).enable('broken').snapshot()).toThrow(
+      'extension "broken" failed in apply: kaput',
+    )
   })
 
   test('load() imports modules whose default export is an extension', async () => {
@@ -165,7 +227,11 @@ describe('registry', () => {
     const text = describeExtension(applied)
     expect(text).toContain('lifecycleHooks=1 (audit.lifecycle)')
     expect(text).toContain('capabilities=lifecycle')
-    await expect(ExtensionRegistry.of().load([pathToFileURL(bad).href])).rejects.toThrow(/has no extension as its default export/)
-    await expect(ExtensionRegistry.of().load(['./does-not-exist.mjs'])).rejects.toThrow(/cannot load extension module/)
+    await expect(ExtensionRegistry.of().load([pathToFileURL(bad).href])).rejects.toThrow(
+      /has no extension as its default export/,
+    )
+    await expect(ExtensionRegistry.of().load(['./does-not-exist.mjs'])).rejects.toThrow(
+      /cannot load extension module/,
+    )
   })
 })

@@ -10,7 +10,12 @@ import {
   secretScanner,
   tenantScope,
 } from '../../../src/interceptors/builtins/index.js'
-import { evaluateModelRequest, evaluatePrompt, evaluateToolCall, evaluateToolResult } from '../../../src/interceptors/index.js'
+import {
+  evaluateModelRequest,
+  evaluatePrompt,
+  evaluateToolCall,
+  evaluateToolResult,
+} from '../../../src/interceptors/index.js'
 import type { ToolCallRequest } from '../../../src/interceptors/index.js'
 
 const call = (name: string, args: unknown): ToolCallRequest => ({
@@ -26,7 +31,10 @@ describe('routeShellTools', () => {
   test('routes bash, shell, sh and plugin__*__bash by suffix', async () => {
     for (const name of ['bash', 'shell', 'sh', 'plugin__devtools__bash']) {
       const v = await evaluateToolCall([ic], call(name, { command: 'ls -la' }))
-      expect(v).toMatchObject({ kind: 'routeTo', route: { providerId: 'docker', profile: 'default', command: 'ls -la' } })
+      expect(v).toMatchObject({
+        kind: 'routeTo',
+        route: { providerId: 'docker', profile: 'default', command: 'ls -la' },
+      })
     }
   })
 
@@ -44,7 +52,9 @@ describe('routeShellTools', () => {
 
   test('command extraction: keys, arrays quoted, bare strings', () => {
     expect(extractShellCommand(call('bash', { cmd: 'pwd' }))).toBe('pwd')
-    expect(extractShellCommand(call('bash', { command: ['echo', "it's here", 'a b'] }))).toBe(`echo 'it'\\''s here' 'a b'`)
+    expect(extractShellCommand(call('bash', { command: ['echo', "it's here", 'a b'] }))).toBe(
+      `echo 'it'\\''s here' 'a b'`,
+    )
     expect(extractShellCommand(call('bash', '"uname -a"'))).toBe('uname -a')
     expect(extractShellCommand(call('bash', { command: '   ' }))).toBeUndefined()
   })
@@ -54,7 +64,8 @@ describe('routeShellTools', () => {
       providerId: 'e2b',
       profile: 'py',
       tools: ['python'],
-      extractCommand: (r) => `python3 -c ${JSON.stringify((JSON.parse(r.arguments) as { code: string }).code)}`,
+      extractCommand: (r) =>
+        `python3 -c ${JSON.stringify((JSON.parse(r.arguments) as { code: string }).code)}`,
     })
     const v = await evaluateToolCall([custom], call('python', { code: 'print(1)' }))
     expect(v).toMatchObject({ kind: 'routeTo', route: { command: 'python3 -c "print(1)"' } })
@@ -64,7 +75,10 @@ describe('routeShellTools', () => {
 
 describe('forceWorkingDirectory', () => {
   test('pins cwd with a modify, keeping other arguments', async () => {
-    const v = await evaluateToolCall([forceWorkingDirectory('/workspace/app')], call('bash', { command: 'ls', cwd: '/' }))
+    const v = await evaluateToolCall(
+      [forceWorkingDirectory('/workspace/app')],
+      call('bash', { command: 'ls', cwd: '/' }),
+    )
     expect(v).toMatchObject({ kind: 'allow', modifiedBy: ['force-working-directory'] })
     expect(JSON.parse(v.request.arguments)).toEqual({ command: 'ls', cwd: '/workspace/app' })
     expect(v.request.name).toBe('bash')
@@ -78,7 +92,10 @@ describe('forceWorkingDirectory', () => {
 
   test('then routeShellTools sees the pinned call', async () => {
     const v = await evaluateToolCall(
-      [forceWorkingDirectory('/w', { tools: ['bash'] }), routeShellTools({ providerId: 'docker', profile: 'default' })],
+      [
+        forceWorkingDirectory('/w', { tools: ['bash'] }),
+        routeShellTools({ providerId: 'docker', profile: 'default' }),
+      ],
       call('bash', { command: 'ls' }),
     )
     expect(v.kind).toBe('routeTo')
@@ -107,8 +124,14 @@ describe('secretScanner', () => {
   })
 
   test('redact masks only the secret values', async () => {
-    expect(redactSecrets(samples.password).text).toBe('DB password=[REDACTED:assignment] and api_key: "[REDACTED:assignment]"')
-    const v = await evaluateToolResult([secretScanner()], call('bash', {}), `ok\n${samples.aws}\n${samples.pem}\nend`)
+    expect(redactSecrets(samples.password).text).toBe(
+      'DB password=[REDACTED:assignment] and api_key: "[REDACTED:assignment]"',
+    )
+    const v = await evaluateToolResult(
+      [secretScanner()],
+      call('bash', {}),
+      `ok\n${samples.aws}\n${samples.pem}\nend`,
+    )
     expect(v.blocked).toBe(false)
     expect(v.output).toBe('ok\nkey [REDACTED:aws-access-key-id] here\n[REDACTED:private-key]\nend')
   })
@@ -139,7 +162,11 @@ describe('piiRedactor', () => {
   })
 
   test('allow when nothing to mask', async () => {
-    expect(await evaluatePrompt([piiRedactor()], { input: 'list 3 files' })).toEqual({ kind: 'allow', input: 'list 3 files', modifiedBy: [] })
+    expect(await evaluatePrompt([piiRedactor()], { input: 'list 3 files' })).toEqual({
+      kind: 'allow',
+      input: 'list 3 files',
+      modifiedBy: [],
+    })
   })
 
   test('luhn', () => {
@@ -151,11 +178,14 @@ describe('piiRedactor', () => {
 
 describe('tenantScope', () => {
   test('sets the system prompt and caps temperature and tokens', async () => {
-    const v = await evaluateModelRequest([tenantScope({ systemPrompt: 'acme', maxTemperature: 0.5, maxOutputTokens: 1000 })], {
-      model: 'm',
-      temperature: 0.9,
-      maxOutputTokens: 4000,
-    })
+    const v = await evaluateModelRequest(
+      [tenantScope({ systemPrompt: 'acme', maxTemperature: 0.5, maxOutputTokens: 1000 })],
+      {
+        model: 'm',
+        temperature: 0.9,
+        maxOutputTokens: 4000,
+      },
+    )
     expect(v.request).toEqual({ model: 'm', systemPrompt: 'acme', temperature: 0.5, maxOutputTokens: 1000 })
   })
 

@@ -25,7 +25,11 @@ const req: ToolCallRequest = {
   metadata: { origin: 'test' },
 }
 
-function tool(name: string, before: ToolCallInterceptor['beforeToolCall'], after?: ToolCallInterceptor['afterToolCall']): ToolCallInterceptor {
+function tool(
+  name: string,
+  before: ToolCallInterceptor['beforeToolCall'],
+  after?: ToolCallInterceptor['afterToolCall'],
+): ToolCallInterceptor {
   return after ? { name, beforeToolCall: before, afterToolCall: after } : { name, beforeToolCall: before }
 }
 
@@ -124,7 +128,14 @@ describe('tool-call chain', () => {
 
   test('an exception is wrapped with the interceptor and stage, original as cause', async () => {
     const boom = new Error('boom')
-    const err = await evaluateToolCall([tool('bad', () => { throw boom })], req).catch((e: unknown) => e)
+    const err = await evaluateToolCall(
+      [
+        tool('bad', () => {
+          throw boom
+        }),
+      ],
+      req,
+    ).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(InterceptorError)
     expect((err as InterceptorError).message).toBe('interceptor "bad" failed in beforeToolCall: boom')
     expect((err as InterceptorError).cause).toBe(boom)
@@ -133,19 +144,25 @@ describe('tool-call chain', () => {
   })
 
   test('a rejected promise is wrapped the same way', async () => {
-    const err = await evaluateToolCall([tool('rej', () => Promise.reject(new Error('nope')))], req).catch((e: unknown) => e)
+    const err = await evaluateToolCall([tool('rej', () => Promise.reject(new Error('nope')))], req).catch(
+      (e: unknown) => e,
+    )
     expect((err as InterceptorError).message).toBe('interceptor "rej" failed in beforeToolCall: nope')
   })
 
   test('a non-decision return value fails clearly', async () => {
     const bad = tool('undef', () => undefined as never)
-    await expect(evaluateToolCall([bad], req)).rejects.toThrow(/interceptor "undef" failed in beforeToolCall: returned an invalid decision/)
+    await expect(evaluateToolCall([bad], req)).rejects.toThrow(
+      /interceptor "undef" failed in beforeToolCall: returned an invalid decision/,
+    )
   })
 
   test('an aborted signal stops the chain', async () => {
     const ac = new AbortController()
     ac.abort(new Error('cancelled'))
-    await expect(evaluateToolCall([tool('a', () => ToolCallDecision.allow())], req, { signal: ac.signal })).rejects.toThrow('cancelled')
+    await expect(
+      evaluateToolCall([tool('a', () => ToolCallDecision.allow())], req, { signal: ac.signal }),
+    ).rejects.toThrow('cancelled')
   })
 })
 
@@ -154,9 +171,24 @@ describe('after-tool-call chain', () => {
     const seen: string[] = []
     const chain = [
       tool('noop', () => ToolCallDecision.allow()),
-      tool('redact', () => ToolCallDecision.allow(), (_r, out) => (seen.push(out), ToolResultDecision.modify(out.replace('secret', '***')))),
-      tool('guard', () => ToolCallDecision.allow(), (_r, out) => (seen.push(out), out.includes('***') ? ToolResultDecision.block('withheld') : ToolResultDecision.allow())),
-      tool('late', () => ToolCallDecision.allow(), (_r, out) => (seen.push(out), ToolResultDecision.allow())),
+      tool(
+        'redact',
+        () => ToolCallDecision.allow(),
+        (_r, out) => (seen.push(out), ToolResultDecision.modify(out.replace('secret', '***'))),
+      ),
+      tool(
+        'guard',
+        () => ToolCallDecision.allow(),
+        (_r, out) => (
+          seen.push(out),
+          out.includes('***') ? ToolResultDecision.block('withheld') : ToolResultDecision.allow()
+        ),
+      ),
+      tool(
+        'late',
+        () => ToolCallDecision.allow(),
+        (_r, out) => (seen.push(out), ToolResultDecision.allow()),
+      ),
     ]
     const v = await evaluateToolResult(chain, req, 'my secret')
     expect(seen).toEqual(['my secret', 'my ***'])
@@ -169,8 +201,18 @@ describe('after-tool-call chain', () => {
   })
 
   test('an exception names the afterToolCall stage', async () => {
-    const chain = [tool('x', () => ToolCallDecision.allow(), () => { throw new Error('bad output') })]
-    await expect(evaluateToolResult(chain, req, 'o')).rejects.toThrow('interceptor "x" failed in afterToolCall: bad output')
+    const chain = [
+      tool(
+        'x',
+        () => ToolCallDecision.allow(),
+        () => {
+          throw new Error('bad output')
+        },
+      ),
+    ]
+    await expect(evaluateToolResult(chain, req, 'o')).rejects.toThrow(
+      'interceptor "x" failed in afterToolCall: bad output',
+    )
   })
 })
 
@@ -182,7 +224,13 @@ describe('prompt chain', () => {
     const v = await evaluatePrompt(
       [
         p('upper', (r) => (seen.push(r.input), PromptDecision.modify(r.input.toUpperCase()))),
-        p('block', (r) => (seen.push(r.input), r.input.includes('DROP') ? PromptDecision.block('injection') : PromptDecision.allow())),
+        p(
+          'block',
+          (r) => (
+            seen.push(r.input),
+            r.input.includes('DROP') ? PromptDecision.block('injection') : PromptDecision.allow()
+          ),
+        ),
         p('late', (r) => (seen.push(r.input), PromptDecision.allow())),
       ],
       { input: 'please drop tables', sessionId: 's' },
@@ -192,20 +240,37 @@ describe('prompt chain', () => {
   })
 
   test('allow returns the effective input', async () => {
-    const v = await evaluatePrompt([p('trim', (r) => PromptDecision.modify(r.input.trim()))], { input: '  hi ' })
+    const v = await evaluatePrompt([p('trim', (r) => PromptDecision.modify(r.input.trim()))], {
+      input: '  hi ',
+    })
     expect(v).toEqual({ kind: 'allow', input: 'hi', modifiedBy: ['trim'] })
   })
 })
 
 describe('model-request chain', () => {
-  const m = (name: string, f: ModelRequestInterceptor['intercept']): ModelRequestInterceptor => ({ name, intercept: f })
+  const m = (name: string, f: ModelRequestInterceptor['intercept']): ModelRequestInterceptor => ({
+    name,
+    intercept: f,
+  })
 
   test("the host's output is the first extension's input; overrides stack", async () => {
     const seen: unknown[] = []
     const v = await evaluateModelRequest(
       [
-        m('host', (r) => (seen.push({ ...r }), ModelRequestDecision.withModel('big').merge(ModelRequestDecision.withTemperature(1)))),
-        m('ext1', (r) => (seen.push({ ...r }), ModelRequestDecision.withTemperature(Math.min(r.temperature ?? 1, 0.5)))),
+        m(
+          'host',
+          (r) => (
+            seen.push({ ...r }),
+            ModelRequestDecision.withModel('big').merge(ModelRequestDecision.withTemperature(1))
+          ),
+        ),
+        m(
+          'ext1',
+          (r) => (
+            seen.push({ ...r }),
+            ModelRequestDecision.withTemperature(Math.min(r.temperature ?? 1, 0.5))
+          ),
+        ),
         m('ext2', (r) => (seen.push({ ...r }), ModelRequestDecision.allow())),
       ],
       { model: 'small', temperature: 0.7 },

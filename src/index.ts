@@ -1,0 +1,89 @@
+// The public API of sandbox-router, exported by name.
+
+export { AppError, assertNever } from './errors.js'
+export type { AppErrorOptions, ErrorCode } from './errors.js'
+
+// Decision core
+export {
+  InterceptorError,
+  ModelRequestDecision,
+  PromptDecision,
+  ToolCallDecision,
+  ToolResultDecision,
+  evaluateModelRequest,
+  evaluatePrompt,
+  evaluateToolCall,
+  evaluateToolResult,
+} from './interceptors/index.js'
+export type {
+  InterceptorContext,
+  InterceptorStage,
+  MaybePromise,
+  ModelRequestInterceptor,
+  ModelRequestOverrides,
+  ModelRequestVerdict,
+  ModelRequestView,
+  PromptInterceptor,
+  PromptRequest,
+  PromptVerdict,
+  RouteToDecision,
+  ToolCallInterceptor,
+  ToolCallRequest,
+  ToolCallVerdict,
+  ToolResultVerdict,
+} from './interceptors/index.js'
+export {
+  extractShellCommand,
+  forceWorkingDirectory,
+  luhnValid,
+  piiRedactor,
+  redactPii,
+  redactSecrets,
+  routeShellTools,
+  scanSecrets,
+  secretScanner,
+  shellQuote,
+  tenantScope,
+} from './interceptors/builtins/index.js'
+export type {
+  ForceWorkingDirectoryOptions,
+  PiiRedactorOptions,
+  RouteShellToolsOptions,
+  SecretFinding,
+  SecretKind,
+  SecretScannerOptions,
+  TenantScopeOptions,
+} from './interceptors/builtins/index.js'
+
+// Extensions
+export {
+  ExtensionCapability,
+  ExtensionError,
+  ExtensionManifestSchema,
+  ExtensionRegistry,
+  applyExtension,
+  composeInterceptors,
+  defineExtension,
+  describeExtension,
+  guardrailInterceptor,
+  matchesToolName,
+  namespacedToolName,
+} from './extensions/index.js'
+export type {
+  AppliedExtension,
+  Extension,
+  ExtensionCommand,
+  ExtensionContext,
+  ExtensionContributions,
+  ExtensionGuardrail,
+  ExtensionManifest,
+  ExtensionPrompt,
+  ExtensionSkill,
+  ExtensionSnapshot,
+  HostInterceptors,
+  InterceptorChains,
+} from './extensions/index.js'
+
+// Lifecycle
+export { LifecycleDispatcher, LifecycleEventType } from './lifecycle/index.js'
+export type { LifecycleEvent, LifecycleEventInit, LifecycleHook } from './lifecycle/index.js'
