@@ -1,0 +1,78 @@
+import type Docker from 'dockerode'
+import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
+import type { Labels } from '../../src/sandbox/types.js'
+import type { ResolvedDockerProviderOptions } from './options.js'
+
+/** Value of the owner label on every container this provider creates. */
+export const OWNER = 'sandbox-router'
+/** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
+export const CWD_LABEL = 'sandbox-router.cwd'
+export const MAX_EXECS_LABEL = 'sandbox-router.max-execs'
+
+const MiB = 1024 * 1024
+/** The writable workspace: a tmpfs mounted over the image's /workspace. */
+export const WORKSPACE = '/workspace'
+
+function under(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(`${dir}/`)
+}
+
+/** `uid=1000,gid=1000,mode=0755` for a numeric `uid:gid` user, else a world-writable mode. */
+function ownerOptions(user: string): string {
+  const m = /^(\d+)(?::(\d+))?$/.exec(user)
+  if (!m) return 'mode=1777'
+  return `uid=${m[1]},gid=${m[2] ?? m[1]},mode=0755`
+}
+
+/**
+ * The hardened container for a profile: no network (unless the profile opts into `bridge`), all
+ * capabilities dropped, no-new-privileges, pids/memory/cpu limits, a read-only root with tmpfs
+ * mounts for the workspace and /tmp, a non-root user, and the agent as the main process.
+ */
+export function buildContainerSpec(
+  profile: ResolvedProfile,
+  image: string,
+  labels: Labels,
+  options: ResolvedDockerProviderOptions,
+): Docker.ContainerCreateOptions {
+  const memory = profile.memoryMb * MiB
+  const tmpfs: Record<string, string> = {
+    '/tmp': `rw,nosuid,nodev,exec,size=${options.tmpSizeMb}m,mode=1777`,
+    [WORKSPACE]: `rw,nosuid,nodev,exec,size=${profile.memoryMb}m,${ownerOptions(profile.user)}`,
+  }
+  // A working directory outside the writable mounts gets a tmpfs of its own.
+  if (!under(profile.cwd, WORKSPACE) && !under(profile.cwd, '/tmp')) {
+    tmpfs[profile.cwd] = `rw,nosuid,nodev,exec,size=${profile.memoryMb}m,${ownerOptions(profile.user)}`
+  }
+  return {
+    Image: image,
+    Cmd: [options.agentPath, '--init'],
+    User: profile.user,
+    // `/` rather than the cwd: a cwd below the workspace tmpfs does not exist until created.
+    WorkingDir: '/',
+    Env: Object.entries(profile.env).map(([k, v]) => `${k}=${v}`),
+    Labels: labels,
+    Hostname: 'sandbox',
+    NetworkDisabled: profile.network === 'none',
+    HostConfig: {
+      NetworkMode: profile.network === 'bridge' ? 'bridge' : 'none',
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      PidsLimit: profile.pidsLimit,
+      Memory: memory,
+      MemorySwap: memory,
+      NanoCpus: Math.round(profile.cpu * 1e9),
+      ReadonlyRootfs: profile.readOnlyRoot,
+      Tmpfs: tmpfs,
+      Init: false,
+      AutoRemove: false,
+      RestartPolicy: { Name: 'no' },
+      LogConfig: { Type: 'none', Config: {} },
+    },
+  }
+}
+
+/** Whether the profile's cwd must be created after start (it lies below a tmpfs mount point). */
+export function cwdNeedsMkdir(profile: ResolvedProfile): boolean {
+  return profile.cwd !== WORKSPACE && profile.cwd !== '/tmp' && (under(profile.cwd, WORKSPACE) || under(profile.cwd, '/tmp'))
+}

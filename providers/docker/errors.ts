@@ -1,0 +1,137 @@
+import { constants } from 'node:os'
+import { AppError } from '../../src/errors.js'
+import type { ErrFrame } from './protocol.js'
+
+/** The setup hint every "image/engine missing" message carries. */
+export const SETUP_HINT = 'run `npm run setup` (scripts/setup.sh)'
+
+const errnoNames = new Map<number, string>(Object.entries(constants.errno).map(([name, n]) => [n, name]))
+const signalNames = new Map<number, string>(Object.entries(constants.signals).map(([name, n]) => [n, name]))
+
+/** `ENOENT` for 2 (Linux numbering, the same inside the container). */
+export function errnoName(errno: number): string {
+  return errnoNames.get(errno) ?? `errno ${errno}`
+}
+
+/** `SIGKILL` for 9. */
+export function signalName(signal: number): string {
+  return signalNames.get(signal) ?? `SIG${signal}`
+}
+
+interface EngineErrorShape {
+  statusCode?: number
+  code?: string
+  json?: { message?: string } | null
+  message?: string
+}
+
+function shape(err: unknown): EngineErrorShape {
+  return typeof err === 'object' && err !== null ? (err as EngineErrorShape) : {}
+}
+
+/** HTTP status of a dockerode error, if it has one. */
+export function engineStatus(err: unknown): number | undefined {
+  return shape(err).statusCode
+}
+
+function engineMessage(err: unknown): string {
+  const e = shape(err)
+  return e.json?.message ?? e.message ?? String(err)
+}
+
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH'])
+
+/**
+ * Translates an Engine API error at the provider edge. `what` names the operation for the message.
+ * 404 and 409 on an existing sandbox mean it is gone or not running: `SANDBOX_LOST`.
+ */
+export function mapEngineError(err: unknown, what: string, sandboxId?: string): AppError {
+  if (err instanceof AppError) return err
+  const e = shape(err)
+  if (e.code && UNREACHABLE.has(e.code)) {
+    return new AppError(
+      'UNAVAILABLE',
+      `${what}: cannot reach the Docker engine (${e.code}); start it (${SETUP_HINT}) or set DOCKER_HOST`,
+      { retryable: true, cause: err },
+    )
+  }
+  if (sandboxId && (e.statusCode === 404 || e.statusCode === 409)) {
+    return new AppError(
+      'SANDBOX_LOST',
+      `sandbox ${sandboxId} is gone or not running (${engineMessage(err)}); create a new sandbox`,
+      { cause: err },
+    )
+  }
+  const retryable = e.statusCode === undefined || e.statusCode >= 500
+  return new AppError('INTERNAL', `${what} failed: ${engineMessage(err)}`, { retryable, cause: err })
+}
+
+/** Translates a failed container create: a missing image gets the setup hint. */
+export function mapCreateError(err: unknown, image: string): AppError {
+  if (engineStatus(err) === 404) {
+    return new AppError(
+      'SANDBOX_CREATE_FAILED',
+      `image ${image} not found in the local Docker engine; ${SETUP_HINT} to build sandbox-router/base, ` +
+        `or build your image FROM it (it must contain /usr/local/bin/sbx-agent)`,
+      { cause: err },
+    )
+  }
+  const mapped = mapEngineError(err, `creating a container from ${image}`)
+  return new AppError('SANDBOX_CREATE_FAILED', mapped.message, { retryable: mapped.retryable, cause: err })
+}
+
+/** Translates an ERR frame of a file operation. */
+export function fileError(sandboxId: string, path: string, err: ErrFrame): AppError {
+  const name = errnoName(err.errno)
+  const where = `${path} in sandbox ${sandboxId}`
+  switch (name) {
+    case 'ENOENT':
+      return new AppError('NOT_FOUND', `no such file: ${where} (${err.op}: ${name})`)
+    case 'EROFS':
+    case 'EACCES':
+    case 'EPERM':
+      return new AppError(
+        'BAD_REQUEST',
+        `cannot ${err.op} ${where}: ${name} (the root filesystem is read-only and commands run as a ` +
+          `non-root user); use a path under the working directory or /tmp`,
+      )
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return new AppError('QUOTA_EXCEEDED', `sandbox ${sandboxId} is out of space (${name}); delete files or raise memoryMb`)
+    case 'EISDIR':
+    case 'ENOTDIR':
+    case 'EINVAL':
+    case 'ENAMETOOLONG':
+      return new AppError('BAD_REQUEST', `cannot ${err.op} ${where}: ${name}; pass the path of a regular file`)
+    default:
+      return new AppError('INTERNAL', `cannot ${err.op} ${where}: ${name} ${err.detail}`.trim())
+  }
+}
+
+/** Translates an ERR frame of a command the agent could not start. */
+export function execError(sandboxId: string, err: ErrFrame): AppError {
+  const name = errnoName(err.errno)
+  switch (err.op) {
+    case 'chdir':
+      return new AppError(
+        'BAD_REQUEST',
+        `cannot use working directory ${err.detail} in sandbox ${sandboxId} (${name}); create it first or pass an existing cwd`,
+      )
+    case 'fork':
+    case 'pipe':
+    case 'limit':
+      return new AppError(
+        'QUOTA_EXCEEDED',
+        `cannot start a process in sandbox ${sandboxId} (${err.op}: ${name}); its process limit is reached: ` +
+          `wait for running commands, kill background processes, or raise the profile's pidsLimit`,
+        { retryable: true },
+      )
+    case 'exec':
+      return new AppError(
+        'CONFIG_INVALID',
+        `sandbox ${sandboxId} has neither /bin/bash nor /bin/sh (${name}); use an image built FROM sandbox-router/base`,
+      )
+    default:
+      return new AppError('INTERNAL', `sandbox ${sandboxId} agent error (${err.op}: ${name} ${err.detail})`)
+  }
+}

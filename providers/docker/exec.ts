@@ -1,0 +1,182 @@
+import { StringDecoder } from 'node:string_decoder'
+import { AppError } from '../../src/errors.js'
+import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
+import type { AgentChannel } from './channel.js'
+import { execError, signalName } from './errors.js'
+import { Frame, decodeErr, decodeExit, encodeEmpty, encodeExec } from './protocol.js'
+
+/** An exec request with every default applied by the sandbox handle. */
+export interface ResolvedExec {
+  command: string
+  cwd: string
+  env: Record<string, string>
+  stdin: Uint8Array
+  timeoutMs: number
+  outputCapBytes: number
+}
+
+/** A command in flight. */
+export interface ExecRun {
+  /** The normalised result; rejects on abort (with the abort reason) or a lost sandbox. */
+  result: Promise<ExecResult>
+  /** Resolves once the agent no longer runs the command (its concurrency slot is free). */
+  settled: Promise<void>
+}
+
+/** Collects one stream's bytes up to the cap and feeds the live callback. */
+class StreamSink {
+  private readonly chunks: Buffer[] = []
+  private bytes = 0
+  truncated = false
+  private readonly decoder: StringDecoder | undefined
+
+  constructor(
+    private readonly cap: number,
+    private readonly onChunk: ((chunk: string) => void) | undefined,
+  ) {
+    this.decoder = onChunk ? new StringDecoder('utf8') : undefined
+  }
+
+  push(chunk: Buffer): void {
+    const room = this.cap - this.bytes
+    if (chunk.length > room) this.truncated = true
+    const kept = chunk.length > room ? chunk.subarray(0, Math.max(0, room)) : chunk
+    if (kept.length === 0) return
+    this.chunks.push(kept)
+    this.bytes += kept.length
+    const text = this.decoder?.write(kept)
+    if (text) this.onChunk?.(text)
+  }
+
+  finish(): string {
+    const rest = this.decoder?.end()
+    if (rest) this.onChunk?.(rest)
+    return Buffer.concat(this.chunks).toString('utf8')
+  }
+}
+
+/**
+ * Runs one command through the agent channel. The agent enforces the timeout (killing the whole
+ * process group, keeping partial output) and the output cap; `watchdogMs` past the timeout the
+ * host gives up on an agent that never reported (paused or wedged container).
+ */
+export function startExec(
+  channel: AgentChannel,
+  request: ResolvedExec,
+  opts: ExecOptions,
+  watchdogMs: number,
+): ExecRun {
+  const id = channel.allocateId()
+  const sandboxId = channel.sandboxId
+  const started = performance.now()
+  let settle!: () => void
+  const settled = new Promise<void>((resolve) => (settle = resolve))
+  const result = new Promise<ExecResult>((resolve, reject) => {
+    let done = false
+    const signal = opts.signal
+    const finish = (outcome: () => void): void => {
+      if (done) return
+      done = true
+      clearTimeout(watchdog)
+      signal?.removeEventListener('abort', onAbort)
+      outcome()
+    }
+    const release = (): void => {
+      channel.unsubscribe(id)
+      settle()
+    }
+    const cancel = (): void => channel.trySend(encodeEmpty(Frame.CANCEL, id))
+    const onAbort = (): void => {
+      cancel()
+      finish(() => reject(signal?.reason))
+    }
+    const guard = (push: () => void): void => {
+      try {
+        push()
+      } catch (err) {
+        cancel()
+        finish(() => reject(err))
+      }
+    }
+    const watchdog = setTimeout(() => {
+      const error = new AppError(
+        'SANDBOX_TIMEOUT',
+        `sandbox ${sandboxId}: no result ${watchdogMs} ms after the ${request.timeoutMs} ms timeout; ` +
+          `the container may be paused or overloaded; destroy it and create a new sandbox`,
+        { retryable: true },
+      )
+      finish(() => reject(error))
+      // A wedged agent: drop the connection (the next call reconnects) so no slot stays taken.
+      channel.close(error)
+    }, request.timeoutMs + watchdogMs)
+    const stdout = new StreamSink(request.outputCapBytes, opts.onStdout)
+    const stderr = new StreamSink(request.outputCapBytes, opts.onStderr)
+
+    if (signal?.aborted) {
+      settle()
+      finish(() => reject(signal.reason))
+      return
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      channel.subscribe(id, {
+        onFrame(frame) {
+          switch (frame.type) {
+            case Frame.STDOUT:
+              if (!done) guard(() => stdout.push(frame.payload))
+              break
+            case Frame.STDERR:
+              if (!done) guard(() => stderr.push(frame.payload))
+              break
+            case Frame.EXIT: {
+              release()
+              const exit = decodeExit(frame.payload)
+              if (done) return
+              guard(() => {
+                const out = stdout.finish()
+                const err = stderr.finish()
+                finish(() =>
+                  resolve({
+                    exitCode: exit.signalled ? null : exit.value,
+                    ...(exit.signalled ? { signal: signalName(exit.value) } : {}),
+                    stdout: out,
+                    stderr: err,
+                    timedOut: exit.timedOut,
+                    truncated: exit.truncated || stdout.truncated || stderr.truncated,
+                    durationMs: Math.round(performance.now() - started),
+                    sandboxId,
+                  }),
+                )
+              })
+              break
+            }
+            case Frame.ERR:
+              release()
+              finish(() => reject(execError(sandboxId, decodeErr(frame.payload))))
+              break
+            default:
+              break
+          }
+        },
+        onClose(error) {
+          settle()
+          finish(() => reject(error))
+        },
+      })
+      channel.send(
+        encodeExec(id, {
+          timeoutMs: request.timeoutMs,
+          capBytes: request.outputCapBytes,
+          cwd: request.cwd,
+          command: request.command,
+          env: request.env,
+          stdin: request.stdin,
+        }),
+      )
+    } catch (err) {
+      release()
+      finish(() => reject(err))
+    }
+  })
+  return { result, settled }
+}

@@ -1,0 +1,92 @@
+import { AppError } from '../../src/errors.js'
+import type { AgentChannel } from './channel.js'
+import { fileError } from './errors.js'
+import { Frame, decodeErr, encodeRead, encodeWrite } from './protocol.js'
+
+/** Bytes per WRITE frame; large files go as several frames (first truncates, rest append). */
+const WRITE_CHUNK_BYTES = 1024 * 1024
+
+/**
+ * Sends one request and resolves with its OK payload; DATA frames go to `onData`.
+ * An abort stops waiting (the agent finishes the small operation on its own).
+ */
+function request(
+  channel: AgentChannel,
+  path: string,
+  frame: (id: number) => Buffer,
+  signal: AbortSignal | undefined,
+  onData?: (chunk: Buffer) => void,
+): Promise<Buffer> {
+  signal?.throwIfAborted()
+  const id = channel.allocateId()
+  return new Promise<Buffer>((resolve, reject) => {
+    const done = (outcome: () => void): void => {
+      channel.unsubscribe(id)
+      signal?.removeEventListener('abort', onAbort)
+      outcome()
+    }
+    const onAbort = (): void => done(() => reject(signal?.reason))
+    signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      channel.subscribe(id, {
+        onFrame(f) {
+          if (f.type === Frame.DATA) {
+            try {
+              onData?.(f.payload)
+            } catch (err) {
+              done(() => reject(err))
+            }
+          } else if (f.type === Frame.OK) {
+            done(() => resolve(f.payload))
+          } else if (f.type === Frame.ERR) {
+            done(() => reject(fileError(channel.sandboxId, path, decodeErr(f.payload))))
+          }
+        },
+        onClose(error) {
+          done(() => reject(error))
+        },
+      })
+      channel.send(frame(id))
+    } catch (err) {
+      done(() => reject(err))
+    }
+  })
+}
+
+/** Writes `data` to the absolute `path`, creating parent directories (binary-safe). */
+export async function writeFileOp(
+  channel: AgentChannel,
+  path: string,
+  data: Uint8Array,
+  signal?: AbortSignal,
+): Promise<void> {
+  let off = 0
+  do {
+    const chunk = data.subarray(off, off + WRITE_CHUNK_BYTES)
+    const first = off === 0
+    await request(channel, path, (id) => encodeWrite(id, path, chunk, first), signal)
+    off += chunk.length
+  } while (off < data.length)
+}
+
+/** Reads the absolute `path` (binary-safe); more than `maxBytes` fails with PAYLOAD_TOO_LARGE. */
+export async function readFileOp(
+  channel: AgentChannel,
+  path: string,
+  maxBytes: number,
+  signal?: AbortSignal,
+): Promise<Uint8Array> {
+  const chunks: Buffer[] = []
+  let total = 0
+  await request(channel, path, (id) => encodeRead(id, path), signal, (chunk) => {
+    total += chunk.length
+    if (total > maxBytes) {
+      throw new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `${path} in sandbox ${channel.sandboxId} is larger than ${maxBytes} bytes; raise maxReadFileBytes or read it in parts`,
+      )
+    }
+    chunks.push(chunk)
+  })
+  return new Uint8Array(Buffer.concat(chunks))
+}

@@ -1,0 +1,5 @@
+export { createDockerProvider, DOCKER_PROVIDER_ID } from './provider.js'
+export type { DockerProvider } from './provider.js'
+export { DEFAULT_IMAGE, DockerProviderOptionsSchema } from './options.js'
+export type { DockerProviderOptions, ResolvedDockerProviderOptions } from './options.js'
+export { OWNER } from './container-spec.js'

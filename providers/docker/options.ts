@@ -1,0 +1,38 @@
+import type Docker from 'dockerode'
+import { z } from 'zod'
+
+/** The image `scripts/setup.sh` builds. */
+export const DEFAULT_IMAGE = 'sandbox-router/base:latest'
+
+/** Scalar options of the Docker provider, parsed once by {@link createDockerProvider}. */
+export const DockerProviderOptionsSchema = z
+  .object({
+    /** Image used when a profile names none. @default 'sandbox-router/base:latest' */
+    defaultImage: z.string().min(1).default(DEFAULT_IMAGE),
+    /** Path of the agent binary inside the image. @default '/usr/local/bin/sbx-agent' */
+    agentPath: z.string().startsWith('/').default('/usr/local/bin/sbx-agent'),
+    /** Value of the `sandbox-router.instance` label on created containers (diagnostics). */
+    instanceId: z.string().min(1).optional(),
+    /** How long to wait for the agent to announce itself (ms). @default 10000 */
+    helloTimeoutMs: z.number().int().positive().default(10_000),
+    /** Past a command's timeout, how long to wait for the agent's report before giving up (ms). @default 5000 */
+    watchdogMs: z.number().int().positive().default(5_000),
+    /** Timeout of the agent round trip in `health()` (ms). @default 2000 */
+    pingTimeoutMs: z.number().int().positive().default(2_000),
+    /** Largest file `readFile` returns (bytes). @default 268435456 */
+    maxReadFileBytes: z.number().int().positive().default(256 * 1024 * 1024),
+    /** Size of the `/tmp` tmpfs (MiB); tmpfs pages also count against the memory limit. @default 256 */
+    tmpSizeMb: z.number().int().positive().default(256),
+  })
+  .strict()
+
+/** Options of {@link createDockerProvider}. */
+export type DockerProviderOptions = z.input<typeof DockerProviderOptionsSchema> & {
+  /** An existing dockerode client; otherwise one is made from `dockerOptions`. */
+  docker?: Docker
+  /** dockerode options (socketPath, host, port, ...); by default dockerode's own (DOCKER_HOST or the local socket). */
+  dockerOptions?: Docker.DockerOptions
+}
+
+/** Parsed scalar options. */
+export type ResolvedDockerProviderOptions = z.output<typeof DockerProviderOptionsSchema>

@@ -1,0 +1,165 @@
+import type Docker from 'dockerode'
+import { posix } from 'node:path'
+import { AppError } from '../../src/errors.js'
+import type { ExecOptions, ExecRequest, ExecResult, Sandbox, SandboxHealth, SandboxRef } from '../../src/sandbox/types.js'
+import { AgentChannel } from './channel.js'
+import { engineStatus, mapEngineError } from './errors.js'
+import { type ExecRun, startExec } from './exec.js'
+import { readFileOp, writeFileOp } from './files.js'
+import { MAX_FRAME_BYTES } from './protocol.js'
+import { Semaphore } from './semaphore.js'
+
+/** What a handle needs to know about its container (from the profile, or from labels on connect). */
+export interface DockerSandboxSettings {
+  /** Default working directory of commands; relative paths resolve against it. */
+  cwd: string
+  /** `uid:gid` commands run as. */
+  user: string
+  /** Commands this handle runs at once; more wait for a slot. */
+  maxConcurrentExecs: number
+  agentPath: string
+  helloTimeoutMs: number
+  watchdogMs: number
+  maxReadFileBytes: number
+  pingTimeoutMs: number
+}
+
+/** Leaves room in one EXEC frame for the command, env and cwd. */
+const MAX_STDIN_BYTES = MAX_FRAME_BYTES - 1024 * 1024
+
+/**
+ * A handle to one container. It holds one agent channel, opened lazily and re-opened after a lost
+ * connection while the container still runs; when the container is gone every call fails with
+ * `SANDBOX_LOST`.
+ */
+export class DockerSandbox implements Sandbox {
+  private current: AgentChannel | undefined
+  private opening: Promise<AgentChannel> | undefined
+  private closed = false
+  private readonly slots: Semaphore
+  private readonly container: Docker.Container
+
+  constructor(
+    docker: Docker,
+    readonly ref: SandboxRef,
+    private readonly settings: DockerSandboxSettings,
+    private readonly onClose?: (sandbox: DockerSandbox) => void,
+  ) {
+    this.container = docker.getContainer(ref.id)
+    this.slots = new Semaphore(settings.maxConcurrentExecs)
+  }
+
+  /** Opens the channel now (create/connect fail fast instead of on the first command). */
+  async open(signal?: AbortSignal, checkState = true): Promise<void> {
+    await this.channel(signal, checkState)
+  }
+
+  private async channel(signal?: AbortSignal, checkState = true): Promise<AgentChannel> {
+    if (this.closed) {
+      throw new AppError('BAD_REQUEST', `handle of sandbox ${this.ref.id} is closed; call provider.connect(ref) again`)
+    }
+    if (this.current && !this.current.closed) return this.current
+    this.opening ??= (async () => {
+      try {
+        if (checkState) await this.assertRunning()
+        const channel = await AgentChannel.open(this.container, {
+          sandboxId: this.ref.id,
+          user: this.settings.user,
+          agentPath: this.settings.agentPath,
+          helloTimeoutMs: this.settings.helloTimeoutMs,
+          signal,
+        })
+        if (this.closed) channel.close()
+        this.current = channel
+        return channel
+      } finally {
+        this.opening = undefined
+      }
+    })()
+    return this.opening
+  }
+
+  private async assertRunning(): Promise<void> {
+    let info: Docker.ContainerInspectInfo
+    try {
+      info = await this.container.inspect()
+    } catch (err) {
+      if (engineStatus(err) === 404) {
+        throw new AppError('SANDBOX_LOST', `sandbox ${this.ref.id} no longer exists (destroyed?); create a new sandbox`, {
+          cause: err,
+        })
+      }
+      throw mapEngineError(err, `inspecting sandbox ${this.ref.id}`, this.ref.id)
+    }
+    const state = info.State
+    if (!state.Running || state.Paused || state.Restarting) {
+      throw new AppError(
+        'SANDBOX_LOST',
+        `sandbox ${this.ref.id} is not running (${state.Status}, exit code ${state.ExitCode}); destroy it and create a new sandbox`,
+      )
+    }
+  }
+
+  async exec(request: ExecRequest, opts: ExecOptions = {}): Promise<ExecResult> {
+    const stdin = typeof request.stdin === 'string' ? Buffer.from(request.stdin, 'utf8') : (request.stdin ?? new Uint8Array())
+    if (stdin.length > MAX_STDIN_BYTES) {
+      throw new AppError('PAYLOAD_TOO_LARGE', `stdin of ${stdin.length} bytes exceeds ${MAX_STDIN_BYTES}; write a file and redirect it instead`)
+    }
+    if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
+      throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
+    }
+    const release = await this.slots.acquire(opts.signal)
+    let run: ExecRun
+    try {
+      const channel = await this.channel(opts.signal)
+      run = startExec(
+        channel,
+        {
+          command: request.command,
+          cwd: request.cwd ? posix.resolve(this.settings.cwd, request.cwd) : this.settings.cwd,
+          env: request.env ?? {},
+          stdin,
+          timeoutMs: request.timeoutMs,
+          outputCapBytes: request.outputCapBytes,
+        },
+        opts,
+        this.settings.watchdogMs,
+      )
+    } catch (err) {
+      release()
+      throw err
+    }
+    // The slot is free once the agent stops running the command, not when an abort rejects early.
+    void run.settled.then(release)
+    return run.result
+  }
+
+  async writeFile(path: string, data: string | Uint8Array, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    const channel = await this.channel(opts.signal)
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
+    await writeFileOp(channel, posix.resolve(this.settings.cwd, path), bytes, opts.signal)
+  }
+
+  async readFile(path: string, opts: { signal?: AbortSignal } = {}): Promise<Uint8Array> {
+    const channel = await this.channel(opts.signal)
+    return readFileOp(channel, posix.resolve(this.settings.cwd, path), this.settings.maxReadFileBytes, opts.signal)
+  }
+
+  async health(): Promise<SandboxHealth> {
+    try {
+      const channel = await this.channel()
+      await channel.ping(this.settings.pingTimeoutMs)
+      return { ok: true }
+    } catch (err) {
+      return { ok: false, reason: err instanceof Error ? err.message : String(err) }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.current?.close()
+    await this.opening?.catch(() => undefined)
+    this.onClose?.(this)
+  }
+}
