@@ -1,0 +1,126 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, extname, resolve } from 'node:path'
+import { parse as parseYaml } from 'yaml'
+import type { ZodError } from 'zod'
+import { AppError } from '../errors.js'
+import type { ResolvedProfile } from '../sandbox/profiles.js'
+import { resolveProfile } from '../sandbox/profiles.js'
+import type { Config } from './schema.js'
+import { ConfigSchema } from './schema.js'
+
+/** File names looked up in the working directory when no file is given. */
+export const CONFIG_FILES = [
+  'sandbox-router.config.json',
+  'sandbox-router.config.yaml',
+  'sandbox-router.config.yml',
+]
+
+/** A loaded configuration: the parsed config, its resolved profiles and where it came from. */
+export interface LoadedConfig {
+  readonly config: Config
+  /** Every profile with defaults filled in (always includes `default`). */
+  readonly profiles: ReadonlyMap<string, ResolvedProfile>
+  /** The file read, or `undefined` for the built-in defaults. */
+  readonly file?: string
+}
+
+/** Options of {@link loadConfig}. */
+export interface LoadConfigOptions {
+  /** Explicit file; else env `SBX_CONFIG`, else the first of {@link CONFIG_FILES} in `cwd`. */
+  file?: string
+  cwd?: string
+  /** Environment for overrides (`REDIS_URL`, `DOCKER_HOST`, `PORT`, `SBX_CONFIG`). @default process.env */
+  env?: Readonly<Record<string, string | undefined>>
+}
+
+/** Renders zod issues as `at "<path>": <message>` lines. */
+export function formatZodIssues(error: ZodError): string {
+  return error.issues.map((i) => `at "${i.path.map(String).join('.') || '(root)'}": ${i.message}`).join('; ')
+}
+
+/**
+ * Reads, validates and resolves the configuration once. Errors are `AppError('CONFIG_INVALID')`
+ * naming the file, the path and what was expected.
+ */
+export function loadConfig(opts: LoadConfigOptions = {}): LoadedConfig {
+  const env = opts.env ?? process.env
+  const cwd = opts.cwd ?? process.cwd()
+  const file = findFile(opts.file ?? env['SBX_CONFIG'], cwd)
+  const raw = file ? readConfigFile(file) : {}
+  const withEnv = applyEnv(raw, env)
+  const parsed = ConfigSchema.safeParse(withEnv)
+  const where = file ?? 'built-in defaults'
+  if (!parsed.success) {
+    throw new AppError('CONFIG_INVALID', `${where}: ${formatZodIssues(parsed.error)}`, {
+      cause: parsed.error,
+    })
+  }
+  const config = parsed.data
+  if (file)
+    config.extensions = config.extensions.map((s) => (s.startsWith('.') ? resolve(dirname(file), s) : s))
+  const profiles = new Map<string, ResolvedProfile>()
+  if (!config.profiles['default']) profiles.set('default', resolveProfile('default', { provider: 'docker' }))
+  for (const [name, p] of Object.entries(config.profiles)) profiles.set(name, { ...p, name })
+  return { config, profiles, ...(file ? { file } : {}) }
+}
+
+function findFile(explicit: string | undefined, cwd: string): string | undefined {
+  if (explicit) {
+    const path = resolve(cwd, explicit)
+    if (!existsSync(path)) {
+      throw new AppError(
+        'CONFIG_INVALID',
+        `config file ${path} does not exist; fix the path or remove --config/SBX_CONFIG`,
+      )
+    }
+    return path
+  }
+  return CONFIG_FILES.map((f) => resolve(cwd, f)).find((p) => existsSync(p))
+}
+
+function readConfigFile(file: string): unknown {
+  const text = readFileSync(file, 'utf8')
+  const ext = extname(file).toLowerCase()
+  try {
+    if (ext === '.yaml' || ext === '.yml') return parseYaml(text) ?? {}
+    if (ext === '.json') return JSON.parse(text)
+  } catch (err) {
+    throw new AppError(
+      'CONFIG_INVALID',
+      `${file}: not valid ${ext.slice(1).toUpperCase()}: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    )
+  }
+  throw new AppError(
+    'CONFIG_INVALID',
+    `${file}: unsupported config format "${ext}"; use .json, .yaml or .yml`,
+  )
+}
+
+/** Env overrides: REDIS_URL (switches the queue to bullmq unless the file sets a driver), DOCKER_HOST, PORT. */
+function applyEnv(raw: unknown, env: Readonly<Record<string, string | undefined>>): unknown {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw
+  const out = structuredClone(raw) as Record<string, Record<string, unknown> | undefined>
+  const section = (k: string): Record<string, unknown> => {
+    const v = out[k]
+    if (v && typeof v === 'object' && !Array.isArray(v)) return v
+    const fresh: Record<string, unknown> = {}
+    out[k] = fresh
+    return fresh
+  }
+  if (env['REDIS_URL']) {
+    const q = section('queue')
+    q['redisUrl'] = env['REDIS_URL']
+    q['driver'] ??= 'bullmq'
+  }
+  if (env['DOCKER_HOST']) {
+    const p = section('providers')
+    const docker = (p['docker'] ?? {}) as Record<string, unknown>
+    p['docker'] = { ...docker, host: env['DOCKER_HOST'] }
+  }
+  const port = env['PORT']
+  if (port !== undefined && port !== '') section('server')['port'] = Number(port)
+  return out
+}

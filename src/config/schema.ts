@@ -1,0 +1,145 @@
+import { z } from 'zod'
+import { ProfileSchema } from '../sandbox/profiles.js'
+
+/** One API key and the tenant it maps to. Keys are hashed at load; the plain key is not kept. */
+export const ApiKeySchema = z
+  .object({
+    /** The bearer key (plain text in the file; prefer `keyEnv`). */
+    key: z.string().min(16, 'API keys must be at least 16 characters').optional(),
+    /** Name of an environment variable holding the key. */
+    keyEnv: z.string().min(1).optional(),
+    /** sha256 hex of the key, for files that must not hold the key itself. */
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, 'a 64-character lowercase hex sha256')
+      .optional(),
+    tenant: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, ".", "_" and "-" (1–64)'),
+    /** Admin scope: the queue dashboard and cross-tenant reads of metrics. @default false */
+    admin: z.boolean().default(false),
+  })
+  .strict()
+  .refine((k) => [k.key, k.keyEnv, k.sha256].filter((x) => x !== undefined).length === 1, {
+    message: 'give exactly one of key, keyEnv, sha256',
+  })
+
+/** Per-tenant quotas. */
+export const QuotaSchema = z
+  .object({
+    /** Sandboxes a tenant may hold at once. @default 16 */
+    maxSandboxes: z.number().int().positive().default(16),
+    /** Jobs a tenant may have queued or running at once. @default 64 */
+    maxConcurrentJobs: z.number().int().positive().default(64),
+    /** Requests per second (token bucket, burst = 2×). @default 50 */
+    requestsPerSecond: z.number().positive().default(50),
+  })
+  .strict()
+
+/** Model clients agent runs may use, by name. */
+export const ModelConfigSchema = z.discriminatedUnion('kind', [
+  z
+    .object({
+      kind: z.literal('openai-compatible'),
+      model: z.string().min(1),
+      baseURL: z.string().url().optional(),
+      apiKeyEnv: z.string().default('OPENAI_API_KEY'),
+    })
+    .strict(),
+  z
+    .object({
+      kind: z.literal('anthropic'),
+      model: z.string().min(1),
+      baseURL: z.string().url().optional(),
+      apiKeyEnv: z.string().default('ANTHROPIC_API_KEY'),
+    })
+    .strict(),
+])
+
+/** The whole service configuration (`sandbox-router.config.json` / `.yaml`). */
+export const ConfigSchema = z
+  .object({
+    server: z
+      .object({
+        /** @default 8080 */
+        port: z.number().int().min(0).max(65_535).default(8080),
+        /** @default '127.0.0.1' */
+        host: z.string().default('127.0.0.1'),
+        /** Max request body (bytes). @default 1048576 */
+        bodyLimitBytes: z.number().int().positive().default(1_048_576),
+        /** Max file upload (bytes). @default 10485760 */
+        fileLimitBytes: z.number().int().positive().default(10_485_760),
+      })
+      .strict()
+      .default({ port: 8080, host: '127.0.0.1', bodyLimitBytes: 1_048_576, fileLimitBytes: 10_485_760 }),
+    queue: z
+      .object({
+        /** `memory`: the embedded in-process queue; `bullmq`: the fleet on Redis. @default 'memory' */
+        driver: z.enum(['memory', 'bullmq']).default('memory'),
+        /** @default 'redis://127.0.0.1:6379' (env REDIS_URL) */
+        redisUrl: z.string().default('redis://127.0.0.1:6379'),
+        /** Prefix of every Redis key. @default 'sbx' */
+        prefix: z
+          .string()
+          .regex(/^[A-Za-z0-9_-]+$/)
+          .default('sbx'),
+        /** Exec jobs run at once per worker. @default 16 */
+        concurrency: z.number().int().positive().default(16),
+      })
+      .strict()
+      .default({ driver: 'memory', redisUrl: 'redis://127.0.0.1:6379', prefix: 'sbx', concurrency: 16 }),
+    providers: z
+      .object({
+        docker: z
+          .object({
+            enabled: z.boolean().default(true),
+            /** Engine socket or URL; env DOCKER_HOST. */
+            host: z.string().optional(),
+          })
+          .strict()
+          .default({ enabled: true }),
+        daytona: z
+          .object({
+            enabled: z.boolean().default(false),
+            apiUrl: z.string().url().optional(),
+            apiKeyEnv: z.string().default('DAYTONA_API_KEY'),
+          })
+          .strict()
+          .optional(),
+        e2b: z
+          .object({
+            enabled: z.boolean().default(false),
+            apiUrl: z.string().url().optional(),
+            apiKeyEnv: z.string().default('E2B_API_KEY'),
+          })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .default({ docker: { enabled: true } }),
+    /** Named sandbox profiles. `default` (docker, hardened) exists unless overridden. */
+    profiles: z.record(z.string().regex(/^[A-Za-z0-9._-]+$/), ProfileSchema).default({}),
+    /** The server's own routing policy for tool calls (HTTP /v1/tool-calls, MCP, agent runs). */
+    routing: z
+      .object({
+        /** Route shell-style tools here. @default { providerId: 'docker', profile: 'default' } */
+        shell: z
+          .object({ providerId: z.string().default('docker'), profile: z.string().default('default') })
+          .strict()
+          .default({ providerId: 'docker', profile: 'default' }),
+        /** Redact or block credentials in routed output. @default 'redact' */
+        secretScanner: z.enum(['off', 'redact', 'block']).default('redact'),
+      })
+      .strict()
+      .default({ shell: { providerId: 'docker', profile: 'default' }, secretScanner: 'redact' }),
+    /** Extension module specifiers to load and enable (resolved against the config file's folder). */
+    extensions: z.array(z.string().min(1)).default([]),
+    /** API keys → tenants. Empty in embedded mode means one built-in key from env SBX_API_KEY. */
+    apiKeys: z.array(ApiKeySchema).default([]),
+    quotas: QuotaSchema.default({ maxSandboxes: 16, maxConcurrentJobs: 64, requestsPerSecond: 50 }),
+    models: z.record(z.string(), ModelConfigSchema).default({}),
+  })
+  .strict()
+
+/** Configuration as written. */
+export type ConfigInput = z.input<typeof ConfigSchema>
+/** Configuration with every default filled in. */
+export type Config = z.output<typeof ConfigSchema>

@@ -1,0 +1,81 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, test } from 'vitest'
+import { loadConfig } from '../../../src/config/index.js'
+
+function dirWith(name: string, text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'sbx-config-'))
+  writeFileSync(join(dir, name), text)
+  return dir
+}
+
+describe('loadConfig', () => {
+  test('no file: embedded defaults with a hardened docker `default` profile', () => {
+    const { config, profiles, file } = loadConfig({ cwd: mkdtempSync(join(tmpdir(), 'sbx-empty-')), env: {} })
+    expect(file).toBeUndefined()
+    expect(config.queue.driver).toBe('memory')
+    expect(config.providers.docker.enabled).toBe(true)
+    expect(profiles.get('default')).toMatchObject({
+      provider: 'docker',
+      network: 'none',
+      readOnlyRoot: true,
+      cwd: '/workspace',
+    })
+  })
+
+  test('JSON and YAML files are found in cwd and validated', () => {
+    const json = dirWith(
+      'sandbox-router.config.json',
+      JSON.stringify({ profiles: { py: { provider: 'docker', memoryMb: 1024 } } }),
+    )
+    expect(loadConfig({ cwd: json, env: {} }).profiles.get('py')).toMatchObject({
+      name: 'py',
+      memoryMb: 1024,
+      network: 'none',
+    })
+    const yaml = dirWith('sandbox-router.config.yaml', 'queue:\n  driver: bullmq\n  concurrency: 4\n')
+    expect(loadConfig({ cwd: yaml, env: {} }).config.queue).toMatchObject({
+      driver: 'bullmq',
+      concurrency: 4,
+    })
+  })
+
+  test('an error names the file, the path and what was expected', () => {
+    const dir = dirWith(
+      'sandbox-router.config.json',
+      JSON.stringify({ profiles: { x: { provider: 'docker', memoryMb: 'lots' } } }),
+    )
+    expect(() => loadConfig({ cwd: dir, env: {} })).toThrow(
+      /sandbox-router\.config\.json: at "profiles\.x\.memoryMb": .*expected number/i,
+    )
+    const unknown = dirWith('sandbox-router.config.json', JSON.stringify({ queue: { drvier: 'bullmq' } }))
+    expect(() => loadConfig({ cwd: unknown, env: {} })).toThrow(/at "queue".*drvier/)
+  })
+
+  test('bad JSON and missing files are clear errors', () => {
+    const dir = dirWith('sandbox-router.config.json', '{ "queue": ')
+    expect(() => loadConfig({ cwd: dir, env: {} })).toThrow(/not valid JSON/)
+    expect(() => loadConfig({ file: '/nope/x.json', env: {} })).toThrow(/does not exist/)
+    const bad = dirWith('c.toml', 'x=1')
+    expect(() => loadConfig({ cwd: bad, file: 'c.toml', env: {} })).toThrow(/unsupported config format/)
+  })
+
+  test('env overrides: REDIS_URL switches to bullmq unless the file sets a driver; DOCKER_HOST; PORT', () => {
+    const empty = mkdtempSync(join(tmpdir(), 'sbx-empty-'))
+    const c = loadConfig({
+      cwd: empty,
+      env: { REDIS_URL: 'redis://10.0.0.1:6380', DOCKER_HOST: 'unix:///x.sock', PORT: '9999' },
+    }).config
+    expect(c.queue).toMatchObject({ driver: 'bullmq', redisUrl: 'redis://10.0.0.1:6380' })
+    expect(c.providers.docker.host).toBe('unix:///x.sock')
+    expect(c.server.port).toBe(9999)
+    const pinned = dirWith('sandbox-router.config.json', JSON.stringify({ queue: { driver: 'memory' } }))
+    expect(loadConfig({ cwd: pinned, env: { REDIS_URL: 'redis://x' } }).config.queue.driver).toBe('memory')
+  })
+
+  test('api keys need exactly one of key, keyEnv, sha256', () => {
+    const dir = dirWith('sandbox-router.config.json', JSON.stringify({ apiKeys: [{ tenant: 'acme' }] }))
+    expect(() => loadConfig({ cwd: dir, env: {} })).toThrow(/exactly one of key, keyEnv, sha256/)
+  })
+})
