@@ -1,0 +1,132 @@
+import { afterAll, describe, expect, test } from 'vitest'
+import { resolveProfile } from '../../../src/sandbox/profiles.js'
+import { dockerFixture, quick, rejectionOf } from './fixtures.js'
+
+const fx = dockerFixture()
+
+afterAll(async () => {
+  expect(await fx.cleanup()).toBe(0)
+})
+
+/** Resolves once `text` appeared in the live output. */
+function waitFor(text: string): { seen: Promise<void>; onStdout: (chunk: string) => void } {
+  let out = ''
+  let resolve!: () => void
+  const seen = new Promise<void>((r) => (resolve = r))
+  return {
+    seen,
+    onStdout: (chunk) => {
+      out += chunk
+      if (out.includes(text)) resolve()
+    },
+  }
+}
+
+describe('docker provider faults', () => {
+  test('a container killed from outside mid-command gives SANDBOX_LOST promptly', async () => {
+    const sb = await fx.create()
+    const ready = waitFor('ready')
+    const pending = sb.exec({ ...quick, command: 'echo ready; sleep 300', timeoutMs: 600_000 }, { onStdout: ready.onStdout })
+    await ready.seen
+    const lost = rejectionOf(pending)
+    const killedAt = performance.now()
+    await fx.provider.docker.getContainer(sb.ref.id).kill()
+    expect(await lost).toMatchObject({ code: 'SANDBOX_LOST' })
+    expect(performance.now() - killedAt).toBeLessThan(5_000)
+    expect(await rejectionOf(sb.exec({ ...quick, command: 'echo again' }))).toMatchObject({ code: 'SANDBOX_LOST' })
+    expect(await rejectionOf(fx.provider.connect(sb.ref))).toMatchObject({ code: 'SANDBOX_LOST' })
+    expect(await sb.health()).toMatchObject({ ok: false })
+  })
+
+  test('a fork bomb is held by the pids limit and the sandbox stays usable', async () => {
+    const sb = await fx.create({ pidsLimit: 64 })
+    const r = await sb.exec({ ...quick, command: ':(){ :|:& };:', timeoutMs: 3_000 })
+    expect(r.timedOut || r.exitCode !== null || r.signal !== undefined).toBe(true)
+    // The bomb's processes die with its command; the next command may briefly find the limit reached.
+    const deadline = Date.now() + 15_000
+    let last: unknown
+    while (Date.now() < deadline) {
+      try {
+        last = await sb.exec({ ...quick, command: 'echo usable' })
+        break
+      } catch (err) {
+        expect(err).toMatchObject({ code: 'QUOTA_EXCEEDED' })
+        last = err
+      }
+    }
+    expect(last).toMatchObject({ stdout: 'usable\n', exitCode: 0 })
+    const info = await fx.provider.docker.getContainer(sb.ref.id).inspect()
+    expect(info.State.Running).toBe(true)
+  })
+
+  test('the agent dying mid-command fails that command; the next call reconnects', async () => {
+    const sb = await fx.create()
+    expect(await rejectionOf(sb.exec({ ...quick, command: 'kill -9 $PPID; sleep 5' }))).toMatchObject({
+      code: 'SANDBOX_LOST',
+    })
+    expect((await sb.exec({ ...quick, command: 'echo back' })).stdout).toBe('back\n')
+  })
+
+  test('closing a handle kills the commands it started; other handles keep working', async () => {
+    const sb = await fx.create()
+    const other = await fx.provider.connect(sb.ref)
+    const ready = waitFor('ready')
+    const pending = other.exec(
+      { ...quick, command: 'sleep 300 & echo $! > bg.pid; echo ready; wait', timeoutMs: 600_000 },
+      { onStdout: ready.onStdout },
+    )
+    await ready.seen
+    const closed = rejectionOf(pending)
+    await other.close()
+    expect(await closed).toMatchObject({ code: 'SANDBOX_LOST' })
+    const r = await sb.exec({
+      ...quick,
+      command: 'pid=$(cat bg.pid); i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 100 ]; do i=$((i+1)); sleep 0.05; done; kill -0 $pid 2>/dev/null && echo alive || echo gone',
+    })
+    expect(r.stdout).toBe('gone\n')
+  })
+
+  test('maxConcurrentExecs bounds the commands running at once in one handle', async () => {
+    const sb = await fx.create({ maxConcurrentExecs: 2 })
+    await sb.exec({ ...quick, command: 'mkdir -p running' })
+    const results = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        sb.exec({ ...quick, command: `touch running/${i}; n=$(ls running | wc -l); sleep 0.2; rm running/${i}; echo $n` }),
+      ),
+    )
+    const peaks = results.map((r) => Number(r.stdout.trim()))
+    expect(Math.max(...peaks)).toBeLessThanOrEqual(2)
+  })
+
+  test('a profile cwd below the workspace is created and used', async () => {
+    const sb = await fx.create({ cwd: '/workspace/project/src' })
+    expect((await sb.exec({ ...quick, command: 'pwd; touch made && echo ok' })).stdout).toBe('/workspace/project/src\nok\n')
+    await sb.writeFile('rel.txt', 'x')
+    expect(Buffer.from(await sb.readFile('/workspace/project/src/rel.txt')).toString()).toBe('x')
+  })
+
+  test('a missing cwd is a BAD_REQUEST naming the directory', async () => {
+    const sb = await fx.create()
+    const err = await rejectionOf(sb.exec({ ...quick, command: 'pwd', cwd: '/workspace/missing' }))
+    expect(err).toMatchObject({ code: 'BAD_REQUEST' })
+    expect((err as Error).message).toContain('/workspace/missing')
+  })
+
+  test('a missing image fails with SANDBOX_CREATE_FAILED and says how to build it', async () => {
+    const profile = resolveProfile('missing-image', { provider: 'docker', image: 'sandbox-router/does-not-exist:latest' })
+    const err = await rejectionOf(fx.provider.create(profile, { labels: fx.labels }))
+    expect(err).toMatchObject({ code: 'SANDBOX_CREATE_FAILED' })
+    expect((err as Error).message).toContain('npm run setup')
+  })
+
+  test('connect to a container that does not exist gives SANDBOX_LOST', async () => {
+    const ref = { providerId: 'docker', id: 'f'.repeat(64), profile: 'test' }
+    expect(await rejectionOf(fx.provider.connect(ref))).toMatchObject({ code: 'SANDBOX_LOST' })
+    await fx.provider.destroy(ref)
+  })
+
+  test('a profile for another provider is rejected', async () => {
+    const profile = resolveProfile('e2b-profile', { provider: 'e2b' })
+    expect(await rejectionOf(fx.provider.create(profile, { labels: fx.labels }))).toMatchObject({ code: 'CONFIG_INVALID' })
+  })
+})
