@@ -3,7 +3,15 @@ import type { Duplex } from 'node:stream'
 import { AppError } from '../../src/errors.js'
 import { DockerStreamDemuxer } from './demux.js'
 import { SETUP_HINT, engineStatus, mapEngineError } from './errors.js'
-import { type AgentFrame, Frame, FrameDecoder, type HelloFrame, PROTOCOL_VERSION, decodeHello, encodeEmpty } from './protocol.js'
+import {
+  type AgentFrame,
+  Frame,
+  FrameDecoder,
+  type HelloFrame,
+  PROTOCOL_VERSION,
+  decodeHello,
+  encodeEmpty,
+} from './protocol.js'
 
 /** Receives the frames of one request id. */
 export interface FrameHandler {
@@ -71,7 +79,13 @@ export class AgentChannel {
         User: opts.user,
         abortSignal: opts.signal,
       })
-      socket = await exec.start({ hijack: true, stdin: true, Detach: false, Tty: false, abortSignal: opts.signal })
+      socket = await exec.start({
+        hijack: true,
+        stdin: true,
+        Detach: false,
+        Tty: false,
+        abortSignal: opts.signal,
+      })
     } catch (err) {
       opts.signal?.throwIfAborted()
       if (engineStatus(err) === 404 || engineStatus(err) === 409 || engineStatus(err) === 500) {
@@ -110,10 +124,18 @@ export class AgentChannel {
   private waitForHello(opts: OpenChannelOptions): Promise<HelloFrame | AppError> {
     return new Promise((resolve) => {
       const timer = setTimeout(
-        () => done(new AppError('SANDBOX_LOST', `sandbox ${this.sandboxId}: the agent did not start within ${opts.helloTimeoutMs} ms`, { retryable: true })),
+        () =>
+          done(
+            new AppError(
+              'SANDBOX_LOST',
+              `sandbox ${this.sandboxId}: the agent did not start within ${opts.helloTimeoutMs} ms`,
+              { retryable: true },
+            ),
+          ),
         opts.helloTimeoutMs,
       )
-      const onAbort = (): void => done(new AppError('JOB_CANCELLED', 'aborted while connecting', { cause: opts.signal?.reason }))
+      const onAbort = (): void =>
+        done(new AppError('JOB_CANCELLED', 'aborted while connecting', { cause: opts.signal?.reason }))
       opts.signal?.addEventListener('abort', onAbort, { once: true })
       const done = (v: HelloFrame | AppError): void => {
         clearTimeout(timer)
@@ -166,7 +188,12 @@ export class AgentChannel {
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.unsubscribe(id)
-        reject(new AppError('SANDBOX_LOST', `sandbox ${this.sandboxId}: the agent did not answer a ping within ${timeoutMs} ms`))
+        reject(
+          new AppError(
+            'SANDBOX_LOST',
+            `sandbox ${this.sandboxId}: the agent did not answer a ping within ${timeoutMs} ms`,
+          ),
+        )
       }, timeoutMs)
       try {
         this.subscribe(id, {
@@ -201,7 +228,9 @@ export class AgentChannel {
    */
   close(reason?: AppError): void {
     if (this.closedWith) return
-    const error = reason ?? new AppError('SANDBOX_LOST', `sandbox ${this.sandboxId}: the handle was closed; connect again`)
+    const error =
+      reason ??
+      new AppError('SANDBOX_LOST', `sandbox ${this.sandboxId}: the handle was closed; connect again`)
     this.socket.end(() => this.socket.destroy())
     this.fail(error)
   }
@@ -233,7 +262,9 @@ export class AgentChannel {
     try {
       frames = this.decoder.push(chunk)
     } catch (err) {
-      this.fail(new AppError('INTERNAL', `sandbox ${this.sandboxId}: ${(err as Error).message}`, { cause: err }))
+      this.fail(
+        new AppError('INTERNAL', `sandbox ${this.sandboxId}: ${(err as Error).message}`, { cause: err }),
+      )
       return
     }
     for (const frame of frames) {

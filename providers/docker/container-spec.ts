@@ -74,5 +74,9 @@ export function buildContainerSpec(
 
 /** Whether the profile's cwd must be created after start (it lies below a tmpfs mount point). */
 export function cwdNeedsMkdir(profile: ResolvedProfile): boolean {
-  return profile.cwd !== WORKSPACE && profile.cwd !== '/tmp' && (under(profile.cwd, WORKSPACE) || under(profile.cwd, '/tmp'))
+  return (
+    profile.cwd !== WORKSPACE &&
+    profile.cwd !== '/tmp' &&
+    (under(profile.cwd, WORKSPACE) || under(profile.cwd, '/tmp'))
+  )
 }

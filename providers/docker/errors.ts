@@ -39,7 +39,15 @@ function engineMessage(err: unknown): string {
   return e.json?.message ?? e.message ?? String(err)
 }
 
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH'])
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOENT',
+  'EACCES',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+])
 
 /**
  * Translates an Engine API error at the provider edge. `what` names the operation for the message.
@@ -97,12 +105,18 @@ export function fileError(sandboxId: string, path: string, err: ErrFrame): AppEr
       )
     case 'ENOSPC':
     case 'EDQUOT':
-      return new AppError('QUOTA_EXCEEDED', `sandbox ${sandboxId} is out of space (${name}); delete files or raise memoryMb`)
+      return new AppError(
+        'QUOTA_EXCEEDED',
+        `sandbox ${sandboxId} is out of space (${name}); delete files or raise memoryMb`,
+      )
     case 'EISDIR':
     case 'ENOTDIR':
     case 'EINVAL':
     case 'ENAMETOOLONG':
-      return new AppError('BAD_REQUEST', `cannot ${err.op} ${where}: ${name}; pass the path of a regular file`)
+      return new AppError(
+        'BAD_REQUEST',
+        `cannot ${err.op} ${where}: ${name}; pass the path of a regular file`,
+      )
     default:
       return new AppError('INTERNAL', `cannot ${err.op} ${where}: ${name} ${err.detail}`.trim())
   }

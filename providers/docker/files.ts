@@ -78,15 +78,21 @@ export async function readFileOp(
 ): Promise<Uint8Array> {
   const chunks: Buffer[] = []
   let total = 0
-  await request(channel, path, (id) => encodeRead(id, path), signal, (chunk) => {
-    total += chunk.length
-    if (total > maxBytes) {
-      throw new AppError(
-        'PAYLOAD_TOO_LARGE',
-        `${path} in sandbox ${channel.sandboxId} is larger than ${maxBytes} bytes; raise maxReadFileBytes or read it in parts`,
-      )
-    }
-    chunks.push(chunk)
-  })
+  await request(
+    channel,
+    path,
+    (id) => encodeRead(id, path),
+    signal,
+    (chunk) => {
+      total += chunk.length
+      if (total > maxBytes) {
+        throw new AppError(
+          'PAYLOAD_TOO_LARGE',
+          `${path} in sandbox ${channel.sandboxId} is larger than ${maxBytes} bytes; raise maxReadFileBytes or read it in parts`,
+        )
+      }
+      chunks.push(chunk)
+    },
+  )
   return new Uint8Array(Buffer.concat(chunks))
 }

@@ -20,7 +20,11 @@ export const DockerProviderOptionsSchema = z
     /** Timeout of the agent round trip in `health()` (ms). @default 2000 */
     pingTimeoutMs: z.number().int().positive().default(2_000),
     /** Largest file `readFile` returns (bytes). @default 268435456 */
-    maxReadFileBytes: z.number().int().positive().default(256 * 1024 * 1024),
+    maxReadFileBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(256 * 1024 * 1024),
     /** Size of the `/tmp` tmpfs (MiB); tmpfs pages also count against the memory limit. @default 256 */
     tmpSizeMb: z.number().int().positive().default(256),
   })

@@ -117,7 +117,13 @@ export function encodeEmpty(type: number, id: number): Buffer {
 }
 
 /** Encodes one chunk of a file write; the first chunk truncates, later ones append. */
-export function encodeWrite(id: number, path: string, data: Uint8Array, first: boolean, mode = 0o644): Buffer {
+export function encodeWrite(
+  id: number,
+  path: string,
+  data: Uint8Array,
+  first: boolean,
+  mode = 0o644,
+): Buffer {
   return encode(Frame.WRITE, id, [{ u32: first ? 1 : 0 }, { u32: mode }, str(path), { bytes: data }])
 }
 
@@ -175,5 +181,10 @@ export interface HelloFrame {
 
 /** Decodes a HELLO payload. */
 export function decodeHello(p: Buffer): HelloFrame {
-  return { version: p.readUInt32BE(0), pid: p.readUInt32BE(4), uid: p.readUInt32BE(8), maxFrame: p.readUInt32BE(12) }
+  return {
+    version: p.readUInt32BE(0),
+    pid: p.readUInt32BE(4),
+    uid: p.readUInt32BE(8),
+    maxFrame: p.readUInt32BE(12),
+  }
 }

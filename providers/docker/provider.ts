@@ -10,7 +10,14 @@ import {
   type SandboxProvider,
   type SandboxRef,
 } from '../../src/sandbox/types.js'
-import { CWD_LABEL, MAX_EXECS_LABEL, OWNER, WORKSPACE, buildContainerSpec, cwdNeedsMkdir } from './container-spec.js'
+import {
+  CWD_LABEL,
+  MAX_EXECS_LABEL,
+  OWNER,
+  WORKSPACE,
+  buildContainerSpec,
+  cwdNeedsMkdir,
+} from './container-spec.js'
 import { engineStatus, mapCreateError, mapEngineError } from './errors.js'
 import { type DockerProviderOptions, DockerProviderOptionsSchema } from './options.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
@@ -21,6 +28,9 @@ export const DOCKER_PROVIDER_ID = 'docker'
 /** The Docker provider: the SPI plus the dockerode client it uses (for diagnostics and tests). */
 export interface DockerProvider extends SandboxProvider {
   readonly docker: Docker
+  health(): Promise<SandboxHealth>
+  /** Closes every handle this provider opened (their commands are killed); containers stay. */
+  close(): Promise<void>
 }
 
 const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
@@ -36,12 +46,12 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   const docker = client ?? new Docker(dockerOptions)
   const handles = new Set<DockerSandbox>()
 
-  const handle = (ref: SandboxRef, settings: Pick<DockerSandboxSettings, 'cwd' | 'user' | 'maxConcurrentExecs'>): DockerSandbox => {
-    const sandbox = new DockerSandbox(
-      docker,
-      ref,
-      { ...settings, ...opts },
-      (closed) => handles.delete(closed),
+  const handle = (
+    ref: SandboxRef,
+    settings: Pick<DockerSandboxSettings, 'cwd' | 'user' | 'maxConcurrentExecs'>,
+  ): DockerSandbox => {
+    const sandbox = new DockerSandbox(docker, ref, { ...settings, ...opts }, (closed) =>
+      handles.delete(closed),
     )
     handles.add(sandbox)
     return sandbox
@@ -56,7 +66,10 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
 
   async function create(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
     if (profile.provider !== DOCKER_PROVIDER_ID) {
-      throw new AppError('CONFIG_INVALID', `profile ${profile.name} targets provider '${profile.provider}', not 'docker'`)
+      throw new AppError(
+        'CONFIG_INVALID',
+        `profile ${profile.name} targets provider '${profile.provider}', not 'docker'`,
+      )
     }
     signal?.throwIfAborted()
     const image = profile.image ?? opts.defaultImage
@@ -80,14 +93,24 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     try {
       signal?.throwIfAborted()
       await docker.getContainer(id).start()
-      sandbox = handle(ref, { cwd: profile.cwd, user: profile.user, maxConcurrentExecs: profile.maxConcurrentExecs })
+      sandbox = handle(ref, {
+        cwd: profile.cwd,
+        user: profile.user,
+        maxConcurrentExecs: profile.maxConcurrentExecs,
+      })
       await sandbox.open(signal, false)
       if (cwdNeedsMkdir(profile)) {
         const r = await sandbox.exec(
-          { command: `mkdir -p -- ${shellQuote(profile.cwd)}`, cwd: WORKSPACE, timeoutMs: 10_000, outputCapBytes: 4096 },
+          {
+            command: `mkdir -p -- ${shellQuote(profile.cwd)}`,
+            cwd: WORKSPACE,
+            timeoutMs: 10_000,
+            outputCapBytes: 4096,
+          },
           { signal },
         )
-        if (r.exitCode !== 0) throw new AppError('CONFIG_INVALID', `cannot create cwd ${profile.cwd}: ${r.stderr.trim()}`)
+        if (r.exitCode !== 0)
+          throw new AppError('CONFIG_INVALID', `cannot create cwd ${profile.cwd}: ${r.stderr.trim()}`)
       }
       signal?.throwIfAborted()
       return sandbox
@@ -97,16 +120,23 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       if (signal?.aborted) throw signal.reason
       if (err instanceof AppError && err.code !== 'SANDBOX_LOST') throw err
       const mapped = err instanceof AppError ? err : mapCreateError(err, image)
-      throw new AppError('SANDBOX_CREATE_FAILED', `starting sandbox from ${image} failed: ${mapped.message}`, {
-        retryable: mapped.retryable,
-        cause: err,
-      })
+      throw new AppError(
+        'SANDBOX_CREATE_FAILED',
+        `starting sandbox from ${image} failed: ${mapped.message}`,
+        {
+          retryable: mapped.retryable,
+          cause: err,
+        },
+      )
     }
   }
 
   async function connect(ref: SandboxRef, { signal }: { signal?: AbortSignal } = {}): Promise<Sandbox> {
     if (ref.providerId !== DOCKER_PROVIDER_ID) {
-      throw new AppError('CONFIG_INVALID', `ref ${ref.id} belongs to provider '${ref.providerId}', not 'docker'`)
+      throw new AppError(
+        'CONFIG_INVALID',
+        `ref ${ref.id} belongs to provider '${ref.providerId}', not 'docker'`,
+      )
     }
     let info: Docker.ContainerInspectInfo
     try {
@@ -114,13 +144,20 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     } catch (err) {
       signal?.throwIfAborted()
       if (engineStatus(err) === 404) {
-        throw new AppError('SANDBOX_LOST', `sandbox ${ref.id} does not exist (destroyed?); create a new sandbox`, { cause: err })
+        throw new AppError(
+          'SANDBOX_LOST',
+          `sandbox ${ref.id} does not exist (destroyed?); create a new sandbox`,
+          { cause: err },
+        )
       }
       throw mapEngineError(err, `connecting to sandbox ${ref.id}`, ref.id)
     }
     const labels = info.Config.Labels ?? {}
     if (labels[LABELS.owner] !== OWNER) {
-      throw new AppError('BAD_REQUEST', `container ${ref.id} is not a sandbox-router sandbox (no ${LABELS.owner} label)`)
+      throw new AppError(
+        'BAD_REQUEST',
+        `container ${ref.id} is not a sandbox-router sandbox (no ${LABELS.owner} label)`,
+      )
     }
     if (!info.State.Running || info.State.Paused) {
       throw new AppError(
@@ -177,13 +214,20 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
         const gone = await docker
           .getContainer(ref.id)
           .inspect()
-          .then(() => false, (e: unknown) => engineStatus(e) === 404)
+          .then(
+            () => false,
+            (e: unknown) => engineStatus(e) === 404,
+          )
         if (gone) return
         await new Promise((r) => setTimeout(r, 100))
       }
-      throw new AppError('UNAVAILABLE', `sandbox ${ref.id} is still being removed after 30 s; retry destroy`, {
-        retryable: true,
-      })
+      throw new AppError(
+        'UNAVAILABLE',
+        `sandbox ${ref.id} is still being removed after 30 s; retry destroy`,
+        {
+          retryable: true,
+        },
+      )
     }
   }
 

@@ -1,7 +1,14 @@
 import type Docker from 'dockerode'
 import { posix } from 'node:path'
 import { AppError } from '../../src/errors.js'
-import type { ExecOptions, ExecRequest, ExecResult, Sandbox, SandboxHealth, SandboxRef } from '../../src/sandbox/types.js'
+import type {
+  ExecOptions,
+  ExecRequest,
+  ExecResult,
+  Sandbox,
+  SandboxHealth,
+  SandboxRef,
+} from '../../src/sandbox/types.js'
 import { AgentChannel } from './channel.js'
 import { engineStatus, mapEngineError } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
@@ -56,7 +63,10 @@ export class DockerSandbox implements Sandbox {
 
   private async channel(signal?: AbortSignal, checkState = true): Promise<AgentChannel> {
     if (this.closed) {
-      throw new AppError('BAD_REQUEST', `handle of sandbox ${this.ref.id} is closed; call provider.connect(ref) again`)
+      throw new AppError(
+        'BAD_REQUEST',
+        `handle of sandbox ${this.ref.id} is closed; call provider.connect(ref) again`,
+      )
     }
     if (this.current && !this.current.closed) return this.current
     this.opening ??= (async () => {
@@ -85,9 +95,13 @@ export class DockerSandbox implements Sandbox {
       info = await this.container.inspect()
     } catch (err) {
       if (engineStatus(err) === 404) {
-        throw new AppError('SANDBOX_LOST', `sandbox ${this.ref.id} no longer exists (destroyed?); create a new sandbox`, {
-          cause: err,
-        })
+        throw new AppError(
+          'SANDBOX_LOST',
+          `sandbox ${this.ref.id} no longer exists (destroyed?); create a new sandbox`,
+          {
+            cause: err,
+          },
+        )
       }
       throw mapEngineError(err, `inspecting sandbox ${this.ref.id}`, this.ref.id)
     }
@@ -101,9 +115,15 @@ export class DockerSandbox implements Sandbox {
   }
 
   async exec(request: ExecRequest, opts: ExecOptions = {}): Promise<ExecResult> {
-    const stdin = typeof request.stdin === 'string' ? Buffer.from(request.stdin, 'utf8') : (request.stdin ?? new Uint8Array())
+    const stdin =
+      typeof request.stdin === 'string'
+        ? Buffer.from(request.stdin, 'utf8')
+        : (request.stdin ?? new Uint8Array())
     if (stdin.length > MAX_STDIN_BYTES) {
-      throw new AppError('PAYLOAD_TOO_LARGE', `stdin of ${stdin.length} bytes exceeds ${MAX_STDIN_BYTES}; write a file and redirect it instead`)
+      throw new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `stdin of ${stdin.length} bytes exceeds ${MAX_STDIN_BYTES}; write a file and redirect it instead`,
+      )
     }
     if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
       throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
@@ -134,7 +154,11 @@ export class DockerSandbox implements Sandbox {
     return run.result
   }
 
-  async writeFile(path: string, data: string | Uint8Array, opts: { signal?: AbortSignal } = {}): Promise<void> {
+  async writeFile(
+    path: string,
+    data: string | Uint8Array,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<void> {
     const channel = await this.channel(opts.signal)
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
     await writeFileOp(channel, posix.resolve(this.settings.cwd, path), bytes, opts.signal)
@@ -142,7 +166,12 @@ export class DockerSandbox implements Sandbox {
 
   async readFile(path: string, opts: { signal?: AbortSignal } = {}): Promise<Uint8Array> {
     const channel = await this.channel(opts.signal)
-    return readFileOp(channel, posix.resolve(this.settings.cwd, path), this.settings.maxReadFileBytes, opts.signal)
+    return readFileOp(
+      channel,
+      posix.resolve(this.settings.cwd, path),
+      this.settings.maxReadFileBytes,
+      opts.signal,
+    )
   }
 
   async health(): Promise<SandboxHealth> {

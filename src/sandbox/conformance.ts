@@ -86,178 +86,270 @@ export function runProviderConformance(name: string, options: ConformanceOptions
       expect(sb.ref.id).toBeTruthy()
     })
 
-    test('exec returns stdout, exit code 0 and a duration', async () => {
-      const r = await run('echo hello')
-      expect(r).toMatchObject({ exitCode: 0, stdout: 'hello\n', stderr: '', timedOut: false, truncated: false })
-      expect(r.sandboxId).toBe(sb.ref.id)
-      expect(r.durationMs).toBeGreaterThanOrEqual(0)
-    }, timeout)
+    test(
+      'exec returns stdout, exit code 0 and a duration',
+      async () => {
+        const r = await run('echo hello')
+        expect(r).toMatchObject({
+          exitCode: 0,
+          stdout: 'hello\n',
+          stderr: '',
+          timedOut: false,
+          truncated: false,
+        })
+        expect(r.sandboxId).toBe(sb.ref.id)
+        expect(r.durationMs).toBeGreaterThanOrEqual(0)
+      },
+      timeout,
+    )
 
-    test('exit codes are reported', async () => {
-      expect((await run('exit 7')).exitCode).toBe(7)
-      expect((await run('false')).exitCode).toBe(1)
-      expect((await run('nonexistent-command-xyz')).exitCode).toBe(127)
-    }, timeout)
+    test(
+      'exit codes are reported',
+      async () => {
+        expect((await run('exit 7')).exitCode).toBe(7)
+        expect((await run('false')).exitCode).toBe(1)
+        expect((await run('nonexistent-command-xyz')).exitCode).toBe(127)
+      },
+      timeout,
+    )
 
-    test('stderr is kept separate from stdout', async () => {
-      const r = await run('echo out; echo err >&2; echo out2')
-      expect(r.stdout).toBe('out\nout2\n')
-      expect(r.stderr).toBe('err\n')
-    }, timeout)
+    test(
+      'stderr is kept separate from stdout',
+      async () => {
+        const r = await run('echo out; echo err >&2; echo out2')
+        expect(r.stdout).toBe('out\nout2\n')
+        expect(r.stderr).toBe('err\n')
+      },
+      timeout,
+    )
 
-    test('cwd defaults to the profile cwd; request cwd and env apply', async () => {
-      expect((await run('pwd')).stdout.trim()).toBe(profile.cwd)
-      expect((await run('pwd', { cwd: '/tmp' })).stdout.trim()).toBe('/tmp')
-      const r = await run('echo "$SBX_A-$SBX_B"', { env: { SBX_A: 'one', SBX_B: 'two words' } })
-      expect(r.stdout).toBe('one-two words\n')
-      for (const [k, v] of Object.entries(profile.env)) {
-        expect((await run(`printf %s "$${k}"`)).stdout).toBe(v)
-      }
-    }, timeout)
+    test(
+      'cwd defaults to the profile cwd; request cwd and env apply',
+      async () => {
+        expect((await run('pwd')).stdout.trim()).toBe(profile.cwd)
+        expect((await run('pwd', { cwd: '/tmp' })).stdout.trim()).toBe('/tmp')
+        const r = await run('echo "$SBX_A-$SBX_B"', { env: { SBX_A: 'one', SBX_B: 'two words' } })
+        expect(r.stdout).toBe('one-two words\n')
+        for (const [k, v] of Object.entries(profile.env)) {
+          expect((await run(`printf %s "$${k}"`)).stdout).toBe(v)
+        }
+      },
+      timeout,
+    )
 
-    test('stdin bytes are delivered, then EOF', async () => {
-      expect((await run('cat', { stdin: 'line1\nline2\n' })).stdout).toBe('line1\nline2\n')
-      expect((await run('wc -c', { stdin: new Uint8Array([0, 1, 2, 255]) })).stdout.trim()).toBe('4')
-      // No stdin: the command sees EOF at once instead of hanging.
-      expect((await run('cat; echo eof')).stdout).toBe('eof\n')
-    }, timeout)
+    test(
+      'stdin bytes are delivered, then EOF',
+      async () => {
+        expect((await run('cat', { stdin: 'line1\nline2\n' })).stdout).toBe('line1\nline2\n')
+        expect((await run('wc -c', { stdin: new Uint8Array([0, 1, 2, 255]) })).stdout.trim()).toBe('4')
+        // No stdin: the command sees EOF at once instead of hanging.
+        expect((await run('cat; echo eof')).stdout).toBe('eof\n')
+      },
+      timeout,
+    )
 
-    test('quoting, pipes, unicode and shell syntax survive', async () => {
-      const r = await run(`printf '%s\\n' "a b" 'c"d' '$HOME' 'ünï😀' | sort | tr '\\n' '|'`)
-      expect(r.stdout).toBe('$HOME|a b|c"d|ünï😀|')
-      expect((await run('x=3; if [ $x -gt 2 ]; then echo big; fi && echo and || echo or')).stdout).toBe('big\nand\n')
-    }, timeout)
+    test(
+      'quoting, pipes, unicode and shell syntax survive',
+      async () => {
+        const r = await run(`printf '%s\\n' "a b" 'c"d' '$HOME' 'ünï😀' | sort | tr '\\n' '|'`)
+        expect(r.stdout).toBe('$HOME|a b|c"d|ünï😀|')
+        expect((await run('x=3; if [ $x -gt 2 ]; then echo big; fi && echo and || echo or')).stdout).toBe(
+          'big\nand\n',
+        )
+      },
+      timeout,
+    )
 
-    test('large output arrives whole under the cap', async () => {
-      const r = await run(`head -c ${largeBytes} /dev/zero | tr '\\0' x`, { outputCapBytes: largeBytes * 2 })
-      expect(r.exitCode).toBe(0)
-      expect(r.truncated).toBe(false)
-      expect(r.stdout.length).toBe(largeBytes)
-      expect(r.stdout.replace(/x/g, '')).toBe('')
-    }, timeout)
+    test(
+      'large output arrives whole under the cap',
+      async () => {
+        const r = await run(`head -c ${largeBytes} /dev/zero | tr '\\0' x`, {
+          outputCapBytes: largeBytes * 2,
+        })
+        expect(r.exitCode).toBe(0)
+        expect(r.truncated).toBe(false)
+        expect(r.stdout.length).toBe(largeBytes)
+        expect(r.stdout.replace(/x/g, '')).toBe('')
+      },
+      timeout,
+    )
 
-    test('timeout kills the whole process group and keeps partial output', async () => {
-      const r = await run('echo started; sleep 300 & echo $! > bg.pid; sleep 300', { timeoutMs: 1000 })
-      expect(r.timedOut).toBe(true)
-      expect(r.stdout).toBe('started\n')
-      expect(r.durationMs).toBeLessThan(15_000)
-      expect(await processGone('bg.pid')).toBe('gone')
-    }, timeout)
+    test(
+      'timeout kills the whole process group and keeps partial output',
+      async () => {
+        const r = await run('echo started; sleep 300 & echo $! > bg.pid; sleep 300', { timeoutMs: 1000 })
+        expect(r.timedOut).toBe(true)
+        expect(r.stdout).toBe('started\n')
+        expect(r.durationMs).toBeLessThan(15_000)
+        expect(await processGone('bg.pid')).toBe('gone')
+      },
+      timeout,
+    )
 
-    test('output cap sets truncated and does not block the process', async () => {
-      const r = await run(`head -c 3000000 /dev/zero | tr '\\0' y; echo finished >&2`, { outputCapBytes: 1000 })
-      expect(r.exitCode).toBe(0)
-      expect(r.truncated).toBe(true)
-      expect(r.stdout).toBe('y'.repeat(1000))
-      expect(r.stderr).toBe('finished\n')
-    }, timeout)
+    test(
+      'output cap sets truncated and does not block the process',
+      async () => {
+        const r = await run(`head -c 3000000 /dev/zero | tr '\\0' y; echo finished >&2`, {
+          outputCapBytes: 1000,
+        })
+        expect(r.exitCode).toBe(0)
+        expect(r.truncated).toBe(true)
+        expect(r.stdout).toBe('y'.repeat(1000))
+        expect(r.stderr).toBe('finished\n')
+      },
+      timeout,
+    )
 
-    test('a process ended by a signal reports the signal', async () => {
-      const r = await run('kill -9 $$')
-      expect(r.exitCode).toBeNull()
-      expect(r.signal).toBe('SIGKILL')
-    }, timeout)
+    test(
+      'a process ended by a signal reports the signal',
+      async () => {
+        const r = await run('kill -9 $$')
+        expect(r.exitCode).toBeNull()
+        expect(r.signal).toBe('SIGKILL')
+      },
+      timeout,
+    )
 
-    test('live onStdout delivers output while the command still runs', async () => {
-      await run('rm -f go.flag')
-      let seen = ''
-      let sawFirst!: () => void
-      const first = new Promise<void>((resolve) => (sawFirst = resolve))
-      const pending = sb.exec(
-        { ...base, command: 'echo first; while [ ! -f go.flag ]; do sleep 0.02; done; echo second' },
-        {
-          onStdout: (chunk) => {
-            seen += chunk
-            if (seen.includes('first')) sawFirst()
+    test(
+      'live onStdout delivers output while the command still runs',
+      async () => {
+        await run('rm -f go.flag')
+        let seen = ''
+        let sawFirst!: () => void
+        const first = new Promise<void>((resolve) => (sawFirst = resolve))
+        const pending = sb.exec(
+          { ...base, command: 'echo first; while [ ! -f go.flag ]; do sleep 0.02; done; echo second' },
+          {
+            onStdout: (chunk) => {
+              seen += chunk
+              if (seen.includes('first')) sawFirst()
+            },
           },
-        },
-      )
-      await first
-      await sb.writeFile('go.flag', '')
-      const r = await pending
-      expect(r.stdout).toBe('first\nsecond\n')
-      expect(seen).toBe('first\nsecond\n')
-    }, timeout)
+        )
+        await first
+        await sb.writeFile('go.flag', '')
+        const r = await pending
+        expect(r.stdout).toBe('first\nsecond\n')
+        expect(seen).toBe('first\nsecond\n')
+      },
+      timeout,
+    )
 
-    test('cancel via AbortSignal kills the process group and rejects with the reason', async () => {
-      const controller = new AbortController()
-      const reason = new Error('cancelled by test')
-      const pending = sb.exec(
-        { ...base, command: 'sleep 300 & echo $! > cancel.pid; echo ready; wait' },
-        { signal: controller.signal, onStdout: (c) => c.includes('ready') && controller.abort(reason) },
-      )
-      expect(await rejectionOf(pending)).toBe(reason)
-      expect(await processGone('cancel.pid')).toBe('gone')
-      const already = AbortSignal.abort(reason)
-      expect(await rejectionOf(sb.exec({ ...base, command: 'echo no' }, { signal: already }))).toBe(reason)
-    }, timeout)
+    test(
+      'cancel via AbortSignal kills the process group and rejects with the reason',
+      async () => {
+        const controller = new AbortController()
+        const reason = new Error('cancelled by test')
+        const pending = sb.exec(
+          { ...base, command: 'sleep 300 & echo $! > cancel.pid; echo ready; wait' },
+          { signal: controller.signal, onStdout: (c) => c.includes('ready') && controller.abort(reason) },
+        )
+        expect(await rejectionOf(pending)).toBe(reason)
+        expect(await processGone('cancel.pid')).toBe('gone')
+        const already = AbortSignal.abort(reason)
+        expect(await rejectionOf(sb.exec({ ...base, command: 'echo no' }, { signal: already }))).toBe(reason)
+      },
+      timeout,
+    )
 
-    test('files: binary round trip, nested directories, absolute paths, utf-8 strings', async () => {
-      const all = new Uint8Array(256).map((_, i) => i)
-      await sb.writeFile('bin/all.bytes', all)
-      expect(Buffer.from(await sb.readFile('bin/all.bytes')).equals(Buffer.from(all))).toBe(true)
-      const big = randomBytes(3 * 1024 * 1024 + 17)
-      await sb.writeFile('d1/d2/d3/big.bin', big)
-      expect(Buffer.from(await sb.readFile(`${profile.cwd}/d1/d2/d3/big.bin`)).equals(big)).toBe(true)
-      expect((await run('wc -c < d1/d2/d3/big.bin')).stdout.trim()).toBe(String(big.length))
-      await sb.writeFile('/tmp/abs/ü.txt', 'héllo 😀')
-      expect(Buffer.from(await sb.readFile('/tmp/abs/ü.txt')).toString('utf8')).toBe('héllo 😀')
-      await sb.writeFile('bin/all.bytes', 'shorter')
-      expect(Buffer.from(await sb.readFile('bin/all.bytes')).toString()).toBe('shorter')
-      await sb.writeFile('empty', new Uint8Array())
-      expect((await sb.readFile('empty')).length).toBe(0)
-    }, timeout)
+    test(
+      'files: binary round trip, nested directories, absolute paths, utf-8 strings',
+      async () => {
+        const all = new Uint8Array(256).map((_, i) => i)
+        await sb.writeFile('bin/all.bytes', all)
+        expect(Buffer.from(await sb.readFile('bin/all.bytes')).equals(Buffer.from(all))).toBe(true)
+        const big = randomBytes(3 * 1024 * 1024 + 17)
+        await sb.writeFile('d1/d2/d3/big.bin', big)
+        expect(Buffer.from(await sb.readFile(`${profile.cwd}/d1/d2/d3/big.bin`)).equals(big)).toBe(true)
+        expect((await run('wc -c < d1/d2/d3/big.bin')).stdout.trim()).toBe(String(big.length))
+        await sb.writeFile('/tmp/abs/ü.txt', 'héllo 😀')
+        expect(Buffer.from(await sb.readFile('/tmp/abs/ü.txt')).toString('utf8')).toBe('héllo 😀')
+        await sb.writeFile('bin/all.bytes', 'shorter')
+        expect(Buffer.from(await sb.readFile('bin/all.bytes')).toString()).toBe('shorter')
+        await sb.writeFile('empty', new Uint8Array())
+        expect((await sb.readFile('empty')).length).toBe(0)
+      },
+      timeout,
+    )
 
-    test('files: reading a missing file fails with NOT_FOUND', async () => {
-      expect(await rejectionOf(sb.readFile('no/such/file'))).toMatchObject({ code: 'NOT_FOUND' })
-    }, timeout)
+    test(
+      'files: reading a missing file fails with NOT_FOUND',
+      async () => {
+        expect(await rejectionOf(sb.readFile('no/such/file'))).toMatchObject({ code: 'NOT_FOUND' })
+      },
+      timeout,
+    )
 
-    test('connect by ref from another provider instance sees the same sandbox', async () => {
-      await sb.writeFile('shared.txt', 'from first handle')
-      const other = await options.createProvider()
-      const second = await other.connect(sb.ref)
-      try {
-        expect(second.ref.id).toBe(sb.ref.id)
-        expect(Buffer.from(await second.readFile('shared.txt')).toString()).toBe('from first handle')
-        expect((await second.exec({ ...base, command: 'cat shared.txt' })).stdout).toBe('from first handle')
-      } finally {
-        await second.close()
-        await other.close?.()
-      }
-      expect((await run('echo still')).stdout).toBe('still\n')
-    }, timeout)
+    test(
+      'connect by ref from another provider instance sees the same sandbox',
+      async () => {
+        await sb.writeFile('shared.txt', 'from first handle')
+        const other = await options.createProvider()
+        const second = await other.connect(sb.ref)
+        try {
+          expect(second.ref.id).toBe(sb.ref.id)
+          expect(Buffer.from(await second.readFile('shared.txt')).toString()).toBe('from first handle')
+          expect((await second.exec({ ...base, command: 'cat shared.txt' })).stdout).toBe('from first handle')
+        } finally {
+          await second.close()
+          await other.close?.()
+        }
+        expect((await run('echo still')).stdout).toBe('still\n')
+      },
+      timeout,
+    )
 
-    test('list finds sandboxes by label', async () => {
-      const refs = await provider.list({ labels: { [CONFORMANCE_RUN_LABEL]: runId } })
-      expect(refs.map((r) => r.id)).toContain(sb.ref.id)
-      expect(await provider.list({ labels: { [CONFORMANCE_RUN_LABEL]: randomUUID() } })).toEqual([])
-    }, timeout)
+    test(
+      'list finds sandboxes by label',
+      async () => {
+        const refs = await provider.list({ labels: { [CONFORMANCE_RUN_LABEL]: runId } })
+        expect(refs.map((r) => r.id)).toContain(sb.ref.id)
+        expect(await provider.list({ labels: { [CONFORMANCE_RUN_LABEL]: randomUUID() } })).toEqual([])
+      },
+      timeout,
+    )
 
-    test(`${concurrency * 2} commands at once in one sandbox all complete correctly`, async () => {
-      const n = concurrency * 2
-      const results = await Promise.all(
-        Array.from({ length: n }, (_, i) => run(`sleep 0.2; echo out-${i}; echo err-${i} >&2; exit ${i % 5}`)),
-      )
-      results.forEach((r, i) => {
-        expect(r).toMatchObject({ stdout: `out-${i}\n`, stderr: `err-${i}\n`, exitCode: i % 5 })
-      })
-    }, timeout)
+    test(
+      `${concurrency * 2} commands at once in one sandbox all complete correctly`,
+      async () => {
+        const n = concurrency * 2
+        const results = await Promise.all(
+          Array.from({ length: n }, (_, i) =>
+            run(`sleep 0.2; echo out-${i}; echo err-${i} >&2; exit ${i % 5}`),
+          ),
+        )
+        results.forEach((r, i) => {
+          expect(r).toMatchObject({ stdout: `out-${i}\n`, stderr: `err-${i}\n`, exitCode: i % 5 })
+        })
+      },
+      timeout,
+    )
 
-    test('health reports ok for a live sandbox and a reachable backend', async () => {
-      expect(await sb.health()).toMatchObject({ ok: true })
-      if (provider.health) expect(await provider.health()).toMatchObject({ ok: true })
-    }, timeout)
+    test(
+      'health reports ok for a live sandbox and a reachable backend',
+      async () => {
+        expect(await sb.health()).toMatchObject({ ok: true })
+        if (provider.health) expect(await provider.health()).toMatchObject({ ok: true })
+      },
+      timeout,
+    )
 
-    test('destroy: later calls fail with SANDBOX_LOST; destroying again is fine', async () => {
-      const doomed = await provider.create(profile, { labels })
-      expect((await doomed.exec({ ...base, command: 'echo up' })).stdout).toBe('up\n')
-      await provider.destroy(doomed.ref)
-      expect(await rejectionOf(doomed.exec({ ...base, command: 'echo hi' }))).toMatchObject({ code: 'SANDBOX_LOST' })
-      expect(await rejectionOf(provider.connect(doomed.ref))).toMatchObject({ code: 'SANDBOX_LOST' })
-      await provider.destroy(doomed.ref)
-      const refs = await provider.list({ labels: { [CONFORMANCE_RUN_LABEL]: runId } })
-      expect(refs.map((r) => r.id)).not.toContain(doomed.ref.id)
-      await doomed.close()
-    }, timeout)
+    test(
+      'destroy: later calls fail with SANDBOX_LOST; destroying again is fine',
+      async () => {
+        const doomed = await provider.create(profile, { labels })
+        expect((await doomed.exec({ ...base, command: 'echo up' })).stdout).toBe('up\n')
+        await provider.destroy(doomed.ref)
+        expect(await rejectionOf(doomed.exec({ ...base, command: 'echo hi' }))).toMatchObject({
+          code: 'SANDBOX_LOST',
+        })
+        expect(await rejectionOf(provider.connect(doomed.ref))).toMatchObject({ code: 'SANDBOX_LOST' })
+        await provider.destroy(doomed.ref)
+        const refs = await provider.list({ labels: { [CONFORMANCE_RUN_LABEL]: runId } })
+        expect(refs.map((r) => r.id)).not.toContain(doomed.ref.id)
+        await doomed.close()
+      },
+      timeout,
+    )
   })
 }

@@ -26,14 +26,19 @@ describe('docker provider faults', () => {
   test('a container killed from outside mid-command gives SANDBOX_LOST promptly', async () => {
     const sb = await fx.create()
     const ready = waitFor('ready')
-    const pending = sb.exec({ ...quick, command: 'echo ready; sleep 300', timeoutMs: 600_000 }, { onStdout: ready.onStdout })
+    const pending = sb.exec(
+      { ...quick, command: 'echo ready; sleep 300', timeoutMs: 600_000 },
+      { onStdout: ready.onStdout },
+    )
     await ready.seen
     const lost = rejectionOf(pending)
     const killedAt = performance.now()
     await fx.provider.docker.getContainer(sb.ref.id).kill()
     expect(await lost).toMatchObject({ code: 'SANDBOX_LOST' })
     expect(performance.now() - killedAt).toBeLessThan(5_000)
-    expect(await rejectionOf(sb.exec({ ...quick, command: 'echo again' }))).toMatchObject({ code: 'SANDBOX_LOST' })
+    expect(await rejectionOf(sb.exec({ ...quick, command: 'echo again' }))).toMatchObject({
+      code: 'SANDBOX_LOST',
+    })
     expect(await rejectionOf(fx.provider.connect(sb.ref))).toMatchObject({ code: 'SANDBOX_LOST' })
     expect(await sb.health()).toMatchObject({ ok: false })
   })
@@ -81,7 +86,8 @@ describe('docker provider faults', () => {
     expect(await closed).toMatchObject({ code: 'SANDBOX_LOST' })
     const r = await sb.exec({
       ...quick,
-      command: 'pid=$(cat bg.pid); i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 100 ]; do i=$((i+1)); sleep 0.05; done; kill -0 $pid 2>/dev/null && echo alive || echo gone',
+      command:
+        'pid=$(cat bg.pid); i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 100 ]; do i=$((i+1)); sleep 0.05; done; kill -0 $pid 2>/dev/null && echo alive || echo gone',
     })
     expect(r.stdout).toBe('gone\n')
   })
@@ -91,7 +97,10 @@ describe('docker provider faults', () => {
     await sb.exec({ ...quick, command: 'mkdir -p running' })
     const results = await Promise.all(
       Array.from({ length: 6 }, (_, i) =>
-        sb.exec({ ...quick, command: `touch running/${i}; n=$(ls running | wc -l); sleep 0.2; rm running/${i}; echo $n` }),
+        sb.exec({
+          ...quick,
+          command: `touch running/${i}; n=$(ls running | wc -l); sleep 0.2; rm running/${i}; echo $n`,
+        }),
       ),
     )
     const peaks = results.map((r) => Number(r.stdout.trim()))
@@ -100,7 +109,9 @@ describe('docker provider faults', () => {
 
   test('a profile cwd below the workspace is created and used', async () => {
     const sb = await fx.create({ cwd: '/workspace/project/src' })
-    expect((await sb.exec({ ...quick, command: 'pwd; touch made && echo ok' })).stdout).toBe('/workspace/project/src\nok\n')
+    expect((await sb.exec({ ...quick, command: 'pwd; touch made && echo ok' })).stdout).toBe(
+      '/workspace/project/src\nok\n',
+    )
     await sb.writeFile('rel.txt', 'x')
     expect(Buffer.from(await sb.readFile('/workspace/project/src/rel.txt')).toString()).toBe('x')
   })
@@ -113,7 +124,10 @@ describe('docker provider faults', () => {
   })
 
   test('a missing image fails with SANDBOX_CREATE_FAILED and says how to build it', async () => {
-    const profile = resolveProfile('missing-image', { provider: 'docker', image: 'sandbox-router/does-not-exist:latest' })
+    const profile = resolveProfile('missing-image', {
+      provider: 'docker',
+      image: 'sandbox-router/does-not-exist:latest',
+    })
     const err = await rejectionOf(fx.provider.create(profile, { labels: fx.labels }))
     expect(err).toMatchObject({ code: 'SANDBOX_CREATE_FAILED' })
     expect((err as Error).message).toContain('npm run setup')
@@ -127,6 +141,8 @@ describe('docker provider faults', () => {
 
   test('a profile for another provider is rejected', async () => {
     const profile = resolveProfile('e2b-profile', { provider: 'e2b' })
-    expect(await rejectionOf(fx.provider.create(profile, { labels: fx.labels }))).toMatchObject({ code: 'CONFIG_INVALID' })
+    expect(await rejectionOf(fx.provider.create(profile, { labels: fx.labels }))).toMatchObject({
+      code: 'CONFIG_INVALID',
+    })
   })
 })

@@ -30,7 +30,10 @@ export function dockerFixture(): {
 }
 
 /** Defaults for quick commands. */
-export const quick: Pick<ExecRequest, 'timeoutMs' | 'outputCapBytes'> = { timeoutMs: 20_000, outputCapBytes: 1 << 20 }
+export const quick: Pick<ExecRequest, 'timeoutMs' | 'outputCapBytes'> = {
+  timeoutMs: 20_000,
+  outputCapBytes: 1 << 20,
+}
 
 /** The error a promise rejects with (fails when it resolves). */
 export async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {

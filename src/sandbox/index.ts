@@ -1,0 +1,18 @@
+// The sandbox folder's public API. The provider conformance suite imports vitest, so it is not
+// exported here: import `runProviderConformance` from `src/sandbox/conformance.js` directly.
+export { LABELS } from './types.js'
+export type {
+  CreateOptions,
+  ExecOptions,
+  ExecRequest,
+  ExecResult,
+  Labels,
+  Sandbox,
+  SandboxHealth,
+  SandboxProvider,
+  SandboxRef,
+} from './types.js'
+export { ProfileSchema, resolveProfile } from './profiles.js'
+export type { ProfileInput, ResolvedProfile } from './profiles.js'
+export { ProviderRegistry } from './registry.js'
+export type { ResolvedRoute } from './registry.js'
