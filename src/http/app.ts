@@ -1,0 +1,120 @@
+import { OpenAPIHono } from '@hono/zod-openapi'
+import { Scalar } from '@scalar/hono-api-reference'
+import { bodyLimit } from 'hono/body-limit'
+import { HTTPException } from 'hono/http-exception'
+import { AppError } from '../errors.js'
+import type { AppDeps } from './deps.js'
+import { toErrorResponse } from './errors.js'
+import type { Principal } from './keyring.js'
+import { RateLimiter } from './rate-limit.js'
+import { registerExecRoutes } from './routes/exec.js'
+import { registerSessionRoutes } from './routes/sessions.js'
+import { registerSystemRoutes } from './routes/system.js'
+
+/** Hono environment: the authenticated principal and a request id. */
+export type HttpEnv = { Variables: { principal: Principal; requestId: string } }
+
+/** The OpenAPI-aware Hono app type every route module registers on. */
+export type App = OpenAPIHono<HttpEnv>
+
+/**
+ * Builds the HTTP API. Pure: no env reads, no `listen()` — the composition root passes `deps` and
+ * serves the returned app (`app.fetch`).
+ */
+export function createApp(deps: AppDeps): App {
+  const app: App = new OpenAPIHono<HttpEnv>({
+    defaultHook: (result) => {
+      if (!result.success) {
+        const issue = result.error.issues[0]
+        const field = issue?.path.map(String).join('.') || '(body)'
+        throw new AppError(
+          'BAD_REQUEST',
+          `invalid request at "${field}": ${issue?.message ?? 'invalid value'}`,
+        )
+      }
+    },
+  })
+  const limiter = new RateLimiter(deps.limits?.requestsPerSecond ?? 50)
+  const bodyLimitBytes = deps.limits?.bodyLimitBytes ?? 1_048_576
+
+  app.onError((err, c) => {
+    if (err instanceof HTTPException && !(err.cause instanceof AppError)) {
+      const code =
+        err.status === 413 ? 'PAYLOAD_TOO_LARGE' : err.status === 401 ? 'UNAUTHORIZED' : 'BAD_REQUEST'
+      return c.json({ error: { code, message: err.message || 'bad request' } }, err.status)
+    }
+    const { status, body } = toErrorResponse(err)
+    if (status >= 500)
+      deps.logger.error({ err, path: c.req.path, requestId: c.get('requestId') }, 'request failed')
+    if (err instanceof RateLimitedError) c.header('Retry-After', String(err.retryAfterS))
+    else if (status === 429) c.header('Retry-After', '1')
+    return c.json(body, status)
+  })
+  app.notFound((c) =>
+    c.json({ error: { code: 'NOT_FOUND', message: `no route ${c.req.method} ${c.req.path}` } }, 404),
+  )
+
+  app.use('*', async (c, next) => {
+    c.set('requestId', c.req.header('x-request-id') ?? crypto.randomUUID())
+    await next()
+  })
+
+  registerSystemRoutes(app, deps)
+
+  const fileLimitBytes = deps.limits?.fileLimitBytes ?? 10_485_760
+  const limitBody = (maxSize: number, what: string) =>
+    bodyLimit({
+      maxSize,
+      onError: () => {
+        throw new AppError(
+          'PAYLOAD_TOO_LARGE',
+          `${what} over ${maxSize} bytes; send less or raise server.${what === 'file' ? 'fileLimitBytes' : 'bodyLimitBytes'}`,
+        )
+      },
+    })
+  const jsonLimit = limitBody(bodyLimitBytes, 'request body')
+  const fileLimit = limitBody(fileLimitBytes, 'file')
+  app.use('/v1/*', (c, next) => (c.req.path.endsWith('/files') ? fileLimit(c, next) : jsonLimit(c, next)))
+  app.use('/v1/*', async (c, next) => {
+    const header = c.req.header('authorization') ?? ''
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
+    if (!m?.[1])
+      throw new AppError('UNAUTHORIZED', 'missing bearer token: send "Authorization: Bearer <api key>"')
+    const principal = deps.keyring.verify(m[1])
+    if (!principal) {
+      deps.logger.warn({ path: c.req.path, requestId: c.get('requestId') }, 'rejected an unknown API key')
+      throw new AppError('UNAUTHORIZED', 'unknown API key')
+    }
+    const verdict = limiter.take(principal.tenant)
+    if (!verdict.ok) throw new RateLimitedError(verdict.retryAfterMs)
+    c.set('principal', principal)
+    await next()
+  })
+
+  registerExecRoutes(app, deps)
+  registerSessionRoutes(app, deps)
+
+  app.doc31('/openapi.json', {
+    openapi: '3.1.0',
+    info: {
+      title: 'sandbox-router',
+      version: deps.version ?? '0.1.0',
+      description: 'Routes AI agents’ tool calls into sandboxes.',
+    },
+  })
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' })
+  app.get('/docs', Scalar({ url: '/openapi.json', pageTitle: 'sandbox-router API' }))
+  return app
+}
+
+/** 429 with a `Retry-After` (seconds). */
+export class RateLimitedError extends AppError {
+  override readonly name = 'RateLimitedError'
+  readonly retryAfterS: number
+  constructor(retryAfterMs: number) {
+    super('RATE_LIMITED', `too many requests; retry after ${Math.ceil(retryAfterMs / 1000)} s`, {
+      retryable: true,
+    })
+    this.retryAfterS = Math.max(1, Math.ceil(retryAfterMs / 1000))
+  }
+}

@@ -1,0 +1,135 @@
+import type { ToolCallRequest } from '../interceptors/types.js'
+import type { Logger } from '../logger.js'
+import type { ExecResult, SandboxHealth } from '../sandbox/types.js'
+import type { Keyring } from './keyring.js'
+
+/** A command submitted over the API. */
+export interface ExecInput {
+  provider: string
+  profile: string
+  command: string
+  sessionId?: string
+  cwd?: string
+  env?: Record<string, string>
+  stdin?: string
+  timeoutMs?: number
+  idempotent?: boolean
+}
+
+/** Where a job is. */
+export type JobState = 'queued' | 'running' | 'completed' | 'failed' | 'interrupted' | 'cancelled'
+
+/** A job as the API shows it (tenant-scoped). */
+export interface JobView {
+  id: string
+  state: JobState
+  provider: string
+  profile: string
+  sessionId?: string
+  result?: ExecResult
+  error?: { code: string; message: string }
+  createdAt: number
+  finishedAt?: number
+}
+
+/** A live event of a job: output chunks, then its final view. */
+export type JobEvent = { type: 'stdout' | 'stderr'; data: string } | { type: 'result'; job: JobView }
+
+/** Commands as jobs. Every method is tenant-scoped: another tenant's ids are `undefined`. */
+export interface ExecService {
+  /** Submits (or finds, for a repeated `callId`) a job. */
+  submit(tenant: string, input: ExecInput, opts: { callId: string }): Promise<JobView>
+  /** Waits until the job is terminal, the deadline passes (returns the current view) or the signal aborts. */
+  wait(
+    tenant: string,
+    id: string,
+    opts: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<JobView | undefined>
+  get(tenant: string, id: string): Promise<JobView | undefined>
+  cancel(tenant: string, id: string): Promise<JobView | undefined>
+  /** Live output then the result; ends after the result. `undefined` when the job is not the tenant's. */
+  events(tenant: string, id: string, signal: AbortSignal): Promise<AsyncIterable<JobEvent> | undefined>
+}
+
+/** The server's interceptor chain applied to one tool call. */
+export interface ToolCallEvaluation {
+  decision: {
+    kind: 'allow' | 'block' | 'routeTo'
+    reason?: string
+    providerId?: string
+    profile?: string
+    command?: string
+    decidedBy?: string
+  }
+  /** The effective request after modifies. */
+  request: ToolCallRequest
+  /** For routed calls: the tool output after the after-chain, and the raw result. */
+  output?: string
+  result?: ExecResult
+  blocked?: boolean
+}
+
+/** Evaluates tool calls through the server's configured interceptors and extensions. */
+export interface ToolCallService {
+  evaluate(
+    tenant: string,
+    request: ToolCallRequest,
+    opts: { sessionId?: string; signal?: AbortSignal },
+  ): Promise<ToolCallEvaluation>
+}
+
+/** A sandbox session as the API shows it. */
+export interface SessionView {
+  id: string
+  provider: string
+  profile: string
+  /** Bound sandbox id, once the first call ran. */
+  sandboxId?: string
+  createdAt: number
+}
+
+/** Tenant-scoped sessions and their files. */
+export interface SessionService {
+  create(tenant: string, input: { id?: string; provider: string; profile: string }): Promise<SessionView>
+  list(tenant: string): Promise<SessionView[]>
+  get(tenant: string, id: string): Promise<SessionView | undefined>
+  /** Destroys its sandboxes. `false` when not the tenant's. */
+  delete(tenant: string, id: string): Promise<boolean>
+  readFile(tenant: string, id: string, path: string): Promise<Uint8Array | undefined>
+  writeFile(tenant: string, id: string, path: string, data: Uint8Array): Promise<boolean>
+}
+
+/** Provider registry view for `GET /v1/providers`. */
+export interface ProviderView {
+  id: string
+  health: SandboxHealth
+  profiles: {
+    name: string
+    cpu: number
+    memoryMb: number
+    network: string
+    defaultTimeoutMs: number
+    maxTimeoutMs: number
+  }[]
+}
+
+/** Everything `createApp` needs. No env reads, no listening: the composition root builds these. */
+export interface AppDeps {
+  keyring: Keyring
+  logger: Logger
+  exec: ExecService
+  toolCalls: ToolCallService
+  sessions: SessionService
+  providers(): Promise<ProviderView[]>
+  /** Named readiness checks (`redis`, `docker`, …). */
+  readiness(): Promise<Record<string, SandboxHealth>>
+  /** Prometheus text exposition. */
+  metrics(): Promise<string>
+  limits?: {
+    bodyLimitBytes?: number
+    fileLimitBytes?: number
+    requestsPerSecond?: number
+    maxWaitMs?: number
+  }
+  version?: string
+}

@@ -1,0 +1,57 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../app.js'
+import type { AppDeps } from '../deps.js'
+import { ErrorSchema } from '../schemas.js'
+
+const ProvidersSchema = z
+  .object({
+    providers: z.array(
+      z.object({
+        id: z.string(),
+        health: z.object({ ok: z.boolean(), reason: z.string().optional() }),
+        profiles: z.array(
+          z.object({
+            name: z.string(),
+            cpu: z.number(),
+            memoryMb: z.number(),
+            network: z.string(),
+            defaultTimeoutMs: z.number(),
+            maxTimeoutMs: z.number(),
+          }),
+        ),
+      }),
+    ),
+  })
+  .openapi('Providers')
+
+/** `/healthz`, `/readyz`, `/metrics` (no auth) and `GET /v1/providers`. */
+export function registerSystemRoutes(app: App, deps: AppDeps): void {
+  app.get('/healthz', (c) => c.json({ ok: true }))
+  app.get('/readyz', async (c) => {
+    const checks = await deps.readiness()
+    const ok = Object.values(checks).every((x) => x.ok)
+    if (ok) return c.json({ ok, checks }, 200)
+    const failing = Object.entries(checks)
+      .filter(([, v]) => !v.ok)
+      .map(([k, v]) => `${k}: ${v.reason ?? 'down'}`)
+      .join('; ')
+    return c.json({ ok, checks, error: { code: 'UNAVAILABLE', message: `not ready: ${failing}` } }, 503)
+  })
+  app.get('/metrics', async (c) =>
+    c.text(await deps.metrics(), 200, { 'content-type': 'text/plain; version=0.0.4' }),
+  )
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/v1/providers',
+      summary: 'Providers, their profiles and health',
+      security: [{ bearer: [] }],
+      responses: {
+        200: { content: { 'application/json': { schema: ProvidersSchema } }, description: 'the registry' },
+        401: { content: { 'application/json': { schema: ErrorSchema } }, description: 'no or unknown key' },
+      },
+    }),
+    async (c) => c.json({ providers: await deps.providers() }, 200),
+  )
+}

@@ -1,0 +1,126 @@
+import { z } from '@hono/zod-openapi'
+
+export const ErrorSchema = z
+  .object({ error: z.object({ code: z.string().openapi({ example: 'NOT_FOUND' }), message: z.string() }) })
+  .openapi('Error')
+
+const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
+
+export const ExecInputSchema = z
+  .object({
+    provider: z.string().min(1).openapi({ example: 'docker' }),
+    profile: z.string().min(1).openapi({ example: 'default' }),
+    command: z.string().min(1).max(100_000).openapi({ example: 'echo hello' }),
+    sessionId: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,128}$/)
+      .optional(),
+    cwd: z.string().startsWith('/').max(4096).optional(),
+    env: Env.optional(),
+    stdin: z.string().max(1_000_000).optional(),
+    timeoutMs: z.number().int().positive().max(86_400_000).optional(),
+    idempotent: z.boolean().optional(),
+  })
+  .strict()
+  .openapi('ExecInput')
+
+export const ExecResultSchema = z
+  .object({
+    exitCode: z.number().int().nullable(),
+    signal: z.string().optional(),
+    stdout: z.string(),
+    stderr: z.string(),
+    timedOut: z.boolean(),
+    truncated: z.boolean(),
+    durationMs: z.number(),
+    sandboxId: z.string(),
+  })
+  .openapi('ExecResult')
+
+export const JobSchema = z
+  .object({
+    id: z.string(),
+    state: z.enum(['queued', 'running', 'completed', 'failed', 'interrupted', 'cancelled']),
+    provider: z.string(),
+    profile: z.string(),
+    sessionId: z.string().optional(),
+    result: ExecResultSchema.optional(),
+    error: z.object({ code: z.string(), message: z.string() }).optional(),
+    createdAt: z.number(),
+    finishedAt: z.number().optional(),
+  })
+  .openapi('Job')
+
+export const ToolCallInputSchema = z
+  .object({
+    name: z.string().min(1).max(256).openapi({ example: 'bash' }),
+    arguments: z
+      .union([z.string().max(1_000_000), z.record(z.string(), z.unknown())])
+      .openapi({ example: { command: 'ls -la' } }),
+    callId: z
+      .string()
+      .regex(/^[A-Za-z0-9._:-]{1,128}$/)
+      .optional(),
+    type: z.string().default('function'),
+    sessionId: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,128}$/)
+      .optional(),
+  })
+  .strict()
+  .openapi('ToolCallInput')
+
+export const ToolCallResultSchema = z
+  .object({
+    decision: z.object({
+      kind: z.enum(['allow', 'block', 'routeTo']),
+      reason: z.string().optional(),
+      providerId: z.string().optional(),
+      profile: z.string().optional(),
+      command: z.string().optional(),
+      decidedBy: z.string().optional(),
+    }),
+    request: z.object({ name: z.string(), arguments: z.string(), callId: z.string(), type: z.string() }),
+    output: z.string().optional(),
+    result: ExecResultSchema.optional(),
+    blocked: z.boolean().optional(),
+  })
+  .openapi('ToolCallResult')
+
+export const SessionInputSchema = z
+  .object({
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,128}$/)
+      .optional(),
+    provider: z.string().min(1).default('docker'),
+    profile: z.string().min(1).default('default'),
+  })
+  .strict()
+  .openapi('SessionInput')
+
+export const SessionSchema = z
+  .object({
+    id: z.string(),
+    provider: z.string(),
+    profile: z.string(),
+    sandboxId: z.string().optional(),
+    createdAt: z.number(),
+  })
+  .openapi('Session')
+
+export const IdParam = z.object({
+  id: z
+    .string()
+    .min(1)
+    .max(256)
+    .openapi({ param: { name: 'id', in: 'path' } }),
+})
+
+export const PathQuery = z.object({
+  path: z
+    .string()
+    .min(1)
+    .max(4096)
+    .openapi({ param: { name: 'path', in: 'query' }, example: 'notes.txt' }),
+})
