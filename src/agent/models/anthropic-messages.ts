@@ -120,7 +120,8 @@ function appendAssistant(
 function toInput(raw: string): Record<string, unknown> {
   try {
     const parsed: unknown = JSON.parse(raw)
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+      return parsed as Record<string, unknown>
   } catch {
     // fall through: keep what the model said, so the history stays faithful
   }

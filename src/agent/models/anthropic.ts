@@ -1,5 +1,9 @@
 import Anthropic from '@anthropic-ai/sdk'
-import type { Message, MessageCreateParamsNonStreaming, StopReason } from '@anthropic-ai/sdk/resources/messages'
+import type {
+  Message,
+  MessageCreateParamsNonStreaming,
+  StopReason,
+} from '@anthropic-ai/sdk/resources/messages'
 import { z } from 'zod'
 import type {
   ModelClient,
@@ -15,7 +19,7 @@ import { parseClientOptions } from './shared.js'
 
 /** Options of {@link anthropic}. */
 export const AnthropicOptionsSchema = z.strictObject({
-  /** Sent as `x-api-key`; never appears in error messages. */
+  /** The API key (this SDK sends it as `Authorization: Bearer …`); never appears in error messages. */
   apiKey: z.string().min(1),
   /** Default model id (a request's `model` wins). */
   model: z.string().min(1),
@@ -67,9 +71,8 @@ export type AnthropicOptions = z.input<typeof AnthropicOptionsSchema>
 export function anthropic(options: AnthropicOptions): ModelClient {
   const opts = parseClientOptions(AnthropicOptionsSchema, options, 'anthropic')
   const client = new Anthropic({
+    // A key passed in code is the SDK's only credential: it reads none from the environment.
     apiKey: opts.apiKey,
-    // Explicit null: no bearer token from the environment is sent alongside the key.
-    authToken: null,
     baseURL: opts.baseURL,
     timeout: opts.timeoutMs,
     maxRetries: opts.maxRetries,

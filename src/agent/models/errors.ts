@@ -29,7 +29,11 @@ interface StatusRule {
 
 /** HTTP status (after the SDK's own retries) -> stable error code (e2b `DEFAULT_ERROR_MAP` style). */
 const STATUS_RULES: Readonly<Record<number, StatusRule>> = {
-  400: { code: 'BAD_REQUEST', retryable: false, fix: "check the request: 'model', messages and tool schemas" },
+  400: {
+    code: 'BAD_REQUEST',
+    retryable: false,
+    fix: "check the request: 'model', messages and tool schemas",
+  },
   401: { code: 'UNAUTHORIZED', retryable: false, fix: "check 'apiKey'" },
   402: { code: 'QUOTA_EXCEEDED', retryable: false, fix: "check the provider account's billing" },
   403: { code: 'FORBIDDEN', retryable: false, fix: "check that 'apiKey' may use this model" },
@@ -37,10 +41,18 @@ const STATUS_RULES: Readonly<Record<number, StatusRule>> = {
   408: { code: 'UNAVAILABLE', retryable: true, fix: "retry later or raise 'maxRetries'" },
   409: { code: 'CONFLICT', retryable: true, fix: "retry later or raise 'maxRetries'" },
   413: { code: 'PAYLOAD_TOO_LARGE', retryable: false, fix: 'shorten the conversation (compact the session)' },
-  422: { code: 'BAD_REQUEST', retryable: false, fix: "check the request: 'model', messages and tool schemas" },
+  422: {
+    code: 'BAD_REQUEST',
+    retryable: false,
+    fix: "check the request: 'model', messages and tool schemas",
+  },
   429: { code: 'RATE_LIMITED', retryable: true, fix: "retry later or raise 'maxRetries'" },
 }
-const SERVER_ERROR: StatusRule = { code: 'UNAVAILABLE', retryable: true, fix: 'the provider is failing; retry later' }
+const SERVER_ERROR: StatusRule = {
+  code: 'UNAVAILABLE',
+  retryable: true,
+  fix: 'the provider is failing; retry later',
+}
 const OTHER_CLIENT_ERROR: StatusRule = {
   code: 'BAD_REQUEST',
   retryable: false,
@@ -56,21 +68,24 @@ export function toModelError(failure: ProviderFailure, info: ProviderCallInfo, c
   const tries = `${info.maxRetries + 1} attempt(s)`
   switch (failure.kind) {
     case 'status': {
-      const rule =
-        STATUS_RULES[failure.status] ?? (failure.status >= 500 ? SERVER_ERROR : OTHER_CLIENT_ERROR)
+      const rule = STATUS_RULES[failure.status] ?? (failure.status >= 500 ? SERVER_ERROR : OTHER_CLIENT_ERROR)
       const message = `${info.label} returned HTTP ${failure.status} after ${tries}: ${failure.providerMessage}; ${rule.fix}.`
       return new AppError(rule.code, scrub(message), { retryable: rule.retryable, cause })
     }
     case 'timeout':
       return new AppError(
         'UNAVAILABLE',
-        scrub(`${info.label} at ${info.baseURL} did not answer within ${info.timeoutMs} ms (${tries}); raise 'timeoutMs'.`),
+        scrub(
+          `${info.label} at ${info.baseURL} did not answer within ${info.timeoutMs} ms (${tries}); raise 'timeoutMs'.`,
+        ),
         { retryable: true, cause },
       )
     case 'connection':
       return new AppError(
         'UNAVAILABLE',
-        scrub(`${info.label} at ${info.baseURL} could not be reached (${tries}); check 'baseURL' and the network.`),
+        scrub(
+          `${info.label} at ${info.baseURL} could not be reached (${tries}); check 'baseURL' and the network.`,
+        ),
         { retryable: true, cause },
       )
     case 'other': {

@@ -112,7 +112,10 @@ function toRequestBody(
   return body
 }
 
-function toMessageParam(message: ChatMessage, systemRole: 'system' | 'developer'): ChatCompletionMessageParam {
+function toMessageParam(
+  message: ChatMessage,
+  systemRole: 'system' | 'developer',
+): ChatCompletionMessageParam {
   switch (message.role) {
     case 'system':
       return { role: systemRole, content: message.content }

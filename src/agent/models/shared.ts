@@ -6,7 +6,11 @@ import type { ModelRequest } from '../model-client.js'
  * Parses a client's options once, at construction. Invalid options fail fast with `CONFIG_INVALID`
  * naming the offending fields (values are never echoed, so the API key cannot leak).
  */
-export function parseClientOptions<S extends z.ZodType>(schema: S, options: unknown, factory: string): z.output<S> {
+export function parseClientOptions<S extends z.ZodType>(
+  schema: S,
+  options: unknown,
+  factory: string,
+): z.output<S> {
   const parsed = schema.safeParse(options)
   if (parsed.success) return parsed.data
   const issues = parsed.error.issues
