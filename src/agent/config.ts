@@ -1,0 +1,125 @@
+import type { InterceptorChains } from '../extensions/compose.js'
+import { composeInterceptors } from '../extensions/compose.js'
+import type { ModelRequestView, ToolCallRequest } from '../interceptors/types.js'
+import { LifecycleDispatcher } from '../lifecycle/dispatcher.js'
+import type { RouteExecutor } from '../routing/types.js'
+import type {
+  AgentInterceptor,
+  IterationContext,
+  IterationResult,
+  LlmCallContext,
+  ToolCallContext,
+  ToolCallRecord,
+} from './agent-interceptor.js'
+import type { CompiledTool } from './define-tool.js'
+import { compileTool } from './define-tool.js'
+import { AgentConfigError } from './errors.js'
+import type { ModelClient, ModelRequest, ModelResponse, ToolSpec } from './model-client.js'
+import type { Layer } from './onion.js'
+import type { CreateAgentOptions } from './options.js'
+import { AGENT_DEFAULTS } from './options.js'
+
+/** Everything the loop needs, resolved and validated once by `createAgent`. */
+export interface AgentConfig {
+  readonly model: ModelClient
+  readonly base: ModelRequestView
+  readonly tools: ReadonlyMap<string, CompiledTool>
+  readonly toolSpecs: readonly ToolSpec[]
+  readonly chains: InterceptorChains
+  readonly dispatcher: LifecycleDispatcher
+  readonly interceptors: readonly AgentInterceptor[]
+  readonly deciders: readonly AgentInterceptor[]
+  readonly iterationLayers: readonly Layer<IterationContext, IterationContext, IterationResult>[]
+  readonly llmLayers: readonly Layer<ModelRequest, LlmCallContext, ModelResponse>[]
+  readonly toolLayers: readonly Layer<ToolCallRequest, ToolCallContext, ToolCallRecord>[]
+  readonly hasAfterToolCall: boolean
+  readonly router: RouteExecutor | undefined
+  readonly maxIterations: number
+  readonly toolConcurrency: number
+  readonly toolTimeoutMs: number
+  readonly tenant: string | undefined
+  readonly runtime: string
+  readonly maxIterationsInstruction: string
+}
+
+/** Validates options and precomputes chains, tool specs and onion layers. Throws {@link AgentConfigError}. */
+export function resolveConfig(options: CreateAgentOptions): AgentConfig {
+  if (!options || typeof options.model?.generate !== 'function') {
+    throw new AgentConfigError('createAgent needs { model }: a ModelClient with generate(request, signal)')
+  }
+  const maxIterations = positiveInt('maxIterations', options.maxIterations ?? AGENT_DEFAULTS.maxIterations)
+  const maxParallel = positiveInt('maxParallelToolCalls', options.maxParallelToolCalls ?? AGENT_DEFAULTS.maxParallelToolCalls)
+  const toolTimeoutMs = positiveInt('toolTimeoutMs', options.toolTimeoutMs ?? AGENT_DEFAULTS.toolTimeoutMs)
+  const modelId = options.model.model
+  if (typeof modelId !== 'string' || modelId.length === 0) {
+    throw new AgentConfigError('the model client has no default model id (ModelClient.model); set one on the client')
+  }
+  const snapshot = options.extensions?.snapshot()
+  const chains = composeInterceptors(
+    {
+      toolCall: options.toolInterceptors ?? [],
+      prompt: options.promptInterceptors ?? [],
+      modelRequest: options.modelRequestInterceptors ?? [],
+      lifecycleHooks: options.lifecycleHooks ?? [],
+    },
+    snapshot,
+  )
+  const tools = new Map<string, CompiledTool>()
+  for (const tool of [...(options.tools ?? []), ...(snapshot?.tools ?? [])]) {
+    const compiled = compileTool(tool)
+    if (tools.has(compiled.tool.name)) {
+      throw new AgentConfigError(`duplicate tool name "${compiled.tool.name}": every tool offered to the model needs a unique name`)
+    }
+    tools.set(compiled.tool.name, compiled)
+  }
+  const interceptors = [...(options.interceptors ?? [])]
+  const seen = new Set<string>()
+  for (const ic of interceptors) {
+    if (!ic || typeof ic.name !== 'string' || ic.name.length === 0) {
+      throw new AgentConfigError('every agent interceptor needs a non-empty name (used in error messages)')
+    }
+    if (seen.has(ic.name)) throw new AgentConfigError(`duplicate agent interceptor name: ${ic.name}; give each a unique name`)
+    seen.add(ic.name)
+  }
+  return {
+    model: options.model,
+    base: {
+      model: modelId,
+      ...defined('systemPrompt', options.systemPrompt),
+      ...defined('instructions', options.instructions),
+      ...defined('temperature', options.temperature),
+      ...defined('topP', options.topP),
+      ...defined('maxOutputTokens', options.maxOutputTokens),
+    },
+    tools,
+    toolSpecs: [...tools.values()].map((t) => t.spec),
+    chains,
+    dispatcher: new LifecycleDispatcher(chains.lifecycleHooks),
+    interceptors,
+    deciders: interceptors.filter((ic) => typeof ic.decide === 'function'),
+    iterationLayers: interceptors.flatMap((ic) =>
+      ic.aroundIteration ? [{ name: ic.name, call: ic.aroundIteration.bind(ic) }] : [],
+    ),
+    llmLayers: interceptors.flatMap((ic) => (ic.aroundLlmCall ? [{ name: ic.name, call: ic.aroundLlmCall.bind(ic) }] : [])),
+    toolLayers: interceptors.flatMap((ic) => (ic.aroundToolCall ? [{ name: ic.name, call: ic.aroundToolCall.bind(ic) }] : [])),
+    hasAfterToolCall: chains.toolCall.some((ic) => typeof ic.afterToolCall === 'function'),
+    router: options.router,
+    maxIterations,
+    toolConcurrency: (options.parallelToolCalls ?? AGENT_DEFAULTS.parallelToolCalls) ? maxParallel : 1,
+    toolTimeoutMs,
+    tenant: options.tenant,
+    runtime: options.runtime ?? AGENT_DEFAULTS.runtime,
+    maxIterationsInstruction: options.maxIterationsInstruction ?? AGENT_DEFAULTS.maxIterationsInstruction,
+  }
+}
+
+function positiveInt(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new AgentConfigError(`${name} must be a positive integer, got ${String(value)}`)
+  }
+  return value
+}
+
+function defined<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V }
+}

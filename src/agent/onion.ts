@@ -1,0 +1,114 @@
+import { AppError } from '../errors.js'
+import { InterceptorError } from '../interceptors/errors.js'
+import type { MaybePromise } from '../interceptors/types.js'
+import type { AgentInterceptor, AgentRunState, Next } from './agent-interceptor.js'
+import type { ForcedStop } from './finish-reason.js'
+import { isForcedStop } from './finish-reason.js'
+
+/** The three onion stages. */
+export type AroundStage = 'aroundIteration' | 'aroundLlmCall' | 'aroundToolCall'
+
+/** One interceptor's wrapper for one stage. */
+export interface Layer<In, Ctx, Out> {
+  readonly name: string
+  readonly call: (ctx: Ctx, next: Next<In, Out>) => MaybePromise<Out>
+}
+
+/**
+ * Checks a layer's result; returns a problem description to fail the run with, or undefined.
+ * `inner` is what `next` resolved to (undefined when the layer short-circuited).
+ */
+export type LayerCheck<Out> = (out: Out, inner: Out | undefined) => string | undefined
+
+function isThenable<T>(v: MaybePromise<T>): v is Promise<T> {
+  return typeof (v as { then?: unknown } | null)?.then === 'function'
+}
+
+/**
+ * Runs `core` wrapped by `layers` (index 0 outermost). Each layer gets a fresh context built from the
+ * current input and a `next` callable at most once. A throw from the layer's own code becomes an
+ * {@link InterceptorError}; a failure coming out of `next` is re-thrown unchanged.
+ */
+export function runOnion<In, Ctx, Out>(
+  stage: AroundStage,
+  layers: readonly Layer<In, Ctx, Out>[],
+  input: In,
+  makeCtx: (input: In) => Ctx,
+  core: (input: In) => Promise<Out>,
+  check?: LayerCheck<Out>,
+): Promise<Out> {
+  const dispatch = async (i: number, current: In): Promise<Out> => {
+    const layer = layers[i]
+    if (!layer) return core(current)
+    let called = false
+    let inner: Out | undefined
+    let innerFailure: { error: unknown } | undefined
+    const next: Next<In, Out> = (modified) => {
+      if (called) {
+        throw new AppError(
+          'INTERCEPTOR_FAILED',
+          `next() was called a second time in ${stage} of "${layer.name}"; call next at most once per stage`,
+        )
+      }
+      called = true
+      return dispatch(i + 1, modified === undefined ? current : modified).then(
+        (r) => (inner = r),
+        (error: unknown) => {
+          innerFailure = { error }
+          throw error
+        },
+      )
+    }
+    let out: Out
+    try {
+      const r = layer.call(makeCtx(current), next)
+      out = isThenable(r) ? await r : r
+    } catch (err) {
+      if (innerFailure && innerFailure.error === err) throw err
+      throw new InterceptorError(layer.name, stage, err)
+    }
+    const problem = check?.(out, inner)
+    if (problem !== undefined) throw new InterceptorError(layer.name, stage, undefined, problem)
+    return out
+  }
+  return dispatch(0, input)
+}
+
+/** The first `finishNow` of a decide round, with the interceptor that returned it. */
+export interface ForcedFinish {
+  readonly cause: ForcedStop
+  readonly instruction: string
+  readonly decidedBy: string
+}
+
+/**
+ * Consults `decide` of each interceptor in order; the first `finishNow` wins (later ones are not
+ * asked). A throw, or a finishNow with a loop-owned cause, fails the run naming the interceptor.
+ */
+export async function decideAll(
+  interceptors: readonly AgentInterceptor[],
+  state: AgentRunState,
+): Promise<ForcedFinish | undefined> {
+  for (const ic of interceptors) {
+    const decide = ic.decide
+    if (!decide) continue
+    let d
+    try {
+      const r = decide.call(ic, state)
+      d = isThenable(r) ? await r : r
+    } catch (err) {
+      throw new InterceptorError(ic.name, 'decide', err)
+    }
+    if (d === undefined || d.kind === 'continue') continue
+    if (d.kind !== 'finish_now' || !isForcedStop(d.cause) || typeof d.instruction !== 'string' || !d.instruction) {
+      throw new InterceptorError(
+        ic.name,
+        'decide',
+        undefined,
+        `returned an invalid decision ${JSON.stringify(d)}; return LoopDecision.finishNow(ForcedStop.budgetExceeded() | ForcedStop.custom(reason), instruction) — loop-owned reasons cannot be forced`,
+      )
+    }
+    return { cause: d.cause, instruction: d.instruction, decidedBy: ic.name }
+  }
+  return undefined
+}
