@@ -1,4 +1,5 @@
 import type { Sandbox, SandboxRef } from '../sandbox/types.js'
+import type { PoolStats } from './stats.js'
 
 /** Identifies a sandbox session. A used sandbox is never handed to another key. */
 export interface SessionKey {
@@ -46,4 +47,6 @@ export interface SessionPool {
   reap(): Promise<number>
   /** Stops timers, releases handles; `destroyIdle` also destroys unbound warm sandboxes. */
   shutdown(opts?: { destroyIdle?: boolean }): Promise<void>
+  /** Counters and gauges of this process's pool (hits, misses, creates, evictions, sizes). */
+  stats(): PoolStats
 }

@@ -1,0 +1,207 @@
+import { createHash } from 'node:crypto'
+import { Redis } from 'ioredis'
+import type { SandboxRef } from '../../sandbox/types.js'
+import * as S from './redis-scripts.js'
+import type {
+  BindingRecord,
+  LeaseRenewal,
+  LeaseSpec,
+  LeaseTouch,
+  SessionStore,
+  SlotClaim,
+  SlotReservation,
+  WarmClaim,
+  WarmEntry,
+} from './types.js'
+
+/** Options of {@link RedisSessionStore}. */
+export interface RedisSessionStoreOptions {
+  /** A client to use (not closed by the store), or a URL to connect to (closed by `close()`). */
+  redis: Redis | string
+  /** Prefix of every key, so several deployments or tests share one Redis. @default 'sbx:sessions:' */
+  prefix?: string
+}
+
+type Arg = string | number
+
+/** Runs a Lua script by SHA, loading it on the first `NOSCRIPT` reply (after a Redis restart too). */
+class Script {
+  private readonly sha: string
+  constructor(private readonly lua: string) {
+    this.sha = createHash('sha1').update(lua).digest('hex')
+  }
+  async run(redis: Redis, keys: readonly string[], args: readonly Arg[]): Promise<unknown> {
+    try {
+      return await redis.evalsha(this.sha, keys.length, ...keys, ...args)
+    } catch (err) {
+      // NOSCRIPT is the protocol's error code for an unknown SHA, the one case worth retrying.
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err
+      return redis.eval(this.lua, keys.length, ...keys, ...args)
+    }
+  }
+}
+
+const scripts = Object.fromEntries(Object.entries(S).map(([name, lua]) => [name, new Script(lua)])) as Record<
+  keyof typeof S,
+  Script
+>
+
+function parse<T>(raw: unknown): T | undefined {
+  return typeof raw === 'string' && raw !== '' ? (JSON.parse(raw) as T) : undefined
+}
+
+function strings(raw: unknown): string[] {
+  return Array.isArray(raw) ? raw.filter((x): x is string => typeof x === 'string') : []
+}
+
+/** Stored form of a ref: labels are left out (they are on the sandbox itself). */
+function compactRef(ref: SandboxRef): SandboxRef {
+  return { providerId: ref.providerId, id: ref.id, profile: ref.profile }
+}
+
+/**
+ * The fleet {@link SessionStore} on Redis (ioredis). Every method is one round trip: a Lua script
+ * or a single command. See `redis-scripts.ts` for the key layout.
+ */
+export class RedisSessionStore implements SessionStore {
+  readonly prefix: string
+  private readonly redis: Redis
+  private readonly ownsClient: boolean
+
+  constructor(opts: RedisSessionStoreOptions) {
+    this.prefix = opts.prefix ?? 'sbx:sessions:'
+    this.ownsClient = typeof opts.redis === 'string'
+    this.redis = typeof opts.redis === 'string' ? new Redis(opts.redis, { lazyConnect: false }) : opts.redis
+  }
+
+  private run(script: keyof typeof S, args: readonly Arg[], keys: readonly string[] = []): Promise<unknown> {
+    return scripts[script].run(this.redis, keys, keys.length > 0 ? args : [this.prefix, ...args])
+  }
+
+  async useBinding(
+    session: string,
+    lease: LeaseSpec,
+    idleDeadline: number,
+  ): Promise<BindingRecord | undefined> {
+    return parse(await this.run('USE_BINDING', [session, lease.leaseId, lease.expiresAt, idleDeadline]))
+  }
+
+  async getBinding(session: string): Promise<BindingRecord | undefined> {
+    return parse(await this.redis.hget(`${this.prefix}bindings`, session))
+  }
+
+  async bind(session: string, binding: BindingRecord, idleDeadline: number): Promise<boolean> {
+    const json = JSON.stringify({ ...binding, ref: compactRef(binding.ref) })
+    return (await this.run('BIND', [session, json, idleDeadline])) === 1
+  }
+
+  async unbind(session: string, refId?: string): Promise<BindingRecord | undefined> {
+    return parse(await this.run('UNBIND', [session, refId ?? '']))
+  }
+
+  async evictIfIdle(session: string, now: number): Promise<BindingRecord | undefined> {
+    return parse(await this.run('EVICT_IF_IDLE', [session, now]))
+  }
+
+  async idleSessions(now: number, limit: number): Promise<string[]> {
+    return this.redis.zrangebyscore(`${this.prefix}idle`, '-inf', now, 'LIMIT', 0, limit)
+  }
+
+  async addLease(refId: string, lease: LeaseSpec): Promise<void> {
+    await this.run('ADD_LEASE', [refId, lease.leaseId, lease.expiresAt])
+  }
+
+  async renewLeases(leases: readonly LeaseRenewal[], expiresAt: number): Promise<void> {
+    if (leases.length === 0) return
+    const args = leases.flatMap((l) => [l.refId, l.leaseId, JSON.stringify(l.slots)])
+    await this.run('RENEW_LEASES', [expiresAt, ...args])
+  }
+
+  async endLease(refId: string, leaseId: string, touch?: LeaseTouch): Promise<void> {
+    await this.run('END_LEASE', [refId, leaseId, touch?.session ?? '', touch?.idleDeadline ?? 0])
+  }
+
+  async pushWarm(pool: string, entry: WarmEntry): Promise<number> {
+    const json = JSON.stringify({ ...entry, ref: compactRef(entry.ref) })
+    return Number(await this.run('PUSH_WARM', [pool, json, entry.ref.id]))
+  }
+
+  async claimWarm(pool: string, lease: LeaseSpec, now: number): Promise<WarmClaim> {
+    const raw = await this.run('CLAIM_WARM', [pool, lease.leaseId, lease.expiresAt, now])
+    const [claimed, remaining, ...expired] = Array.isArray(raw) ? (raw as unknown[]) : []
+    const entry = parse<WarmEntry>(claimed)
+    const rest = {
+      expired: strings(expired).map((e) => JSON.parse(e) as WarmEntry),
+      remaining: Number(remaining),
+    }
+    return entry ? { entry, ...rest } : rest
+  }
+
+  async takeExpiredWarm(pool: string, now: number): Promise<WarmEntry[]> {
+    return strings(await this.run('TAKE_WARM', [pool, now])).map((e) => JSON.parse(e) as WarmEntry)
+  }
+
+  async drainWarm(pool: string): Promise<WarmEntry[]> {
+    return strings(await this.run('TAKE_WARM', [pool, ''])).map((e) => JSON.parse(e) as WarmEntry)
+  }
+
+  async warmSize(pool: string): Promise<number> {
+    return this.redis.llen(`${this.prefix}warm:${pool}`)
+  }
+
+  async inUse(refIds: readonly string[], now: number): Promise<Set<string>> {
+    if (refIds.length === 0) return new Set()
+    const flags = await this.run('IN_USE', [now, ...refIds])
+    const list = Array.isArray(flags) ? (flags as unknown[]) : []
+    return new Set(refIds.filter((_, i) => list[i] === 1))
+  }
+
+  async forget(refId: string, slots: readonly string[]): Promise<void> {
+    await this.run('FORGET', [refId, JSON.stringify(slots)])
+  }
+
+  async tryLock(name: string, token: string, ttlMs: number): Promise<boolean> {
+    return (await this.redis.set(`${this.prefix}lock:${name}`, token, 'PX', ttlMs, 'NX')) === 'OK'
+  }
+
+  async renewLock(name: string, token: string, ttlMs: number): Promise<boolean> {
+    return (await this.run('RENEW_LOCK', [token, ttlMs], [`${this.prefix}lock:${name}`])) === 1
+  }
+
+  async unlock(name: string, token: string): Promise<boolean> {
+    return (await this.run('UNLOCK', [token], [`${this.prefix}lock:${name}`])) === 1
+  }
+
+  async reserveSlots(
+    claims: readonly SlotClaim[],
+    member: string,
+    expiresAt: number,
+    now: number,
+  ): Promise<SlotReservation> {
+    const args = claims.flatMap((c) => [c.name, c.max])
+    const raw = await this.run('RESERVE_SLOTS', [member, expiresAt, now, ...args])
+    const [full, count] = Array.isArray(raw) ? (raw as unknown[]) : []
+    if (typeof full !== 'string') return { ok: true }
+    const max = claims.find((c) => c.name === full)?.max ?? 0
+    return { ok: false, full, count: Number(count), max }
+  }
+
+  async moveSlot(names: readonly string[], from: string, to: string, expiresAt: number): Promise<void> {
+    if (names.length > 0) await this.run('MOVE_SLOT', [from, to, expiresAt, ...names])
+  }
+
+  async releaseSlots(names: readonly string[], member: string): Promise<void> {
+    if (names.length === 0) return
+    const multi = this.redis.multi()
+    for (const n of names) multi.zrem(`${this.prefix}slot:${n}`, member)
+    await multi.exec()
+  }
+
+  async slotCount(name: string, now: number): Promise<number> {
+    return this.redis.zcount(`${this.prefix}slot:${name}`, `(${now}`, '+inf')
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsClient) await this.redis.quit()
+  }
+}

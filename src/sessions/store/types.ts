@@ -1,0 +1,132 @@
+import type { SandboxRef } from '../../sandbox/types.js'
+
+/** A session's sandbox, as stored. Any worker of the fleet reconnects by `ref`. */
+export interface BindingRecord {
+  readonly ref: SandboxRef
+  readonly tenant: string
+  /** Slot sets the sandbox occupies (its tenant's and its pool's); freed when it is destroyed. */
+  readonly slots: readonly string[]
+  /** When the session was bound (ms since epoch). */
+  readonly boundAt: number
+}
+
+/** An unbound sandbox waiting in a warm pool. */
+export interface WarmEntry {
+  readonly ref: SandboxRef
+  readonly createdAt: number
+  /** Destroyed when still unclaimed at this time (ms since epoch). */
+  readonly expiresAt: number
+}
+
+/** A lease to record: the holder renews it before `expiresAt` or it counts as dead. */
+export interface LeaseSpec {
+  readonly leaseId: string
+  readonly expiresAt: number
+}
+
+/** One live lease of this process, renewed by the heartbeat. */
+export interface LeaseRenewal {
+  readonly refId: string
+  readonly leaseId: string
+  /** Slot sets whose entry for `refId` must outlive the lease. */
+  readonly slots: readonly string[]
+}
+
+/** On lease end, what to refresh for a still-bound session. */
+export interface LeaseTouch {
+  readonly session: string
+  /** New idle deadline of the binding; never moves backwards. */
+  readonly idleDeadline: number
+}
+
+/** A slot set and its capacity, for {@link SessionStore.reserveSlots}. */
+export interface SlotClaim {
+  readonly name: string
+  readonly max: number
+}
+
+/** Result of {@link SessionStore.reserveSlots}. */
+export type SlotReservation = { ok: true } | { ok: false; full: string; count: number; max: number }
+
+/** Result of {@link SessionStore.claimWarm}. */
+export interface WarmClaim {
+  /** The claimed sandbox, now leased and unlisted; absent when the pool was empty. */
+  readonly entry?: WarmEntry
+  /** Entries popped past their expiry on the way: the caller destroys them. */
+  readonly expired: readonly WarmEntry[]
+  /** Entries left in the warm list. */
+  readonly remaining: number
+}
+
+/**
+ * Shared state of the session pool: bindings, leases, warm lists, locks and slot sets. Every
+ * method is atomic on its own, so pools in many processes can share one store. Times are ms since
+ * the epoch as seen by the caller (fleet clocks are assumed to agree within seconds).
+ *
+ * Slot sets count sandboxes for quotas: each member (a sandbox id, or a reservation token while a
+ * create is in flight) carries an expiry, so entries left behind by a crashed worker stop counting.
+ */
+export interface SessionStore {
+  /** Atomically: returns the binding, pushes its idle deadline forward, leases its sandbox and extends its slots. */
+  useBinding(session: string, lease: LeaseSpec, idleDeadline: number): Promise<BindingRecord | undefined>
+  /** The binding, without side effects. */
+  getBinding(session: string): Promise<BindingRecord | undefined>
+  /** Stores a binding unless the session already has one (then returns false). */
+  bind(session: string, binding: BindingRecord, idleDeadline: number): Promise<boolean>
+  /** Removes the binding (only if it still points at `refId`, when given) and returns what it was. */
+  unbind(session: string, refId?: string): Promise<BindingRecord | undefined>
+  /** Atomically unbinds a session whose idle deadline passed and whose sandbox has no live lease. */
+  evictIfIdle(session: string, now: number): Promise<BindingRecord | undefined>
+  /** Sessions whose idle deadline is at or before `now` (candidates for {@link evictIfIdle}). */
+  idleSessions(now: number, limit: number): Promise<string[]>
+
+  /** Records a lease on a sandbox. */
+  addLease(refId: string, lease: LeaseSpec): Promise<void>
+  /** Extends live leases (ended ones stay ended) and the slots they hold. */
+  renewLeases(leases: readonly LeaseRenewal[], expiresAt: number): Promise<void>
+  /** Ends a lease; with `touch`, also pushes the session's idle deadline if it is still bound to `refId`. */
+  endLease(refId: string, leaseId: string, touch?: LeaseTouch): Promise<void>
+
+  /** Appends a sandbox to a warm list; returns the list's new length. */
+  pushWarm(pool: string, entry: WarmEntry): Promise<number>
+  /** Atomically pops the oldest unexpired entry and leases it (expired ones met on the way are returned). */
+  claimWarm(pool: string, lease: LeaseSpec, now: number): Promise<WarmClaim>
+  /** Removes and returns the entries past their expiry. */
+  takeExpiredWarm(pool: string, now: number): Promise<WarmEntry[]>
+  /** Removes and returns every entry. */
+  drainWarm(pool: string): Promise<WarmEntry[]>
+  /** Length of a warm list. */
+  warmSize(pool: string): Promise<number>
+
+  /** Which of these sandboxes are bound, warm or leased (live lease at `now`). */
+  inUse(refIds: readonly string[], now: number): Promise<Set<string>>
+  /** Drops everything kept about a destroyed sandbox: leases, ownership, slot entries. */
+  forget(refId: string, slots: readonly string[]): Promise<void>
+
+  /** Takes a lock unless someone else holds it. */
+  tryLock(name: string, token: string, ttlMs: number): Promise<boolean>
+  /** Extends a lock still held by `token`. */
+  renewLock(name: string, token: string, ttlMs: number): Promise<boolean>
+  /** Releases a lock still held by `token`. */
+  unlock(name: string, token: string): Promise<boolean>
+
+  /**
+   * Atomically adds `member` to every slot set unless one is full (expired entries dropped first);
+   * a member already present counts as reserved.
+   */
+  reserveSlots(
+    claims: readonly SlotClaim[],
+    member: string,
+    expiresAt: number,
+    now: number,
+  ): Promise<SlotReservation>
+  /** Replaces `from` by `to` in the slot sets (a reservation becomes a sandbox id). */
+  moveSlot(names: readonly string[], from: string, to: string, expiresAt: number): Promise<void>
+  /** Removes `member` from the slot sets. */
+  releaseSlots(names: readonly string[], member: string): Promise<void>
+  /** Live entries of a slot set. */
+  slotCount(name: string, now: number): Promise<number>
+
+  /** Releases connections (the in-memory store: nothing). */
+  close(): Promise<void>
+}
