@@ -29,7 +29,6 @@ export interface OpenChannelOptions {
   agentPath: string
   /** How long to wait for the agent's HELLO (ms). */
   helloTimeoutMs: number
-  signal?: AbortSignal
 }
 
 const STDERR_TAIL_BYTES = 4096
@@ -65,7 +64,10 @@ export class AgentChannel {
     socket.on('error', (err) => this.fail(this.lostError(err)))
   }
 
-  /** Starts the agent in a running container and waits for its HELLO. */
+  /**
+   * Starts the agent in a running container and waits for its HELLO. Not abortable by design:
+   * it is bounded by `helloTimeoutMs`, and the handle shares one opening among its callers.
+   */
   static async open(container: Docker.Container, opts: OpenChannelOptions): Promise<AgentChannel> {
     let exec: Docker.Exec
     let socket: Duplex
@@ -77,17 +79,14 @@ export class AgentChannel {
         AttachStderr: true,
         Tty: false,
         User: opts.user,
-        abortSignal: opts.signal,
       })
       socket = await exec.start({
         hijack: true,
         stdin: true,
         Detach: false,
         Tty: false,
-        abortSignal: opts.signal,
       })
     } catch (err) {
-      opts.signal?.throwIfAborted()
       if (engineStatus(err) === 404 || engineStatus(err) === 409 || engineStatus(err) === 500) {
         throw new AppError(
           'SANDBOX_LOST',
@@ -134,15 +133,10 @@ export class AgentChannel {
           ),
         opts.helloTimeoutMs,
       )
-      const onAbort = (): void =>
-        done(new AppError('JOB_CANCELLED', 'aborted while connecting', { cause: opts.signal?.reason }))
-      opts.signal?.addEventListener('abort', onAbort, { once: true })
       const done = (v: HelloFrame | AppError): void => {
         clearTimeout(timer)
-        opts.signal?.removeEventListener('abort', onAbort)
         this.helloWaiter = undefined
-        if (v instanceof AppError && opts.signal?.aborted) resolve(opts.signal.reason as AppError)
-        else resolve(v)
+        resolve(v)
       }
       this.helloWaiter = done
       if (this.closedWith) done(this.closedWith)

@@ -31,6 +31,26 @@ export interface DockerSandboxSettings {
   pingTimeoutMs: number
 }
 
+/** `promise`, or the abort reason as soon as `signal` aborts (the promise itself keeps going). */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  if (signal.aborted) return Promise.reject(signal.reason as unknown)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as unknown)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(v)
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
+}
+
 /** Leaves room in one EXEC frame for the command, env and cwd. */
 const MAX_STDIN_BYTES = MAX_FRAME_BYTES - 1024 * 1024
 
@@ -77,7 +97,6 @@ export class DockerSandbox implements Sandbox {
           user: this.settings.user,
           agentPath: this.settings.agentPath,
           helloTimeoutMs: this.settings.helloTimeoutMs,
-          signal,
         })
         if (this.closed) channel.close()
         this.current = channel
@@ -86,7 +105,7 @@ export class DockerSandbox implements Sandbox {
         this.opening = undefined
       }
     })()
-    return this.opening
+    return raceAbort(this.opening, signal)
   }
 
   private async assertRunning(): Promise<void> {
