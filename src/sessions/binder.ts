@@ -1,0 +1,135 @@
+import { randomUUID } from 'node:crypto'
+import { AppError } from '../errors.js'
+import type { Sandbox, SandboxRef } from '../sandbox/types.js'
+import { backoffDelayMs, sleep } from './backoff.js'
+import { describeTarget, isLost, isRetryable } from './core.js'
+import type { PoolCore, Target } from './core.js'
+import type { Deadline } from './deadline.js'
+import { createLabels, EPHEMERAL_SESSION, poolSlots, tenantSlots } from './keys.js'
+import type { WarmPools } from './warm.js'
+
+/** A sandbox obtained for one tenant: leased (`leaseId`) and counted in its slot sets. */
+export interface Obtained {
+  readonly ref: SandboxRef
+  /** A handle counted as one user in the handle cache. */
+  readonly sandbox: Sandbox
+  /** From the warm pool (no create). */
+  readonly hit: boolean
+  readonly slots: readonly string[]
+  readonly leaseId: string
+}
+
+function createFailed(t: Target, attempts: number, err: unknown): AppError {
+  const msg = err instanceof Error ? err.message : String(err)
+  return new AppError(
+    'SANDBOX_CREATE_FAILED',
+    `could not create a sandbox for ${describeTarget(t)} after ${attempts} attempt(s): ${msg}`,
+    { retryable: isRetryable(err), cause: err },
+  )
+}
+
+/**
+ * Gets a fresh sandbox for `t`'s tenant: a warm one if any, else a create, retried with backoff
+ * while the error is retryable and attempts remain. Enforces the tenant quota (immediately,
+ * `QUOTA_EXCEEDED`) and the pool's `maxSize` (waits for room until the deadline).
+ */
+export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Deadline): Promise<Obtained> {
+  const { store, opts, stats } = core
+  const token = `r:${randomUUID()}`
+  const tenantSlot = tenantSlots(t.key.tenant)
+  const poolSlot = poolSlots(t.pool)
+  const slots = [tenantSlot, poolSlot]
+  // Reservations outlive the acquire a little, so a crashed worker's reservation frees itself.
+  const holdUntil = () => Date.now() + dl.remainingMs + opts.lockTtlMs
+  const quota = await store.reserveSlots(
+    [{ name: tenantSlot, max: opts.maxSandboxesPerTenant }],
+    token,
+    holdUntil(),
+    Date.now(),
+  )
+  if (!quota.ok) {
+    stats.quotaRejections++
+    throw new AppError(
+      'QUOTA_EXCEEDED',
+      `tenant '${t.key.tenant}' already holds ${quota.count} sandbox(es), its maximum ` +
+        `(maxSandboxesPerTenant = ${quota.max}); close idle sessions or raise the limit`,
+    )
+  }
+  try {
+    let poolHeld = false
+    let failures = 0
+    let fullWaits = 0
+    for (;;) {
+      dl.check()
+      const leaseId = randomUUID()
+      const entry = await warm.claim(t, leaseId)
+      if (entry) {
+        let sandbox: Sandbox
+        try {
+          sandbox = await core.handles.use(entry.ref, t.provider, dl.signal)
+        } catch (err) {
+          await core.destroy(entry.ref, [poolSlot], isLost(err) ? 'lost' : undefined)
+          if (!isLost(err)) throw err
+          continue
+        }
+        await store.moveSlot([tenantSlot], token, entry.ref.id, holdUntil())
+        return { ref: entry.ref, sandbox, hit: true, slots, leaseId }
+      }
+      if (!poolHeld) {
+        const room = await store.reserveSlots(
+          [{ name: poolSlot, max: t.profile.pool.maxSize }],
+          token,
+          holdUntil(),
+          Date.now(),
+        )
+        if (!room.ok) {
+          dl.lastError = new AppError(
+            'QUOTA_EXCEEDED',
+            `pool ${t.pool} is full: ${room.count} sandbox(es) of pool.maxSize ${room.max}`,
+          )
+          await sleep(backoffDelayMs(fullWaits++, opts.createBackoff), dl.signal)
+          continue
+        }
+        poolHeld = true
+      }
+      let sandbox: Sandbox
+      try {
+        sandbox = await core.create(t, labelsFor(core, t), dl.signal)
+      } catch (err) {
+        if (dl.signal.aborted) throw err
+        dl.lastError = err
+        failures++
+        if (!isRetryable(err) || failures >= opts.createAttempts) throw createFailed(t, failures, err)
+        await sleep(backoffDelayMs(failures - 1, opts.createBackoff), dl.signal)
+        continue
+      }
+      try {
+        core.handles.put(sandbox)
+        await store.addLease(sandbox.ref.id, { leaseId, expiresAt: Date.now() + opts.leaseTtlMs })
+        await store.moveSlot(slots, token, sandbox.ref.id, holdUntil())
+        const handle = await core.handles.use(sandbox.ref, t.provider)
+        return { ref: sandbox.ref, sandbox: handle, hit: false, slots, leaseId }
+      } catch (err) {
+        await core.destroy(sandbox.ref, slots)
+        throw err
+      }
+    }
+  } catch (err) {
+    // Reservations not turned into a sandbox: give them back (moved ones are already gone).
+    await store
+      .releaseSlots(slots, token)
+      .catch((e: unknown) => core.report(e, 'releasing slot reservations'))
+    throw err
+  }
+}
+
+function labelsFor(core: PoolCore, t: Target) {
+  return createLabels({
+    scope: core.opts.scope,
+    instanceId: core.opts.instanceId,
+    profile: t.profile.name,
+    tenant: t.key.tenant,
+    session: t.session ?? EPHEMERAL_SESSION,
+    now: Date.now(),
+  })
+}

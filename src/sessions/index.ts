@@ -1,0 +1,32 @@
+export type { AcquireOptions, Lease, LeaseOutcome, SessionKey, SessionPool } from './types.js'
+export { createSessionPool, SandboxSessionPool } from './pool.js'
+export type { CreateSessionPoolOptions } from './pool.js'
+export type { PoolErrorHandler, PoolProviders } from './core.js'
+export { SessionPoolOptionsSchema, CreateBackoffSchema, PrewarmSchema } from './options.js'
+export type { CreateBackoff, ResolvedSessionPoolOptions, SessionPoolOptions } from './options.js'
+export { CREATE_LATENCY_BUCKETS_MS } from './stats.js'
+export type { EvictionReason, LatencyHistogram, PoolStats } from './stats.js'
+export {
+  POOL_LABELS,
+  OWNER,
+  EPHEMERAL_SESSION,
+  WARM_SESSION,
+  sessionHash,
+  poolKey,
+  scopeLabels,
+} from './keys.js'
+export { backoffDelayMs } from './backoff.js'
+export { MemorySessionStore } from './store/memory.js'
+export { RedisSessionStore } from './store/redis.js'
+export type { RedisSessionStoreOptions } from './store/redis.js'
+export type {
+  BindingRecord,
+  LeaseRenewal,
+  LeaseSpec,
+  LeaseTouch,
+  SessionStore,
+  SlotClaim,
+  SlotReservation,
+  WarmClaim,
+  WarmEntry,
+} from './store/types.js'

@@ -1,0 +1,294 @@
+import { randomUUID } from 'node:crypto'
+import { sleep } from './backoff.js'
+import { obtain } from './binder.js'
+import { describeTarget, isLost, PoolCore } from './core.js'
+import type { PoolErrorHandler, PoolProviders, Target } from './core.js'
+import { Deadline } from './deadline.js'
+import { PoolLease } from './lease.js'
+import type { LiveLease } from './lease.js'
+import { evictIdle, reapOrphans } from './maintenance.js'
+import { SessionPoolOptionsSchema } from './options.js'
+import type { SessionPoolOptions } from './options.js'
+import type { PoolStats } from './stats.js'
+import type { SessionStore } from './store/types.js'
+import type { AcquireOptions, Lease, LeaseOutcome, SessionKey, SessionPool } from './types.js'
+import { WarmPools } from './warm.js'
+
+/** Dependencies and options of {@link createSessionPool}. */
+export interface CreateSessionPoolOptions extends SessionPoolOptions {
+  /** The provider registry (or anything with `get(id)` and `profile(name)`). */
+  providers: PoolProviders
+  /** `RedisSessionStore` for a fleet, `MemorySessionStore` for one process. Not closed by the pool. */
+  store: SessionStore
+  /** Receives errors of background work and failed destroys. @default ignore */
+  onError?: PoolErrorHandler
+}
+
+/** How a session's binding came about on this acquire. */
+type BindOutcome = 'existing' | 'warm' | 'created'
+
+/**
+ * Creates the session pool. Options are validated once (zod); timers start at once (unref'd) and
+ * stop on `shutdown()`.
+ */
+export function createSessionPool(options: CreateSessionPoolOptions): SandboxSessionPool {
+  const { providers, store, onError, ...rest } = options
+  const opts = SessionPoolOptionsSchema.parse(rest)
+  const core = new PoolCore(
+    { ...opts, instanceId: opts.instanceId ?? randomUUID() },
+    providers,
+    store,
+    onError ?? (() => {}),
+  )
+  return new SandboxSessionPool(core)
+}
+
+/** The {@link SessionPool} implementation: session affinity, warm pools, leases, eviction, reaper. */
+export class SandboxSessionPool implements SessionPool {
+  private readonly warm: WarmPools
+  private readonly live = new Map<string, LiveLease>()
+  private readonly binds = new Map<string, Promise<BindOutcome>>()
+  private readonly timers: NodeJS.Timeout[] = []
+  private readonly firstSeen = new Map<string, number>()
+  private shutdownPromise: Promise<void> | undefined
+
+  /** Prefer {@link createSessionPool}. */
+  constructor(private readonly core: PoolCore) {
+    this.warm = new WarmPools(core)
+    for (const p of core.opts.prewarm) {
+      this.warm.ensure(core.target({ tenant: 'prewarm', providerId: p.providerId, profile: p.profile }))
+    }
+    const o = core.opts
+    this.every(Math.max(1, Math.floor(o.leaseTtlMs / 3)), 'renewing leases', () => this.heartbeat())
+    this.every(o.maintenanceIntervalMs, 'pool maintenance', () => this.maintain())
+    this.every(o.reapIntervalMs, 'reaping orphan sandboxes', () => this.reap())
+  }
+
+  async acquire(key: SessionKey, opts: AcquireOptions = {}): Promise<Lease> {
+    const { core } = this
+    if (core.closed) throw core.shutdownSignal.reason
+    const t = core.target(key)
+    const timeoutMs = opts.timeoutMs ?? core.opts.acquireTimeoutMs
+    const dl = new Deadline(timeoutMs, [opts.signal, core.shutdownSignal], describeTarget(t))
+    core.stats.pendingAcquires++
+    try {
+      const lease =
+        t.session === undefined
+          ? await this.acquireEphemeral(t, dl)
+          : await this.acquireBound(t, t.session, dl)
+      core.stats.acquires++
+      this.warm.ensure(t)
+      return lease
+    } catch (err) {
+      core.stats.acquireFailures++
+      throw dl.translate(err)
+    } finally {
+      core.stats.pendingAcquires--
+      dl.dispose()
+    }
+  }
+
+  async close(key: SessionKey): Promise<void> {
+    const t = this.core.target(key)
+    if (t.session === undefined) return
+    const b = await this.core.store.unbind(t.session)
+    if (b) await this.core.destroy(b.ref, b.slots, 'closed')
+  }
+
+  /** Destroys sandboxes of this scope that are neither bound, warm nor leased (after a grace period). */
+  reap(): Promise<number> {
+    const ids = this.core.providers.providerIds?.() ?? this.core.usedProviders
+    return reapOrphans(this.core, ids, this.firstSeen)
+  }
+
+  /** One pass of idle eviction, warm-TTL expiry, warm refill and handle cleanup (the timer runs it too). */
+  async maintain(): Promise<void> {
+    const now = Date.now()
+    await evictIdle(this.core, now)
+    await this.warm.maintain(now)
+    await this.core.handles.closeIdle(now, this.core.opts.handleIdleMs)
+  }
+
+  /** Resolves when no warm refill of this process is running (for tests and benchmarks). */
+  warmSettled(): Promise<void> {
+    return this.warm.settled()
+  }
+
+  shutdown(opts: { destroyIdle?: boolean } = {}): Promise<void> {
+    this.shutdownPromise ??= (async () => {
+      this.core.close()
+      for (const t of this.timers) clearInterval(t)
+      await this.warm.settled()
+      await Promise.allSettled(this.binds.values())
+      if (opts.destroyIdle) await this.warm.destroyAll()
+      await this.core.handles.closeAll()
+    })()
+    return this.shutdownPromise
+  }
+
+  stats(): PoolStats {
+    return this.core.stats.snapshot({ leases: this.live.size, handles: this.core.handles.size })
+  }
+
+  private async acquireEphemeral(t: Target, dl: Deadline): Promise<Lease> {
+    const got = await obtain(this.core, this.warm, t, dl)
+    this.count(got.hit ? 'warm' : 'created')
+    const live: LiveLease = {
+      leaseId: got.leaseId,
+      ref: got.ref,
+      slots: got.slots,
+      idleTtlMs: t.profile.idleTtlMs,
+    }
+    return this.lease(t, got.sandbox, got.hit, live)
+  }
+
+  private async acquireBound(t: Target, session: string, dl: Deadline): Promise<Lease> {
+    const { store, opts } = this.core
+    let outcome: BindOutcome = 'existing'
+    for (;;) {
+      dl.check()
+      const leaseId = randomUUID()
+      const now = Date.now()
+      const b = await store.useBinding(
+        session,
+        { leaseId, expiresAt: now + opts.leaseTtlMs },
+        now + t.profile.idleTtlMs,
+      )
+      if (b) {
+        try {
+          const sandbox = await this.core.handles.use(b.ref, t.provider, dl.signal)
+          this.count(outcome)
+          const live: LiveLease = {
+            leaseId,
+            ref: b.ref,
+            slots: b.slots,
+            session,
+            idleTtlMs: t.profile.idleTtlMs,
+          }
+          return this.lease(t, sandbox, outcome !== 'created', live)
+        } catch (err) {
+          await store.endLease(b.ref.id, leaseId)
+          if (!isLost(err)) throw err
+          // The bound sandbox is gone: unbind it (unless someone already did) and bind a fresh one.
+          const unbound = await store.unbind(session, b.ref.id)
+          await this.core.destroy(b.ref, b.slots, unbound ? 'lost' : undefined)
+          continue
+        }
+      }
+      // Unbound: one binder per session in this process; the store lock makes it one per fleet.
+      let bind = this.binds.get(session)
+      if (!bind) {
+        bind = this.bindSession(t, session, dl.remainingMs).finally(() => this.binds.delete(session))
+        this.binds.set(session, bind)
+      }
+      outcome = await dl.race(bind)
+    }
+  }
+
+  /** Binds a sandbox to an unbound session, holding the session's store lock while it obtains one. */
+  private async bindSession(t: Target, session: string, timeoutMs: number): Promise<BindOutcome> {
+    const { store, opts } = this.core
+    // Not the caller's signal: concurrent callers share this bind, and a bound sandbox serves later calls.
+    const dl = new Deadline(timeoutMs, [this.core.shutdownSignal], describeTarget(t))
+    const lock = `bind:${session}`
+    const token = `${opts.instanceId}:${randomUUID()}`
+    try {
+      let pollMs = opts.lockPollMs
+      while (!(await store.tryLock(lock, token, opts.lockTtlMs))) {
+        if (await store.getBinding(session)) return 'existing'
+        await sleep(pollMs, dl.signal)
+        pollMs = Math.min(pollMs * 2, 200)
+      }
+      const renew = setInterval(() => {
+        void this.core.background('renewing a bind lock', () => store.renewLock(lock, token, opts.lockTtlMs))
+      }, opts.lockTtlMs / 3)
+      renew.unref()
+      try {
+        if (await store.getBinding(session)) return 'existing'
+        const got = await obtain(this.core, this.warm, t, dl)
+        try {
+          const now = Date.now()
+          const binding = { ref: got.ref, tenant: t.key.tenant, slots: got.slots, boundAt: now }
+          if (!(await store.bind(session, binding, now + t.profile.idleTtlMs))) {
+            // Our lock expired and another binder won: this sandbox was never used, drop it.
+            await this.core.destroy(got.ref, got.slots)
+            return 'existing'
+          }
+        } catch (err) {
+          await this.core.destroy(got.ref, got.slots)
+          throw err
+        } finally {
+          this.core.handles.unuse(got.ref.id)
+          await store.endLease(got.ref.id, got.leaseId)
+        }
+        return got.hit ? 'warm' : 'created'
+      } finally {
+        clearInterval(renew)
+        await store.unlock(lock, token)
+      }
+    } catch (err) {
+      throw dl.translate(err)
+    } finally {
+      dl.dispose()
+    }
+  }
+
+  private lease(t: Target, sandbox: Lease['sandbox'], hit: boolean, live: LiveLease): Lease {
+    this.live.set(live.leaseId, live)
+    return new PoolLease(t.key, sandbox, hit, live, (l, outcome) => this.release(l, outcome))
+  }
+
+  private async release(live: LiveLease, outcome: LeaseOutcome): Promise<void> {
+    const { core } = this
+    this.live.delete(live.leaseId)
+    core.handles.unuse(live.ref.id)
+    if (live.session === undefined) {
+      if (outcome === 'ok') core.stats.ephemeralDestroyed++
+      await core.destroy(live.ref, live.slots, outcome === 'lost' ? 'lost' : undefined)
+      return
+    }
+    if (outcome === 'ok') {
+      await core.store.endLease(live.ref.id, live.leaseId, {
+        session: live.session,
+        idleDeadline: Date.now() + live.idleTtlMs,
+      })
+      return
+    }
+    await core.store.endLease(live.ref.id, live.leaseId)
+    const unbound = await core.store.unbind(live.session, live.ref.id)
+    await core.destroy(live.ref, live.slots, unbound ? 'lost' : undefined)
+  }
+
+  private count(outcome: BindOutcome): void {
+    const s = this.core.stats
+    if (outcome === 'created') s.misses++
+    else {
+      s.hits++
+      if (outcome === 'warm') s.warmHits++
+      else s.boundHits++
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.live.size === 0) return
+    const leases = [...this.live.values()].map((l) => ({
+      refId: l.ref.id,
+      leaseId: l.leaseId,
+      slots: l.slots,
+    }))
+    await this.core.store.renewLeases(leases, Date.now() + this.core.opts.leaseTtlMs)
+  }
+
+  /** A periodic, non-overlapping, unref'd background task; `ms` 0 disables it. */
+  private every(ms: number, context: string, fn: () => Promise<unknown>): void {
+    if (ms <= 0) return
+    let running = false
+    const timer = setInterval(() => {
+      if (running || this.core.closed) return
+      running = true
+      void this.core.background(context, fn).finally(() => (running = false))
+    }, ms)
+    timer.unref()
+    this.timers.push(timer)
+  }
+}
