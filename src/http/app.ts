@@ -2,6 +2,7 @@ import { OpenAPIHono } from '@hono/zod-openapi'
 import { Scalar } from '@scalar/hono-api-reference'
 import { bodyLimit } from 'hono/body-limit'
 import { HTTPException } from 'hono/http-exception'
+import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../errors.js'
 import type { AppDeps } from './deps.js'
 import { toErrorResponse } from './errors.js'
@@ -75,7 +76,7 @@ export function createApp(deps: AppDeps): App {
   const jsonLimit = limitBody(bodyLimitBytes, 'request body')
   const fileLimit = limitBody(fileLimitBytes, 'file')
   app.use('/v1/*', (c, next) => (c.req.path.endsWith('/files') ? fileLimit(c, next) : jsonLimit(c, next)))
-  app.use('/v1/*', async (c, next) => {
+  const authenticate: MiddlewareHandler<HttpEnv> = async (c, next) => {
     const header = c.req.header('authorization') ?? ''
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
     if (!m?.[1])
@@ -89,10 +90,14 @@ export function createApp(deps: AppDeps): App {
     if (!verdict.ok) throw new RateLimitedError(verdict.retryAfterMs)
     c.set('principal', principal)
     await next()
-  })
+  }
+  app.use('/v1/*', authenticate)
+  app.use('/mcp', authenticate)
 
   registerExecRoutes(app, deps)
   registerSessionRoutes(app, deps)
+  const mcp = deps.mcp
+  if (mcp) app.all('/mcp', (c) => mcp.handle(c.req.raw, c.get('principal')))
 
   app.doc31('/openapi.json', {
     openapi: '3.1.0',

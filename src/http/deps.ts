@@ -1,7 +1,7 @@
 import type { ToolCallRequest } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import type { ExecResult, SandboxHealth } from '../sandbox/types.js'
-import type { Keyring } from './keyring.js'
+import type { Keyring, Principal } from './keyring.js'
 
 /** A command submitted over the API. */
 export interface ExecInput {
@@ -125,6 +125,8 @@ export interface AppDeps {
   readiness(): Promise<Record<string, SandboxHealth>>
   /** Prometheus text exposition. */
   metrics(): Promise<string>
+  /** The MCP endpoint at `/mcp`, when enabled. */
+  mcp?: { handle(req: Request, principal: Principal): Promise<Response> }
   limits?: {
     bodyLimitBytes?: number
     fileLimitBytes?: number
