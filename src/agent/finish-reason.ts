@@ -20,7 +20,8 @@ export type FinishReason =
   | { readonly kind: 'natural_stop' }
   | { readonly kind: 'max_iterations' }
   | { readonly kind: 'token_limit' }
-  | { readonly kind: 'error'; readonly message: string }
+  /** `code` is the model client's `AppError` code (e.g. `RATE_LIMITED`) when it threw one, else `UNAVAILABLE`. */
+  | { readonly kind: 'error'; readonly message: string; readonly code: string }
   | { readonly kind: 'prompt_blocked'; readonly reason: string; readonly blockedBy: string }
   | ForcedStop
 

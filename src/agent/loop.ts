@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { AppError } from '../errors.js'
 import { evaluateModelRequest, evaluatePrompt } from '../interceptors/chains.js'
 import { InterceptorError } from '../interceptors/errors.js'
 import type { InterceptorContext } from '../interceptors/types.js'
@@ -138,8 +139,9 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
       )
     } catch (err) {
       if (!(err instanceof ModelCallError) || signal.aborted) throw err
-      await emitter.emit('ERROR', iteration, err.message, err, { source: 'model', code: err.code })
-      return finish(fallbackOutput(messages, runStart), { kind: 'error', message: err.message })
+      const code = err.cause instanceof AppError ? err.cause.code : err.code
+      await emitter.emit('ERROR', iteration, err.message, err, { source: 'model', code })
+      return finish(fallbackOutput(messages, runStart), { kind: 'error', message: err.message, code })
     }
     const callUsage = normalizeUsage(response.usage)
     addUsage(usage, callUsage)
@@ -155,7 +157,7 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
       messages.push({ role: 'assistant', content: text })
       const message = text || 'the model reported an error without a message'
       await emitter.emit('ERROR', iteration, message, response, { source: 'model' })
-      return finish(text, { kind: 'error', message })
+      return finish(text, { kind: 'error', message, code: 'UNAVAILABLE' })
     }
     if (isLastIteration) {
       // Forced final: tool calls in the reply are ignored (tools were withheld).
