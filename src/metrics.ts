@@ -1,0 +1,107 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+
+/** Live values the metrics read at scrape time. */
+export interface MetricsSources {
+  /** Jobs waiting + running, by queue. */
+  queueDepth?: () => Promise<{ waiting: number; active: number }>
+  /** Session pool counters (cumulative) and sizes (current). */
+  pool?: () => { hits: number; misses: number; creates: number; reaped: number; bound: number; idle: number }
+}
+
+/**
+ * The Prometheus metrics of one process: queue depth, exec latency, pool hits/misses/size, agent-run
+ * tokens and cost, plus Node's default process metrics.
+ */
+export class Metrics {
+  readonly registry = new Registry()
+  readonly execLatency: Histogram<'provider' | 'profile' | 'outcome'>
+  readonly agentTokens: Counter<'tenant' | 'kind'>
+  readonly agentCost: Counter<'tenant'>
+  readonly agentRuns: Counter<'tenant' | 'finish_reason'>
+  readonly httpRequests: Counter<'method' | 'route' | 'status'>
+
+  constructor(sources: MetricsSources = {}) {
+    const registers = [this.registry]
+    collectDefaultMetrics({ register: this.registry, prefix: 'sbx_process_' })
+    this.execLatency = new Histogram({
+      name: 'sbx_exec_duration_seconds',
+      help: 'Routed command latency from submit to result',
+      labelNames: ['provider', 'profile', 'outcome'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    })
+    this.agentTokens = new Counter({
+      name: 'sbx_agent_tokens_total',
+      help: 'Agent-run tokens',
+      labelNames: ['tenant', 'kind'],
+      registers,
+    })
+    this.agentCost = new Counter({
+      name: 'sbx_agent_cost_total',
+      help: 'Agent-run cost (price-table units)',
+      labelNames: ['tenant'],
+      registers,
+    })
+    this.agentRuns = new Counter({
+      name: 'sbx_agent_runs_total',
+      help: 'Finished agent runs',
+      labelNames: ['tenant', 'finish_reason'],
+      registers,
+    })
+    this.httpRequests = new Counter({
+      name: 'sbx_http_requests_total',
+      help: 'HTTP requests',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    })
+    const { queueDepth, pool } = sources
+    new Gauge({
+      name: 'sbx_queue_depth',
+      help: 'Exec jobs waiting or running',
+      labelNames: ['state'],
+      registers,
+      async collect() {
+        if (!queueDepth) return
+        const d = await queueDepth().catch(() => undefined)
+        if (!d) return
+        this.set({ state: 'waiting' }, d.waiting)
+        this.set({ state: 'active' }, d.active)
+      },
+    })
+    type PoolStats = NonNullable<ReturnType<NonNullable<MetricsSources['pool']>>>
+    // Cumulative pool counters are read from the pool at scrape time: a Counter re-based on each collect.
+    const poolCounter = (name: string, help: string, pick: (p: PoolStats) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          const p = pool?.()
+          if (!p) return
+          this.reset()
+          this.inc(pick(p))
+        },
+      })
+    const poolGauge = (name: string, help: string, pick: (p: PoolStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          const p = pool?.()
+          if (p) this.set(pick(p))
+        },
+      })
+    poolCounter('sbx_pool_hits_total', 'Acquires served by a warm or bound sandbox', (p) => p.hits)
+    poolCounter('sbx_pool_misses_total', 'Acquires that had to create a sandbox', (p) => p.misses)
+    poolCounter('sbx_pool_creates_total', 'Sandboxes created', (p) => p.creates)
+    poolCounter('sbx_pool_reaped_total', 'Sandboxes destroyed by the reaper', (p) => p.reaped)
+    poolGauge('sbx_pool_bound', 'Sandboxes bound to a session', (p) => p.bound)
+    poolGauge('sbx_pool_idle', 'Warm sandboxes ready', (p) => p.idle)
+  }
+
+  /** The text exposition format. */
+  text(): Promise<string> {
+    return this.registry.metrics()
+  }
+}
