@@ -1,0 +1,213 @@
+import { Queue, QueueEvents } from 'bullmq'
+import { AppError } from '../../errors.js'
+import { interruptedResult } from '../fence.js'
+import { ExecJobResultSchema, ExecJobSchema } from '../schemas.js'
+import type { ExecJobResult } from '../schemas.js'
+import type { Consumer, JobQueue } from '../types.js'
+import { boundedWait } from '../wait-for.js'
+import { startBullmqConsumer } from './bullmq-consumer.js'
+import type { BullmqConsumerTuning } from './bullmq-consumer.js'
+import { connectRedis, createRedisClient, quitRedis } from './redis-clients.js'
+import { FenceKeys, RedisFenceStore } from './redis-fence.js'
+import { Subscriber } from './subscriber.js'
+
+/** Options of {@link createBullmqJobQueue}. */
+export interface BullmqQueueOptions extends BullmqConsumerTuning {
+  /** Redis to use; callers pass REDIS_URL (this module reads no env). @default 'redis://127.0.0.1:6379' */
+  redisUrl?: string
+  /** BullMQ queue name (no ':'). @default 'sbx-exec' */
+  queueName?: string
+  /** BullMQ key prefix; tests use a unique one each. @default 'sbx' */
+  prefix?: string
+  /** How long finished jobs, their results and fence records are kept (ms). @default 3600000 */
+  retentionMs?: number
+  /** Live output kept per stream for interrupted reports (bytes). @default 65536 */
+  tailCapBytes?: number
+  /** Give up connecting to Redis after this long (ms). @default 5000 */
+  connectTimeoutMs?: number
+}
+
+/**
+ * The fleet queue: BullMQ on Redis. Producers fail fast while Redis is down (QUEUE_UNAVAILABLE);
+ * results arrive through one QueueEvents stream reader per process; live output and cancel requests
+ * travel over Redis pub/sub; fence records make redeliveries safe (see ../fence.ts).
+ */
+export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Promise<JobQueue> {
+  const redisUrl = options.redisUrl ?? 'redis://127.0.0.1:6379'
+  const queueName = options.queueName ?? 'sbx-exec'
+  const prefix = options.prefix ?? 'sbx'
+  const retentionMs = options.retentionMs ?? 3_600_000
+  const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  if (queueName.includes(':'))
+    throw new AppError('CONFIG_INVALID', `Queue name '${queueName}' must not contain ':'.`)
+
+  const command = createRedisClient(redisUrl, 'command', `sbx-queue:${queueName}`)
+  await connectRedis(command, redisUrl, connectTimeoutMs)
+  const fences = new RedisFenceStore(command, new FenceKeys(`${prefix}:${queueName}:sbx`), {
+    retentionMs,
+    tailCapBytes: options.tailCapBytes ?? 65_536,
+  })
+  const retention = { age: Math.ceil(retentionMs / 1000) }
+  const queue = new Queue(queueName, {
+    connection: command,
+    prefix,
+    defaultJobOptions: { removeOnComplete: retention, removeOnFail: retention, attempts: 1 },
+    streams: { events: { maxLen: 2_000 } },
+  })
+  queue.on('error', () => undefined)
+
+  const waiters = new Map<string, Set<Waiter>>()
+  // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
+  let subscriber: Promise<Subscriber> | undefined
+  const getSubscriber = (): Promise<Subscriber> =>
+    (subscriber ??= (async () => {
+      const client = createRedisClient(redisUrl, 'subscriber', `sbx-sub:${queueName}`)
+      await connectRedis(client, redisUrl, connectTimeoutMs)
+      return new Subscriber(client)
+    })())
+  let events: Promise<QueueEvents> | undefined
+  const getEvents = (): Promise<QueueEvents> =>
+    (events ??= (async () => {
+      const client = createRedisClient(redisUrl, 'blocking', `sbx-events:${queueName}`)
+      await connectRedis(client, redisUrl, connectTimeoutMs)
+      // Start reading right after the newest event, so nothing between "now" and the first XREAD is missed.
+      const last = await command.xrevrange(`${prefix}:${queueName}:events`, '+', '-', 'COUNT', 1)
+      const qe = new QueueEvents(queueName, {
+        connection: client,
+        prefix,
+        lastEventId: last[0]?.[0] ?? '0-0',
+      })
+      qe.on('error', () => undefined)
+      qe.on('completed', ({ jobId, returnvalue }) => {
+        const parsed = ExecJobResultSchema.safeParse(returnvalue)
+        const outcome = parsed.success
+          ? { result: parsed.data }
+          : {
+              error: new AppError('INTERNAL', `Job ${jobId} returned a malformed result.`, {
+                cause: parsed.error,
+              }),
+            }
+        for (const w of waiters.get(jobId) ?? []) w(outcome)
+      })
+      qe.on('failed', ({ jobId, failedReason }) => {
+        for (const w of waiters.get(jobId) ?? []) w({ result: queueGaveUp(failedReason) })
+      })
+      await qe.waitUntilReady()
+      return qe
+    })())
+
+  const finishedResult = async (jobId: string): Promise<ExecJobResult | undefined> => {
+    const job = await queue.getJob(jobId)
+    if (!job) {
+      const stored = await fences.result(jobId)
+      if (stored) return stored
+      throw new AppError('NOT_FOUND', `No job ${jobId} in the queue (never submitted, or past retention).`)
+    }
+    if (!job.finishedOn) return undefined
+    if (job.failedReason) return queueGaveUp(job.failedReason)
+    return ExecJobResultSchema.parse(job.returnvalue)
+  }
+
+  const consumers = new Set<Consumer>()
+  const pendingWaits = new Set<(err: unknown) => void>()
+  let closed = false
+
+  return {
+    driver: 'bullmq',
+
+    async submit(input) {
+      const job = ExecJobSchema.parse(input)
+      try {
+        await queue.add('exec', job, { jobId: job.jobId })
+      } catch (err) {
+        throw new AppError('QUEUE_UNAVAILABLE', `Could not enqueue job ${job.jobId}: Redis is unreachable.`, {
+          retryable: true,
+          cause: err,
+        })
+      }
+      return { jobId: job.jobId }
+    },
+
+    async wait(jobId, opts) {
+      await getEvents()
+      return boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
+        const waiter: Waiter = (o) => ('result' in o ? resolve(o.result) : reject(o.error))
+        let set = waiters.get(jobId)
+        if (!set) waiters.set(jobId, (set = new Set()))
+        set.add(waiter)
+        pendingWaits.add(reject)
+        // The job may have finished before the listeners existed.
+        finishedResult(jobId).then((r) => {
+          if (r) resolve(r)
+        }, reject)
+        return () => {
+          set.delete(waiter)
+          if (set.size === 0 && waiters.get(jobId) === set) waiters.delete(jobId)
+          pendingWaits.delete(reject)
+        }
+      })
+    },
+
+    getResult: (jobId) =>
+      finishedResult(jobId).catch((err: unknown) => {
+        if (err instanceof AppError && err.code === 'NOT_FOUND') return undefined
+        throw err
+      }),
+
+    async subscribeOutput(jobId, listener) {
+      const sub = await getSubscriber()
+      return sub.on(fences.keys.outputChannel(jobId), (message) => {
+        listener({ stream: message.startsWith('o') ? 'stdout' : 'stderr', data: message.slice(1) })
+      })
+    },
+
+    async cancel(jobId, reason = 'cancelled by the caller') {
+      await fences.requestCancel(jobId, reason)
+    },
+
+    async consume(processor, opts) {
+      const consumer = await startBullmqConsumer(
+        {
+          redisUrl,
+          queueName,
+          prefix,
+          connectTimeoutMs,
+          fences,
+          subscriber: await getSubscriber(),
+          tuning: options,
+        },
+        processor,
+        opts,
+      )
+      consumers.add(consumer)
+      return {
+        workerId: consumer.workerId,
+        get activeCount() {
+          return consumer.activeCount
+        },
+        close: async (o) => {
+          await consumer.close(o)
+          consumers.delete(consumer)
+        },
+      }
+    },
+
+    async close() {
+      if (closed) return
+      closed = true
+      await Promise.all([...consumers].map((c) => c.close({ deadlineMs: 0 })))
+      const err = new AppError('QUEUE_UNAVAILABLE', 'The job queue closed before the job finished.')
+      for (const reject of pendingWaits) reject(err)
+      if (events) await (await events).close()
+      if (subscriber) await quitRedis((await subscriber).connection)
+      await queue.close()
+      await quitRedis(command)
+    },
+  }
+}
+
+type Waiter = (outcome: { result: ExecJobResult } | { error: AppError }) => void
+
+function queueGaveUp(failedReason: string): ExecJobResult {
+  return interruptedResult({ cause: failedReason })
+}

@@ -1,0 +1,185 @@
+import type { Redis } from 'ioredis'
+import { ExecJobResultSchema, FenceRecordSchema } from '../schemas.js'
+import type { ExecJob, ExecJobResult, OutputChunk } from '../schemas.js'
+import type { FenceOutcome, JobFence } from '../types.js'
+
+/*
+ * The Redis side of fenced execution (see ../fence.ts for the model). Each decision is one Lua script,
+ * so check-and-write is atomic across the fleet and costs one round trip. A job's keys share a hash
+ * tag, so the scripts also run on a Redis Cluster.
+ */
+
+// KEYS: done cancel fence out err. ARGV: mode (inspect|begin) idempotent(0|1) fenceJson ttlMs
+const BEGIN = `
+local done = redis.call('GET', KEYS[1])
+if done then return {'done', done} end
+local cancel = redis.call('GET', KEYS[2])
+if cancel then return {'cancelled', cancel} end
+local prev = redis.call('GET', KEYS[3])
+if prev and ARGV[2] == '0' then
+  return {'fenced', prev, redis.call('GET', KEYS[4]) or '', redis.call('GET', KEYS[5]) or ''}
+end
+if ARGV[1] == 'begin' then
+  redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
+  if prev then redis.call('DEL', KEYS[4], KEYS[5]) end
+end
+return {'run', prev or ''}
+`
+
+// KEYS: done. ARGV: resultJson ttlMs. Returns the stored result when another attempt finished first.
+const FINISH = `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+return redis.call('GET', KEYS[1])
+`
+
+// KEYS: done cancel. ARGV: reason ttlMs channel message
+const CANCEL = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+`
+
+// KEYS: tail. ARGV: channel message data capBytes ttlMs
+const CHUNK = `
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+if redis.call('STRLEN', KEYS[1]) < tonumber(ARGV[4]) then
+  redis.call('APPEND', KEYS[1], ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+end
+return 1
+`
+
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>
+
+interface FenceCommands {
+  sbxFenceBegin: ScriptFn
+  sbxFenceFinish: ScriptFn
+  sbxFenceCancel: ScriptFn
+  sbxFenceChunk: ScriptFn
+}
+
+function defineScripts(client: Redis): FenceCommands {
+  client.defineCommand('sbxFenceBegin', { lua: BEGIN, numberOfKeys: 5 })
+  client.defineCommand('sbxFenceFinish', { lua: FINISH, numberOfKeys: 1 })
+  client.defineCommand('sbxFenceCancel', { lua: CANCEL, numberOfKeys: 2 })
+  client.defineCommand('sbxFenceChunk', { lua: CHUNK, numberOfKeys: 1 })
+  // defineCommand adds these methods at runtime (ioredis' documented way to register Lua scripts).
+  return client as unknown as FenceCommands
+}
+
+/** Key and channel names of one queue's fence records. */
+export class FenceKeys {
+  constructor(readonly base: string) {}
+  job(jobId: string): [done: string, cancel: string, fence: string, out: string, err: string] {
+    const k = `${this.base}:{${jobId}}`
+    return [`${k}:done`, `${k}:cancel`, `${k}:fence`, `${k}:out`, `${k}:err`]
+  }
+  /** Live output of one job: messages are `o<data>` (stdout) or `e<data>` (stderr). */
+  outputChannel(jobId: string): string {
+    return `${this.base}:output:${jobId}`
+  }
+  /** Cancel broadcast to every consumer: messages are `<jobId>\n<reason>`. */
+  get cancelChannel(): string {
+    return `${this.base}:cancel`
+  }
+}
+
+/** Options of {@link RedisFenceStore}. */
+export interface RedisFenceStoreOptions {
+  /** How long records are kept (ms). */
+  retentionMs: number
+  /** Live output kept per stream for interrupted reports (bytes). */
+  tailCapBytes: number
+}
+
+/** Fence records, cancel requests and live output of one queue, in Redis. */
+export class RedisFenceStore {
+  private readonly cmd: FenceCommands
+
+  constructor(
+    private readonly client: Redis,
+    readonly keys: FenceKeys,
+    private readonly opts: RedisFenceStoreOptions,
+  ) {
+    this.cmd = defineScripts(client)
+  }
+
+  /** The fence of one delivery of a job. */
+  fence(job: ExecJob, attempt: number, workerId: string): JobFence {
+    const keys = this.keys.job(job.jobId)
+    const idem = job.idempotent ? '1' : '0'
+    const ttl = this.opts.retentionMs
+    const decide = async (mode: 'inspect' | 'begin', sandboxId?: string): Promise<FenceOutcome> => {
+      const record = JSON.stringify({
+        attempt,
+        workerId,
+        startedAt: Date.now(),
+        ...(sandboxId ? { sandboxId } : {}),
+      })
+      const reply = (await this.cmd.sbxFenceBegin(...keys, mode, idem, record, ttl)) as string[]
+      return parseOutcome(reply)
+    }
+    return {
+      inspect: () => decide('inspect'),
+      begin: (start) => decide('begin', start.sandboxId),
+      finish: async (result) => {
+        const existing = (await this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl)) as
+          string | null
+        return existing === null ? result : ExecJobResultSchema.parse(JSON.parse(existing))
+      },
+    }
+  }
+
+  /** Records a cancel request (unless the job finished) and broadcasts it to every consumer. */
+  async requestCancel(jobId: string, reason: string): Promise<void> {
+    const [done, cancel] = this.keys.job(jobId)
+    await this.cmd.sbxFenceCancel(
+      done,
+      cancel,
+      reason,
+      this.opts.retentionMs,
+      this.keys.cancelChannel,
+      `${jobId}\n${reason}`,
+    )
+  }
+
+  /** Publishes a live chunk and appends it to the bounded tail. Fire and forget: errors are dropped. */
+  publishChunk(jobId: string, chunk: OutputChunk): void {
+    const [, , , out, err] = this.keys.job(jobId)
+    const s = chunk.stream === 'stdout' ? 'o' : 'e'
+    this.cmd
+      .sbxFenceChunk(
+        s === 'o' ? out : err,
+        this.keys.outputChannel(jobId),
+        s + chunk.data,
+        chunk.data,
+        this.opts.tailCapBytes,
+        this.opts.retentionMs,
+      )
+      .catch(() => undefined)
+  }
+
+  /** The stored result of a job, if any. */
+  async result(jobId: string): Promise<ExecJobResult | undefined> {
+    const raw = await this.client.get(this.keys.job(jobId)[0])
+    return raw === null ? undefined : ExecJobResultSchema.parse(JSON.parse(raw))
+  }
+}
+
+function parseOutcome(reply: string[]): FenceOutcome {
+  const [kind, a = '', b = '', c = ''] = reply
+  switch (kind) {
+    case 'done':
+      return { kind: 'done', result: ExecJobResultSchema.parse(JSON.parse(a)) }
+    case 'cancelled':
+      return { kind: 'cancelled', reason: a }
+    case 'fenced':
+      return { kind: 'fenced', previous: FenceRecordSchema.parse(JSON.parse(a)), stdout: b, stderr: c }
+    case 'run':
+      return a ? { kind: 'run', previous: FenceRecordSchema.parse(JSON.parse(a)) } : { kind: 'run' }
+    case undefined:
+    default:
+      throw new Error(`unexpected fence script reply: ${String(kind)}`)
+  }
+}

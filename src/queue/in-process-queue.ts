@@ -1,0 +1,240 @@
+import { AppError } from '../errors.js'
+import { createMemoryFenceStore } from './fence.js'
+import { checkConcurrency, defaultWorkerId, failedResult, runJob } from './run-job.js'
+import type { RunOutcome } from './run-job.js'
+import { ExecJobSchema } from './schemas.js'
+import type { ExecJob, ExecJobResult, OutputChunk } from './schemas.js'
+import type { Consumer, ConsumeOptions, JobAbortReason, JobProcessor, JobQueue } from './types.js'
+import { boundedWait } from './wait-for.js'
+
+/** Options of {@link createInProcessJobQueue}. */
+export interface InProcessQueueOptions {
+  /** How long finished jobs (and their results) are kept for resubmissions (ms). @default 3600000 */
+  retentionMs?: number
+  /** Live output kept per stream for interrupted reports (bytes). @default 65536 */
+  tailCapBytes?: number
+  /** After aborting jobs at shutdown, wait this long for processors to settle (ms). @default 5000 */
+  abortGraceMs?: number
+}
+
+interface Entry {
+  readonly job: ExecJob
+  state: 'waiting' | 'active' | 'done'
+  attempt: number
+  result?: ExecJobResult
+  doneAt?: number
+  controller?: AbortController
+  readonly waiters: Set<(r: ExecJobResult) => void>
+}
+
+interface LocalConsumer {
+  readonly workerId: string
+  readonly concurrency: number
+  readonly processor: JobProcessor
+  readonly active: Set<Entry>
+  closing: boolean
+  onIdle?: () => void
+}
+
+/**
+ * The embedded single-process queue: no Redis, same semantics as the BullMQ driver (job ids, retention,
+ * fencing, cancellation, hand-back on shutdown). Jobs live only as long as the process.
+ */
+export function createInProcessJobQueue(options: InProcessQueueOptions = {}): JobQueue {
+  const retentionMs = options.retentionMs ?? 3_600_000
+  const abortGraceMs = options.abortGraceMs ?? 5_000
+  const fences = createMemoryFenceStore({ retentionMs, tailCapBytes: options.tailCapBytes ?? 65_536 })
+  const entries = new Map<string, Entry>()
+  const waiting: Entry[] = []
+  const listeners = new Map<string, Set<(chunk: OutputChunk) => void>>()
+  const consumers = new Set<LocalConsumer>()
+  const failClosed = new Set<(err: unknown) => void>()
+  let closed = false
+  let lastSweep = Date.now()
+
+  const sweep = (): void => {
+    const now = Date.now()
+    if (now - lastSweep < 10_000) return
+    lastSweep = now
+    for (const [id, e] of entries)
+      if (e.state === 'done' && (e.doneAt ?? 0) + retentionMs <= now) entries.delete(id)
+    fences.sweep()
+  }
+
+  const complete = (entry: Entry, result: ExecJobResult): void => {
+    if (entry.state === 'done') return
+    const i = waiting.indexOf(entry)
+    if (i >= 0) waiting.splice(i, 1)
+    entry.state = 'done'
+    entry.result = result
+    entry.doneAt = Date.now()
+    for (const w of entry.waiters) w(result)
+    entry.waiters.clear()
+  }
+
+  const settle = (c: LocalConsumer, entry: Entry, attempt: number, outcome: RunOutcome): void => {
+    if (c.active.delete(entry) && c.active.size === 0) c.onIdle?.()
+    if (outcome.kind === 'result') complete(entry, outcome.result)
+    else if (entry.state === 'active' && entry.attempt === attempt) {
+      entry.state = 'waiting'
+      waiting.unshift(entry)
+    }
+    dispatch()
+  }
+
+  const start = (c: LocalConsumer, entry: Entry): void => {
+    entry.state = 'active'
+    entry.attempt += 1
+    const attempt = entry.attempt
+    const controller = new AbortController()
+    entry.controller = controller
+    c.active.add(entry)
+    const { jobId } = entry.job
+    const ctx = {
+      signal: controller.signal,
+      attempt,
+      workerId: c.workerId,
+      fence: fences.fence(entry.job, attempt, c.workerId),
+      publish(chunk: OutputChunk) {
+        fences.appendTail(jobId, chunk)
+        const ls = listeners.get(jobId)
+        if (ls) for (const l of ls) l(chunk)
+      },
+    }
+    runJob(c.processor, entry.job, ctx).then(
+      (outcome) => settle(c, entry, attempt, outcome),
+      (err: unknown) => settle(c, entry, attempt, { kind: 'result', result: failedResult(err) }),
+    )
+  }
+
+  const dispatch = (): void => {
+    for (const c of consumers) {
+      while (!c.closing && c.active.size < c.concurrency && waiting.length > 0) {
+        const entry = waiting.shift()
+        if (entry) start(c, entry)
+      }
+    }
+  }
+
+  const closeConsumer = async (c: LocalConsumer, deadlineMs: number): Promise<void> => {
+    c.closing = true
+    const idle = (): Promise<void> =>
+      c.active.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => (c.onIdle = resolve))
+    const within = (ms: number): Promise<void> =>
+      new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, ms)
+        void idle().then(() => {
+          clearTimeout(t)
+          resolve()
+        })
+      })
+    await within(deadlineMs)
+    const reason: JobAbortReason = { kind: 'shutdown' }
+    for (const e of c.active) e.controller?.abort(reason)
+    await within(abortGraceMs)
+    // Processors that ignored the abort: hand their jobs back anyway; fencing covers a late finish.
+    for (const e of [...c.active]) settle(c, e, e.attempt, { kind: 'handback' })
+    consumers.delete(c)
+    dispatch()
+  }
+
+  return {
+    driver: 'in-process',
+
+    submit(input) {
+      if (closed) return Promise.reject(new AppError('QUEUE_UNAVAILABLE', 'The job queue is closed.'))
+      const job = ExecJobSchema.parse(input)
+      sweep()
+      const existing = entries.get(job.jobId)
+      if (existing) return Promise.resolve({ jobId: job.jobId })
+      const entry: Entry = { job, state: 'waiting', attempt: 0, waiters: new Set() }
+      entries.set(job.jobId, entry)
+      waiting.push(entry)
+      dispatch()
+      return Promise.resolve({ jobId: job.jobId })
+    },
+
+    wait(jobId, opts) {
+      const entry = entries.get(jobId)
+      if (!entry) {
+        const err = new AppError(
+          'NOT_FOUND',
+          `No job ${jobId} in the queue (never submitted, or past retention).`,
+        )
+        return Promise.reject(err)
+      }
+      return boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
+        if (entry.result) {
+          resolve(entry.result)
+          return () => {}
+        }
+        entry.waiters.add(resolve)
+        failClosed.add(reject)
+        return () => {
+          entry.waiters.delete(resolve)
+          failClosed.delete(reject)
+        }
+      })
+    },
+
+    getResult: (jobId) => Promise.resolve(entries.get(jobId)?.result ?? fences.result(jobId)),
+
+    subscribeOutput(jobId, listener) {
+      let set = listeners.get(jobId)
+      if (!set) listeners.set(jobId, (set = new Set()))
+      set.add(listener)
+      return Promise.resolve(() => {
+        set.delete(listener)
+        if (set.size === 0 && listeners.get(jobId) === set) listeners.delete(jobId)
+        return Promise.resolve()
+      })
+    },
+
+    async cancel(jobId, reason = 'cancelled by the caller') {
+      const entry = entries.get(jobId)
+      if (!entry || entry.state === 'done') return
+      fences.requestCancel(jobId, reason)
+      if (entry.state === 'waiting') {
+        // Out of the waiting list first, so no consumer starts it while the result is stored.
+        const i = waiting.indexOf(entry)
+        if (i >= 0) waiting.splice(i, 1)
+        const fence = fences.fence(entry.job, entry.attempt, 'queue')
+        complete(entry, await fence.finish({ status: 'cancelled', reason }))
+        return
+      }
+      const abort: JobAbortReason = { kind: 'cancelled', reason }
+      entry.controller?.abort(abort)
+    },
+
+    consume(processor, opts: ConsumeOptions = {}) {
+      if (closed) return Promise.reject(new AppError('QUEUE_UNAVAILABLE', 'The job queue is closed.'))
+      const c: LocalConsumer = {
+        workerId: opts.workerId ?? defaultWorkerId(),
+        concurrency: checkConcurrency(opts.concurrency, 8),
+        processor,
+        active: new Set(),
+        closing: false,
+      }
+      consumers.add(c)
+      dispatch()
+      const consumer: Consumer = {
+        workerId: c.workerId,
+        get activeCount() {
+          return c.active.size
+        },
+        close: ({ deadlineMs = 30_000 } = {}) => closeConsumer(c, deadlineMs),
+      }
+      return Promise.resolve(consumer)
+    },
+
+    async close() {
+      if (closed) return
+      closed = true
+      await Promise.all([...consumers].map((c) => closeConsumer(c, 0)))
+      const err = new AppError('QUEUE_UNAVAILABLE', 'The job queue closed before the job finished.')
+      for (const reject of failClosed) reject(err)
+      failClosed.clear()
+      listeners.clear()
+    },
+  }
+}

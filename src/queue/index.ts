@@ -1,0 +1,32 @@
+export type {
+  Consumer,
+  ConsumeOptions,
+  FenceOutcome,
+  JobAbortReason,
+  JobContext,
+  JobFence,
+  JobProcessor,
+  JobQueue,
+  QueueDriver,
+  Unsubscribe,
+  WaitOptions,
+} from './types.js'
+export {
+  ErrorCodeSchema,
+  ExecJobResultSchema,
+  ExecJobSchema,
+  ExecResultSchema,
+  FenceRecordSchema,
+} from './schemas.js'
+export type { ExecJob, ExecJobResult, FenceRecord, OutputChunk } from './schemas.js'
+export { deriveJobId, isJobId } from './job-id.js'
+export { createMemoryFenceStore, decideFence, interruptedResult, resultOfOutcome } from './fence.js'
+export type { FenceSnapshot, InterruptedInfo, MemoryFenceStore, MemoryFenceStoreOptions } from './fence.js'
+export { abortReasonOf, failedResult } from './run-job.js'
+export { createInProcessJobQueue } from './in-process-queue.js'
+export type { InProcessQueueOptions } from './in-process-queue.js'
+export { createBullmqJobQueue } from './bullmq/bullmq-queue.js'
+export type { BullmqQueueOptions } from './bullmq/bullmq-queue.js'
+export type { BullmqConsumerTuning } from './bullmq/bullmq-consumer.js'
+export { createJobQueue } from './create-job-queue.js'
+export type { JobQueueConfig } from './create-job-queue.js'

@@ -1,0 +1,129 @@
+import { z } from 'zod'
+import type { ErrorCode } from '../errors.js'
+
+/*
+ * Job payloads cross process boundaries (Redis), so both directions are zod schemas: the worker
+ * parses what it takes off the queue, the waiter parses what comes back.
+ */
+
+const ERROR_CODES = [
+  'BAD_REQUEST',
+  'CONFIG_INVALID',
+  'UNAUTHORIZED',
+  'FORBIDDEN',
+  'NOT_FOUND',
+  'CONFLICT',
+  'PAYLOAD_TOO_LARGE',
+  'RATE_LIMITED',
+  'UNAVAILABLE',
+  'EXTENSION_ERROR',
+  'INTERCEPTOR_FAILED',
+  'UNKNOWN_PROVIDER',
+  'UNKNOWN_PROFILE',
+  'SANDBOX_LOST',
+  'SANDBOX_CREATE_FAILED',
+  'SANDBOX_TIMEOUT',
+  'ACQUIRE_TIMEOUT',
+  'QUOTA_EXCEEDED',
+  'JOB_INTERRUPTED',
+  'JOB_CANCELLED',
+  'QUEUE_UNAVAILABLE',
+  'INTERNAL',
+] as const satisfies readonly ErrorCode[]
+
+// Compile-time proof that the list above names every ErrorCode.
+type MissingCodes = Exclude<ErrorCode, (typeof ERROR_CODES)[number]>
+const everyCodeListed: MissingCodes extends never ? true : false = true
+void everyCodeListed
+
+/** Any {@link ErrorCode}. */
+export const ErrorCodeSchema = z.enum(ERROR_CODES)
+
+/** One routed command as it travels through the queue. */
+export const ExecJobSchema = z
+  .object({
+    /** Derived from (tenant, callId): see `deriveJobId`. */
+    jobId: z.string().min(1),
+    tenant: z.string().min(1),
+    /** Session key parts are tenant, sessionId, providerId, profile. Absent: an ephemeral sandbox. */
+    sessionId: z.string().min(1).optional(),
+    providerId: z.string().min(1),
+    profile: z.string().min(1),
+    command: z.string(),
+    cwd: z.string().optional(),
+    env: z.record(z.string(), z.string()).optional(),
+    stdin: z.string().optional(),
+    /** Already clamped to the profile's max (ms). */
+    timeoutMs: z.number().int().positive(),
+    /** Per-stream output cap (bytes), from the profile. */
+    outputCapBytes: z.number().int().positive(),
+    /** A redelivered job may run again instead of reporting `interrupted`. */
+    idempotent: z.boolean(),
+    callId: z.string().min(1),
+    toolName: z.string(),
+    /** Epoch ms when the router submitted the job. */
+    submittedAt: z.number(),
+  })
+  .strict()
+
+/** One routed command as it travels through the queue. */
+export type ExecJob = z.output<typeof ExecJobSchema>
+
+/** The normalised result of a command (mirrors `ExecResult` of src/sandbox). */
+export const ExecResultSchema = z.object({
+  exitCode: z.number().int().nullable(),
+  signal: z.string().optional(),
+  stdout: z.string(),
+  stderr: z.string(),
+  timedOut: z.boolean(),
+  truncated: z.boolean(),
+  durationMs: z.number(),
+  sandboxId: z.string(),
+})
+
+/** What is known about an earlier execution attempt (the fence record). */
+export const FenceRecordSchema = z.object({
+  attempt: z.number().int().positive(),
+  workerId: z.string(),
+  /** Epoch ms when the command was handed to the sandbox. */
+  startedAt: z.number(),
+  sandboxId: z.string().optional(),
+})
+
+/** What is known about an earlier execution attempt (the fence record). */
+export type FenceRecord = z.output<typeof FenceRecordSchema>
+
+/** How a job ended. Every driver resolves a job with exactly one of these. */
+export const ExecJobResultSchema = z.discriminatedUnion('status', [
+  z.object({
+    status: z.literal('completed'),
+    result: ExecResultSchema,
+    attempt: z.number().int().positive(),
+    workerId: z.string(),
+  }),
+  z.object({
+    /** A previous attempt may have run (part of) the command; it was not run again. */
+    status: z.literal('interrupted'),
+    message: z.string(),
+    previous: FenceRecordSchema.optional(),
+    /** Output the previous attempt published before it was interrupted (a bounded tail). */
+    stdout: z.string(),
+    stderr: z.string(),
+  }),
+  z.object({ status: z.literal('cancelled'), reason: z.string() }),
+  z.object({
+    status: z.literal('failed'),
+    code: ErrorCodeSchema,
+    message: z.string(),
+    retryable: z.boolean(),
+  }),
+])
+
+/** How a job ended. */
+export type ExecJobResult = z.output<typeof ExecJobResultSchema>
+
+/** A live piece of a job's output. */
+export interface OutputChunk {
+  readonly stream: 'stdout' | 'stderr'
+  readonly data: string
+}

@@ -1,0 +1,116 @@
+import type { ExecJob, ExecJobResult, FenceRecord, OutputChunk } from './schemas.js'
+
+/** Which backend a {@link JobQueue} runs on. */
+export type QueueDriver = 'bullmq' | 'in-process'
+
+/** Why a job's signal was aborted. Drivers set this as `signal.reason`. */
+export type JobAbortReason =
+  /** Someone cancelled the job: the command must stop; the job ends `cancelled`. */
+  | { readonly kind: 'cancelled'; readonly reason: string }
+  /** The consumer is shutting down past its drain deadline: the job is handed back to the queue. */
+  | { readonly kind: 'shutdown' }
+
+/** What the fence says about running a job's command now. */
+export type FenceOutcome =
+  /** Run it. `previous` is set when an earlier attempt started it (idempotent routes only). */
+  | { readonly kind: 'run'; readonly previous?: FenceRecord }
+  /** The job already has a result (a previous attempt finished): return it. */
+  | { readonly kind: 'done'; readonly result: ExecJobResult }
+  /** The job was cancelled before it ran. */
+  | { readonly kind: 'cancelled'; readonly reason: string }
+  /** An earlier attempt started the command and the route is not idempotent: do not run it again. */
+  | {
+      readonly kind: 'fenced'
+      readonly previous: FenceRecord
+      readonly stdout: string
+      readonly stderr: string
+    }
+
+/**
+ * Per-job execution fence. A processor calls {@link JobFence.begin} immediately before the side effect
+ * (the command); drivers call the rest.
+ */
+export interface JobFence {
+  /** Reads the job's records without writing (same verdict `begin` would give). */
+  inspect(): Promise<FenceOutcome>
+  /** Atomically: a stored result, a cancel request or (non-idempotent) an earlier start wins; else records this start. */
+  begin(start: { sandboxId?: string }): Promise<FenceOutcome>
+  /** Stores the result unless one exists; resolves with the stored one (the first finisher wins). */
+  finish(result: ExecJobResult): Promise<ExecJobResult>
+}
+
+/** What a processor gets besides the job. */
+export interface JobContext {
+  /** Aborted on cancel or on shutdown past the drain deadline; `signal.reason` is a {@link JobAbortReason}. */
+  readonly signal: AbortSignal
+  /** 1 on first delivery; higher after a redelivery (worker died, or the job was handed back). */
+  readonly attempt: number
+  /** Id of the consumer running the job (stored in fence records). */
+  readonly workerId: string
+  readonly fence: JobFence
+  /** Publishes live output (best effort; the final result carries the whole output). */
+  publish(chunk: OutputChunk): void
+}
+
+/**
+ * Runs one job. Resolve with the job's result. Rejecting while `ctx.signal` is aborted ends the job as
+ * `cancelled`, or hands it back on shutdown; any other rejection ends it `failed` (code from an
+ * `AppError`, else INTERNAL).
+ */
+export type JobProcessor = (job: ExecJob, ctx: JobContext) => Promise<ExecJobResult>
+
+/** Options of {@link JobQueue.consume}. */
+export interface ConsumeOptions {
+  /** Jobs run at once by this consumer. @default 8 */
+  concurrency?: number
+  /** Id recorded in fence records and results. @default `<hostname>-<pid>-<random>` */
+  workerId?: string
+}
+
+/** A running consumer of a queue. */
+export interface Consumer {
+  readonly workerId: string
+  /** Jobs currently being processed. */
+  readonly activeCount: number
+  /**
+   * Stops taking jobs, lets running ones finish for up to `deadlineMs`, then aborts the rest
+   * (reason `shutdown`) and hands them back to the queue, where fencing decides their fate.
+   */
+  close(opts?: { deadlineMs?: number }): Promise<void>
+}
+
+/** Options of {@link JobQueue.wait}. */
+export interface WaitOptions {
+  /** Reject with `AppError('QUEUE_UNAVAILABLE')` after this long (ms). */
+  timeoutMs: number
+  /** Stops waiting (rejects with the abort reason); does not cancel the job. */
+  signal?: AbortSignal
+}
+
+/** Stops a subscription. */
+export type Unsubscribe = () => Promise<void>
+
+/**
+ * A queue of {@link ExecJob}s. Jobs are keyed by `job.jobId`: submitting an id that exists (waiting,
+ * running, or finished within the retention window) does not add a second job.
+ */
+export interface JobQueue {
+  readonly driver: QueueDriver
+  /** Adds the job unless one with its id exists (a resubmission is a no-op that resolves the same way). */
+  submit(job: ExecJob): Promise<{ readonly jobId: string }>
+  /** Resolves with the job's result once it has one (immediately when it already finished). */
+  wait(jobId: string, opts: WaitOptions): Promise<ExecJobResult>
+  /** The job's result if it finished within the retention window. */
+  getResult(jobId: string): Promise<ExecJobResult | undefined>
+  /** Delivers the job's live output from now on. Resolves once the subscription is active. */
+  subscribeOutput(jobId: string, listener: (chunk: OutputChunk) => void): Promise<Unsubscribe>
+  /**
+   * Cancels the job wherever it is: a waiting job ends `cancelled` when a worker reaches it (or at once,
+   * in-process); a running one has its signal aborted on the worker holding it (the command is killed).
+   */
+  cancel(jobId: string, reason?: string): Promise<void>
+  /** Starts processing jobs in this process. */
+  consume(processor: JobProcessor, opts?: ConsumeOptions): Promise<Consumer>
+  /** Closes consumers (hands their jobs back), then connections. Pending waits reject. */
+  close(): Promise<void>
+}
