@@ -72,8 +72,9 @@ export class WarmPools {
     if (!t || t.profile.pool.minIdle === 0 || this.core.closed || this.refilling.has(pool)) return
     const failed = this.failures.get(pool)
     if (failed && Date.now() < failed.retryAt) return
-    const run = this.core
-      .background(`refilling warm pool ${pool}`, () => this.refill(t))
+    // Deferred a turn so the acquire that triggered it is not slowed by the create's first steps.
+    const run = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.core.background(`refilling warm pool ${pool}`, () => this.refill(t)))
       .finally(() => this.refilling.delete(pool))
     this.refilling.set(pool, run)
   }
