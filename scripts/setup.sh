@@ -118,6 +118,7 @@ if is_root; then
   chown 1000:1000 "$rootfs/workspace"
   owner_opts=()
 fi
+old_id=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 tar --numeric-owner "${owner_opts[@]}" -C "$rootfs" -cf - . | docker import \
   --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' \
   --change 'ENV HOME=/workspace' \
@@ -126,4 +127,6 @@ tar --numeric-owner "${owner_opts[@]}" -C "$rootfs" -cf - . | docker import \
   --change "LABEL $INPUTS_LABEL=$inputs" \
   --change 'CMD ["/usr/local/bin/sbx-agent", "--init"]' \
   - "$IMAGE" >/dev/null
+# The previous build is now untagged; drop it unless a container still uses it.
+[ -z "$old_id" ] || docker rmi "$old_id" >/dev/null 2>&1 || true
 log "image $IMAGE built"

@@ -5,6 +5,9 @@ import type { AgentChannel } from './channel.js'
 import { execError, signalName } from './errors.js'
 import { Frame, decodeErr, decodeExit, encodeEmpty, encodeExec } from './protocol.js'
 
+/** setTimeout's largest delay; longer ones fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
 /** An exec request with every default applied by the sandbox handle. */
 export interface ResolvedExec {
   command: string
@@ -98,17 +101,20 @@ export function startExec(
         finish(() => reject(err))
       }
     }
-    const watchdog = setTimeout(() => {
-      const error = new AppError(
-        'SANDBOX_TIMEOUT',
-        `sandbox ${sandboxId}: no result ${watchdogMs} ms after the ${request.timeoutMs} ms timeout; ` +
-          `the container may be paused or overloaded; destroy it and create a new sandbox`,
-        { retryable: true },
-      )
-      finish(() => reject(error))
-      // A wedged agent: drop the connection (the next call reconnects) so no slot stays taken.
-      channel.close(error)
-    }, request.timeoutMs + watchdogMs)
+    const watchdog = setTimeout(
+      () => {
+        const error = new AppError(
+          'SANDBOX_TIMEOUT',
+          `sandbox ${sandboxId}: no result ${watchdogMs} ms after the ${request.timeoutMs} ms timeout; ` +
+            `the container may be paused or overloaded; destroy it and create a new sandbox`,
+          { retryable: true },
+        )
+        finish(() => reject(error))
+        // A wedged agent: drop the connection (the next call reconnects) so no slot stays taken.
+        channel.close(error)
+      },
+      Math.min(request.timeoutMs + watchdogMs, MAX_TIMER_MS),
+    )
     const stdout = new StreamSink(request.outputCapBytes, opts.onStdout)
     const stderr = new StreamSink(request.outputCapBytes, opts.onStderr)
 

@@ -3,24 +3,43 @@ import type { AgentChannel } from './channel.js'
 import { fileError } from './errors.js'
 import { Frame, decodeErr, encodeRead, encodeWrite } from './protocol.js'
 
+/** Cancellation and the inactivity deadline of a file operation. */
+export interface FileOpOptions {
+  signal?: AbortSignal
+  /** A request with no frame from the agent for this long fails with SANDBOX_TIMEOUT (ms). */
+  timeoutMs: number
+}
+
 /** Bytes per WRITE frame; large files go as several frames (first truncates, rest append). */
 const WRITE_CHUNK_BYTES = 1024 * 1024
 
 /**
  * Sends one request and resolves with its OK payload; DATA frames go to `onData`.
- * An abort stops waiting (the agent finishes the small operation on its own).
+ * An abort stops waiting (the agent finishes the small operation on its own). An agent that stays
+ * silent for `timeoutMs` (paused or wedged container) fails the request and drops the channel.
  */
 function request(
   channel: AgentChannel,
   path: string,
   frame: (id: number) => Buffer,
-  signal: AbortSignal | undefined,
+  { signal, timeoutMs }: FileOpOptions,
   onData?: (chunk: Buffer) => void,
 ): Promise<Buffer> {
   signal?.throwIfAborted()
   const id = channel.allocateId()
   return new Promise<Buffer>((resolve, reject) => {
+    const onSilence = (): void => {
+      const error = new AppError(
+        'SANDBOX_TIMEOUT',
+        `sandbox ${channel.sandboxId}: no answer about ${path} for ${timeoutMs} ms; the container may be paused or overloaded`,
+        { retryable: true },
+      )
+      done(() => reject(error))
+      channel.close(error)
+    }
+    let timer = setTimeout(onSilence, timeoutMs)
     const done = (outcome: () => void): void => {
+      clearTimeout(timer)
       channel.unsubscribe(id)
       signal?.removeEventListener('abort', onAbort)
       outcome()
@@ -30,6 +49,8 @@ function request(
     try {
       channel.subscribe(id, {
         onFrame(f) {
+          clearTimeout(timer)
+          timer = setTimeout(onSilence, timeoutMs)
           if (f.type === Frame.DATA) {
             try {
               onData?.(f.payload)
@@ -58,13 +79,13 @@ export async function writeFileOp(
   channel: AgentChannel,
   path: string,
   data: Uint8Array,
-  signal?: AbortSignal,
+  opts: FileOpOptions,
 ): Promise<void> {
   let off = 0
   do {
     const chunk = data.subarray(off, off + WRITE_CHUNK_BYTES)
     const first = off === 0
-    await request(channel, path, (id) => encodeWrite(id, path, chunk, first), signal)
+    await request(channel, path, (id) => encodeWrite(id, path, chunk, first), opts)
     off += chunk.length
   } while (off < data.length)
 }
@@ -74,7 +95,7 @@ export async function readFileOp(
   channel: AgentChannel,
   path: string,
   maxBytes: number,
-  signal?: AbortSignal,
+  opts: FileOpOptions,
 ): Promise<Uint8Array> {
   const chunks: Buffer[] = []
   let total = 0
@@ -82,7 +103,7 @@ export async function readFileOp(
     channel,
     path,
     (id) => encodeRead(id, path),
-    signal,
+    opts,
     (chunk) => {
       total += chunk.length
       if (total > maxBytes) {

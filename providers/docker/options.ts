@@ -19,6 +19,8 @@ export const DockerProviderOptionsSchema = z
     watchdogMs: z.number().int().positive().default(5_000),
     /** Timeout of the agent round trip in `health()` (ms). @default 2000 */
     pingTimeoutMs: z.number().int().positive().default(2_000),
+    /** A file operation (one chunk) unanswered this long fails with SANDBOX_TIMEOUT (ms). @default 60000 */
+    fileOpTimeoutMs: z.number().int().positive().default(60_000),
     /** Largest file `readFile` returns (bytes). @default 268435456 */
     maxReadFileBytes: z
       .number()

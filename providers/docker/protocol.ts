@@ -101,7 +101,7 @@ export function encodeExec(id: number, e: ExecFrame): Buffer {
   const env = Object.entries(e.env)
   return encode(Frame.EXEC, id, [
     { u32: Math.min(Math.max(1, Math.ceil(e.timeoutMs)), 0xffff_ffff) },
-    { u64: Math.max(0, Math.floor(e.capBytes)) },
+    { u64: Math.max(0, Math.floor(Math.min(e.capBytes, Number.MAX_SAFE_INTEGER))) },
     { u32: 0 },
     str(e.cwd),
     str(e.command),

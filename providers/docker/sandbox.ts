@@ -29,6 +29,8 @@ export interface DockerSandboxSettings {
   watchdogMs: number
   maxReadFileBytes: number
   pingTimeoutMs: number
+  /** A file operation with no answer this long fails with SANDBOX_TIMEOUT (and drops the channel). */
+  fileOpTimeoutMs: number
 }
 
 /** `promise`, or the abort reason as soon as `signal` aborts (the promise itself keeps going). */
@@ -147,6 +149,17 @@ export class DockerSandbox implements Sandbox {
     if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
       throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
     }
+    if (request.command.includes('\0') || request.cwd?.includes('\0')) {
+      throw new AppError('BAD_REQUEST', 'command and cwd must not contain NUL bytes')
+    }
+    for (const [key, value] of Object.entries(request.env ?? {})) {
+      if (!/^[^=\0]+$/.test(key) || value.includes('\0')) {
+        throw new AppError(
+          'BAD_REQUEST',
+          `invalid env variable ${JSON.stringify(key)}: names are non-empty without '=' or NUL`,
+        )
+      }
+    }
     const release = await this.slots.acquire(opts.signal)
     let run: ExecRun
     try {
@@ -173,24 +186,33 @@ export class DockerSandbox implements Sandbox {
     return run.result
   }
 
+  private absolute(path: string): string {
+    if (!path || path.includes('\0'))
+      throw new AppError('BAD_REQUEST', 'a file path must be non-empty without NUL bytes')
+    return posix.resolve(this.settings.cwd, path)
+  }
+
   async writeFile(
     path: string,
     data: string | Uint8Array,
     opts: { signal?: AbortSignal } = {},
   ): Promise<void> {
+    const absolute = this.absolute(path)
     const channel = await this.channel(opts.signal)
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
-    await writeFileOp(channel, posix.resolve(this.settings.cwd, path), bytes, opts.signal)
+    await writeFileOp(channel, absolute, bytes, {
+      signal: opts.signal,
+      timeoutMs: this.settings.fileOpTimeoutMs,
+    })
   }
 
   async readFile(path: string, opts: { signal?: AbortSignal } = {}): Promise<Uint8Array> {
+    const absolute = this.absolute(path)
     const channel = await this.channel(opts.signal)
-    return readFileOp(
-      channel,
-      posix.resolve(this.settings.cwd, path),
-      this.settings.maxReadFileBytes,
-      opts.signal,
-    )
+    return readFileOp(channel, absolute, this.settings.maxReadFileBytes, {
+      signal: opts.signal,
+      timeoutMs: this.settings.fileOpTimeoutMs,
+    })
   }
 
   async health(): Promise<SandboxHealth> {

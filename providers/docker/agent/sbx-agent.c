@@ -627,6 +627,9 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--init") == 0) return run_init();
 
   signal(SIGPIPE, SIG_IGN);
+  /* Commands run as our uid: keep them from ptrace-ing us or writing into our pipes via /proc.
+   * (execve resets this for the commands themselves.) */
+  prctl(PR_SET_DUMPABLE, 0);
   /* Orphaned background processes re-parent to us, so we reap them instead of leaving zombies. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   sigset_t set;

@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, test } from 'vitest'
+import { createDockerProvider } from '../../../providers/docker/index.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import { dockerFixture, quick, rejectionOf } from './fixtures.js'
 
@@ -144,5 +145,39 @@ describe('docker provider faults', () => {
     expect(await rejectionOf(fx.provider.create(profile, { labels: fx.labels }))).toMatchObject({
       code: 'CONFIG_INVALID',
     })
+  })
+
+  test('a paused container fails exec and file calls within their deadlines instead of hanging', async () => {
+    const impatient = createDockerProvider({ watchdogMs: 300, fileOpTimeoutMs: 500 })
+    const sb = await impatient.create(resolveProfile('paused', { provider: 'docker' }), { labels: fx.labels })
+    try {
+      await fx.provider.docker.getContainer(sb.ref.id).pause()
+      const started = performance.now()
+      const err = await rejectionOf(sb.exec({ ...quick, command: 'echo hi', timeoutMs: 300 }))
+      expect(err).toMatchObject({ code: 'SANDBOX_TIMEOUT' })
+      expect(performance.now() - started).toBeLessThan(5_000)
+      expect(await rejectionOf(sb.readFile('x'))).toMatchObject({ code: 'SANDBOX_LOST' })
+      await fx.provider.docker.getContainer(sb.ref.id).unpause()
+      expect((await sb.exec({ ...quick, command: 'echo back' })).stdout).toBe('back\n')
+    } finally {
+      await impatient.close()
+    }
+  })
+
+  test('invalid requests are BAD_REQUEST before anything runs', async () => {
+    const sb = await fx.create()
+    expect(await rejectionOf(sb.exec({ ...quick, command: 'true', env: { 'A=B': 'x' } }))).toMatchObject({
+      code: 'BAD_REQUEST',
+    })
+    expect(await rejectionOf(sb.exec({ ...quick, command: 'echo \0' }))).toMatchObject({ code: 'BAD_REQUEST' })
+    expect(await rejectionOf(sb.readFile(''))).toMatchObject({ code: 'BAD_REQUEST' })
+    expect(await rejectionOf(sb.readFile('/workspace'))).toMatchObject({ code: 'BAD_REQUEST' })
+  })
+
+  test('network bridge is an explicit opt-out of the no-network default', async () => {
+    const sb = await fx.create({ network: 'bridge' })
+    const info = await fx.provider.docker.getContainer(sb.ref.id).inspect()
+    expect(info.HostConfig.NetworkMode).toBe('bridge')
+    expect((await sb.exec({ ...quick, command: 'ls /sys/class/net | sort | tr "\\n" " "' })).stdout).toMatch(/eth0/)
   })
 })
