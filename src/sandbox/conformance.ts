@@ -9,8 +9,9 @@
  *
  * It imports vitest, so it is not re-exported from `src/sandbox/index.ts`.
  */
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { registerIoCases, rejectionOf } from './conformance-io.js'
 import type { ResolvedProfile } from './profiles.js'
 import type { ExecRequest, ExecResult, Labels, Sandbox, SandboxProvider } from './types.js'
 
@@ -32,16 +33,6 @@ export interface ConformanceOptions {
 
 /** Label key carrying the suite run id; `afterAll` destroys everything carrying it. */
 export const CONFORMANCE_RUN_LABEL = 'sandbox-router.conformance-run'
-
-/** The error a promise rejects with (fails when it resolves). */
-async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected the promise to reject')
-}
 
 /** Registers the conformance tests for one provider. */
 export function runProviderConformance(name: string, options: ConformanceOptions): void {
@@ -160,125 +151,7 @@ export function runProviderConformance(name: string, options: ConformanceOptions
       timeout,
     )
 
-    test(
-      'large output arrives whole under the cap',
-      async () => {
-        const r = await run(`head -c ${largeBytes} /dev/zero | tr '\\0' x`, {
-          outputCapBytes: largeBytes * 2,
-        })
-        expect(r.exitCode).toBe(0)
-        expect(r.truncated).toBe(false)
-        expect(r.stdout.length).toBe(largeBytes)
-        expect(r.stdout.replace(/x/g, '')).toBe('')
-      },
-      timeout,
-    )
-
-    test(
-      'timeout kills the whole process group and keeps partial output',
-      async () => {
-        const r = await run('echo started; sleep 300 & echo $! > bg.pid; sleep 300', { timeoutMs: 1000 })
-        expect(r.timedOut).toBe(true)
-        expect(r.stdout).toBe('started\n')
-        expect(r.durationMs).toBeLessThan(15_000)
-        expect(await processGone('bg.pid')).toBe('gone')
-      },
-      timeout,
-    )
-
-    test(
-      'output cap sets truncated and does not block the process',
-      async () => {
-        const r = await run(`head -c 3000000 /dev/zero | tr '\\0' y; echo finished >&2`, {
-          outputCapBytes: 1000,
-        })
-        expect(r.exitCode).toBe(0)
-        expect(r.truncated).toBe(true)
-        expect(r.stdout).toBe('y'.repeat(1000))
-        expect(r.stderr).toBe('finished\n')
-      },
-      timeout,
-    )
-
-    test(
-      'a process ended by a signal reports the signal',
-      async () => {
-        const r = await run('kill -9 $$')
-        expect(r.exitCode).toBeNull()
-        expect(r.signal).toBe('SIGKILL')
-      },
-      timeout,
-    )
-
-    test(
-      'live onStdout delivers output while the command still runs',
-      async () => {
-        await run('rm -f go.flag')
-        let seen = ''
-        let sawFirst!: () => void
-        const first = new Promise<void>((resolve) => (sawFirst = resolve))
-        const pending = sb.exec(
-          { ...base, command: 'echo first; while [ ! -f go.flag ]; do sleep 0.02; done; echo second' },
-          {
-            onStdout: (chunk) => {
-              seen += chunk
-              if (seen.includes('first')) sawFirst()
-            },
-          },
-        )
-        await first
-        await sb.writeFile('go.flag', '')
-        const r = await pending
-        expect(r.stdout).toBe('first\nsecond\n')
-        expect(seen).toBe('first\nsecond\n')
-      },
-      timeout,
-    )
-
-    test(
-      'cancel via AbortSignal kills the process group and rejects with the reason',
-      async () => {
-        const controller = new AbortController()
-        const reason = new Error('cancelled by test')
-        const pending = sb.exec(
-          { ...base, command: 'sleep 300 & echo $! > cancel.pid; echo ready; wait' },
-          { signal: controller.signal, onStdout: (c) => c.includes('ready') && controller.abort(reason) },
-        )
-        expect(await rejectionOf(pending)).toBe(reason)
-        expect(await processGone('cancel.pid')).toBe('gone')
-        const already = AbortSignal.abort(reason)
-        expect(await rejectionOf(sb.exec({ ...base, command: 'echo no' }, { signal: already }))).toBe(reason)
-      },
-      timeout,
-    )
-
-    test(
-      'files: binary round trip, nested directories, absolute paths, utf-8 strings',
-      async () => {
-        const all = new Uint8Array(256).map((_, i) => i)
-        await sb.writeFile('bin/all.bytes', all)
-        expect(Buffer.from(await sb.readFile('bin/all.bytes')).equals(Buffer.from(all))).toBe(true)
-        const big = randomBytes(3 * 1024 * 1024 + 17)
-        await sb.writeFile('d1/d2/d3/big.bin', big)
-        expect(Buffer.from(await sb.readFile(`${profile.cwd}/d1/d2/d3/big.bin`)).equals(big)).toBe(true)
-        expect((await run('wc -c < d1/d2/d3/big.bin')).stdout.trim()).toBe(String(big.length))
-        await sb.writeFile('/tmp/abs/ü.txt', 'héllo 😀')
-        expect(Buffer.from(await sb.readFile('/tmp/abs/ü.txt')).toString('utf8')).toBe('héllo 😀')
-        await sb.writeFile('bin/all.bytes', 'shorter')
-        expect(Buffer.from(await sb.readFile('bin/all.bytes')).toString()).toBe('shorter')
-        await sb.writeFile('empty', new Uint8Array())
-        expect((await sb.readFile('empty')).length).toBe(0)
-      },
-      timeout,
-    )
-
-    test(
-      'files: reading a missing file fails with NOT_FOUND',
-      async () => {
-        expect(await rejectionOf(sb.readFile('no/such/file'))).toMatchObject({ code: 'NOT_FOUND' })
-      },
-      timeout,
-    )
+    registerIoCases({ sandbox: () => sb, run, processGone, base, profile, timeout, largeBytes })
 
     test(
       'connect by ref from another provider instance sees the same sandbox',

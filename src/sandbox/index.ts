@@ -1,5 +1,6 @@
 // The sandbox folder's public API. The provider conformance suite imports vitest, so it is not
-// exported here: import `runProviderConformance` from `src/sandbox/conformance.js` directly.
+// exported here: import `runProviderConformance` from `src/sandbox/conformance.js` directly
+// (its cases live in `conformance.ts` and `conformance-io.ts`).
 export { LABELS } from './types.js'
 export type {
   CreateOptions,
