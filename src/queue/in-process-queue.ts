@@ -179,6 +179,19 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
 
     getResult: (jobId) => Promise.resolve(entries.get(jobId)?.result ?? fences.result(jobId)),
 
+    inspect(jobId) {
+      const e = entries.get(jobId)
+      if (!e) return Promise.resolve(undefined)
+      const state = e.state === 'done' ? 'finished' : e.state
+      return Promise.resolve({ job: e.job, state, ...(e.result ? { result: e.result } : {}) })
+    },
+
+    counts() {
+      let active = 0
+      for (const c of consumers) active += c.active.size
+      return Promise.resolve({ waiting: waiting.length, active })
+    },
+
     subscribeOutput(jobId, listener) {
       let set = listeners.get(jobId)
       if (!set) listeners.set(jobId, (set = new Set()))

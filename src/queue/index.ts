@@ -2,6 +2,7 @@ export type {
   Consumer,
   ConsumeOptions,
   FenceOutcome,
+  JobInfo,
   JobAbortReason,
   JobContext,
   JobFence,

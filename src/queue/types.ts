@@ -87,6 +87,13 @@ export interface WaitOptions {
   signal?: AbortSignal
 }
 
+/** Where a job is, for views (HTTP, dashboards). */
+export interface JobInfo {
+  readonly job: ExecJob
+  readonly state: 'waiting' | 'active' | 'finished'
+  readonly result?: ExecJobResult
+}
+
 /** Stops a subscription. */
 export type Unsubscribe = () => Promise<void>
 
@@ -102,6 +109,10 @@ export interface JobQueue {
   wait(jobId: string, opts: WaitOptions): Promise<ExecJobResult>
   /** The job's result if it finished within the retention window. */
   getResult(jobId: string): Promise<ExecJobResult | undefined>
+  /** The job, its state and (when finished) its result; undefined when unknown or past retention. */
+  inspect(jobId: string): Promise<JobInfo | undefined>
+  /** Jobs waiting (including delayed/prioritized) and running, across the queue. */
+  counts(): Promise<{ readonly waiting: number; readonly active: number }>
   /** Delivers the job's live output from now on. Resolves once the subscription is active. */
   subscribeOutput(jobId: string, listener: (chunk: OutputChunk) => void): Promise<Unsubscribe>
   /**

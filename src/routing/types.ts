@@ -35,4 +35,6 @@ export interface RouteContext {
  */
 export interface RouteExecutor {
   execute(route: RouteRequest, ctx?: RouteContext): Promise<ExecResult>
+  /** The timeout the route runs with (its own or the profile default, clamped to the profile max). */
+  effectiveTimeoutMs?(route: RouteRequest): number
 }

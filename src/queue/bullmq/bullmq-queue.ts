@@ -154,6 +154,23 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         throw err
       }),
 
+    async inspect(jobId) {
+      const job = await queue.getJob(jobId)
+      if (!job) return undefined
+      const data = ExecJobSchema.parse(job.data)
+      const state = await job.getState()
+      if (state === 'completed' || state === 'failed') {
+        const result = await finishedResult(jobId)
+        return { job: data, state: 'finished', ...(result ? { result } : {}) }
+      }
+      return { job: data, state: state === 'active' ? 'active' : 'waiting' }
+    },
+
+    async counts() {
+      const c = await queue.getJobCounts('waiting', 'prioritized', 'delayed', 'active')
+      return { waiting: (c.waiting ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0), active: c.active ?? 0 }
+    },
+
     async subscribeOutput(jobId, listener) {
       const sub = await getSubscriber()
       return sub.on(fences.keys.outputChannel(jobId), (message) => {

@@ -1,0 +1,137 @@
+import { AppError } from '../errors.js'
+import { deriveJobId } from '../queue/job-id.js'
+import { abortReasonOf } from '../queue/run-job.js'
+import type { ExecJob, ExecJobResult, OutputChunk } from '../queue/schemas.js'
+import type { JobQueue } from '../queue/types.js'
+import type { ExecResult } from '../sandbox/types.js'
+import { jobCancelledError, unwrapJobResult } from './job-errors.js'
+import type { RouteTargets } from './route-targets.js'
+import type { RouteContext, RouteExecutor, RouteRequest } from './types.js'
+
+/** Options of {@link QueueRouteExecutor}. */
+export interface QueueRouteExecutorOptions {
+  queue: JobQueue
+  /** Resolves providerId/profile (the `ProviderRegistry`). */
+  targets: RouteTargets
+  /** Tenant of routes that name none (embedded mode). @default 'default' */
+  defaultTenant?: string
+  /**
+   * Time allowed on top of the command's timeout for queueing, sandbox acquire (a cold create) and
+   * the round trip, before the call fails with QUEUE_UNAVAILABLE (ms). @default 30000
+   */
+  waitMarginMs?: number
+  /** After cancelling, wait this long for the worker to confirm the process was killed (ms). @default 5000 */
+  cancelGraceMs?: number
+}
+
+/**
+ * The queue-backed {@link RouteExecutor}: validates the target up front, builds the job (id from
+ * tenant + callId, timeout clamped to the profile), submits it, streams its live output, propagates
+ * the caller's abort as a job cancel, and returns the ExecResult or throws the AppError the job's
+ * outcome stands for (JOB_INTERRUPTED, JOB_CANCELLED, SANDBOX_LOST, ACQUIRE_TIMEOUT, ...).
+ */
+export class QueueRouteExecutor implements RouteExecutor {
+  private readonly defaultTenant: string
+  private readonly waitMarginMs: number
+  private readonly cancelGraceMs: number
+
+  constructor(private readonly options: QueueRouteExecutorOptions) {
+    this.defaultTenant = options.defaultTenant ?? 'default'
+    this.waitMarginMs = options.waitMarginMs ?? 30_000
+    this.cancelGraceMs = options.cancelGraceMs ?? 5_000
+  }
+
+  /** The timeout a route runs with: its own (or the profile default), clamped to the profile max. */
+  effectiveTimeoutMs(route: RouteRequest): number {
+    const { profile } = this.options.targets.resolve(route.providerId, route.profile)
+    if (route.timeoutMs !== undefined && !(Number.isInteger(route.timeoutMs) && route.timeoutMs > 0)) {
+      throw new AppError('BAD_REQUEST', `timeoutMs must be a positive integer (ms), got ${route.timeoutMs}.`)
+    }
+    return Math.min(route.timeoutMs ?? profile.defaultTimeoutMs, profile.maxTimeoutMs)
+  }
+
+  /** The job a route becomes (exposed for the HTTP layer, which submits without waiting). */
+  buildJob(route: RouteRequest): ExecJob {
+    const { profile } = this.options.targets.resolve(route.providerId, route.profile)
+    const tenant = route.tenant ?? this.defaultTenant
+    return {
+      jobId: deriveJobId(tenant, route.callId),
+      tenant,
+      ...(route.sessionId === undefined ? {} : { sessionId: route.sessionId }),
+      providerId: route.providerId,
+      profile: route.profile,
+      command: route.command,
+      ...(route.cwd === undefined ? {} : { cwd: route.cwd }),
+      ...(route.env === undefined ? {} : { env: { ...route.env } }),
+      ...(route.stdin === undefined ? {} : { stdin: route.stdin }),
+      timeoutMs: this.effectiveTimeoutMs(route),
+      outputCapBytes: profile.outputCapBytes,
+      idempotent: route.idempotent ?? false,
+      callId: route.callId,
+      toolName: route.toolName,
+      submittedAt: Date.now(),
+    }
+  }
+
+  async execute(route: RouteRequest, ctx: RouteContext = {}): Promise<ExecResult> {
+    const job = this.buildJob(route)
+    if (ctx.signal?.aborted) throw jobCancelledError(reasonText(ctx.signal))
+    const { queue } = this.options
+    const emitted = { stdout: 0, stderr: 0 }
+    let finished = false
+    const deliver = (c: OutputChunk): void => {
+      if (finished) return
+      emitted[c.stream] += c.data.length
+      if (c.stream === 'stdout') ctx.onStdout?.(c.data)
+      else ctx.onStderr?.(c.data)
+    }
+    // Subscribe before submitting, so no chunk is published before anyone listens.
+    const off = ctx.onStdout || ctx.onStderr ? await queue.subscribeOutput(job.jobId, deliver) : undefined
+    try {
+      await queue.submit(job)
+      const outcome = await this.awaitResult(job.jobId, job.timeoutMs + this.waitMarginMs, ctx.signal)
+      const result = unwrapJobResult(outcome)
+      // Live output is best effort (pub/sub); top the stream up from the final result.
+      if (result.stdout.length > emitted.stdout)
+        deliver({ stream: 'stdout', data: result.stdout.slice(emitted.stdout) })
+      if (result.stderr.length > emitted.stderr)
+        deliver({ stream: 'stderr', data: result.stderr.slice(emitted.stderr) })
+      return result
+    } finally {
+      finished = true
+      await off?.()
+    }
+  }
+
+  private async awaitResult(jobId: string, timeoutMs: number, signal?: AbortSignal): Promise<ExecJobResult> {
+    const { queue } = this.options
+    const stopWaiting = new AbortController()
+    let grace: NodeJS.Timeout | undefined
+    const onAbort = (): void => {
+      queue.cancel(jobId, reasonText(signal)).catch(() => undefined)
+      // Give the worker a moment to kill the process and confirm, so the caller returns after the kill.
+      grace = setTimeout(() => stopWaiting.abort(), this.cancelGraceMs)
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      const r = await queue.wait(jobId, { timeoutMs, signal: stopWaiting.signal })
+      if (signal?.aborted) throw jobCancelledError(reasonText(signal))
+      return r
+    } catch (err) {
+      if (signal?.aborted) throw jobCancelledError(reasonText(signal))
+      if (err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE') {
+        // Nobody waits for it any more: make sure it does not run later.
+        queue.cancel(jobId, 'the caller stopped waiting').catch(() => undefined)
+      }
+      throw err
+    } finally {
+      clearTimeout(grace)
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+}
+
+function reasonText(signal: AbortSignal | undefined): string {
+  const r = signal ? abortReasonOf(signal) : undefined
+  return r?.kind === 'cancelled' && r.reason && r.reason !== 'undefined' ? r.reason : 'the caller aborted'
+}

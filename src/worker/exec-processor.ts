@@ -1,0 +1,68 @@
+import { AppError } from '../errors.js'
+import { resultOfOutcome } from '../queue/fence.js'
+import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
+import type { JobContext, JobProcessor } from '../queue/types.js'
+import type { LeaseOutcome, SessionKey, SessionPool } from '../sessions/types.js'
+
+/** Reports errors that do not change a job's result (e.g. a failed lease release). */
+export type WorkerErrorHandler = (err: unknown, context: string) => void
+
+/** Options of {@link createExecProcessor}. */
+export interface ExecProcessorOptions {
+  /** Where sandboxes come from: session affinity, warm pools, leases. */
+  pool: SessionPool
+  /** Give up acquiring a sandbox after this long (ms). @default the pool's default */
+  acquireTimeoutMs?: number
+  /** @default ignore */
+  onError?: WorkerErrorHandler
+}
+
+/** The session key of a job: (tenant, sessionId, providerId, profile); no sessionId means ephemeral. */
+export function sessionKeyOf(job: ExecJob): SessionKey {
+  const key = { tenant: job.tenant, providerId: job.providerId, profile: job.profile }
+  return job.sessionId === undefined ? key : { ...key, sessionId: job.sessionId }
+}
+
+/**
+ * The processor of exec jobs: lease the session's sandbox, pass the fence right before the command
+ * (so a redelivery after a crash reports `interrupted` instead of running it twice), run the command
+ * with the job's deadline and the job's signal (a cancel kills the process group in the sandbox),
+ * publish live output, and release the lease — `lost` when the sandbox vanished.
+ */
+export function createExecProcessor(options: ExecProcessorOptions): JobProcessor {
+  const onError = options.onError ?? (() => {})
+  return async function processExecJob(job: ExecJob, ctx: JobContext): Promise<ExecJobResult> {
+    const lease = await options.pool.acquire(sessionKeyOf(job), {
+      signal: ctx.signal,
+      ...(options.acquireTimeoutMs === undefined ? {} : { timeoutMs: options.acquireTimeoutMs }),
+    })
+    let outcome: LeaseOutcome = 'ok'
+    try {
+      const early = resultOfOutcome(await ctx.fence.begin({ sandboxId: lease.ref.id }))
+      if (early) return early
+      const result = await lease.sandbox.exec(
+        {
+          command: job.command,
+          cwd: job.cwd,
+          env: job.env,
+          stdin: job.stdin,
+          timeoutMs: job.timeoutMs,
+          outputCapBytes: job.outputCapBytes,
+        },
+        {
+          signal: ctx.signal,
+          onStdout: (data) => ctx.publish({ stream: 'stdout', data }),
+          onStderr: (data) => ctx.publish({ stream: 'stderr', data }),
+        },
+      )
+      return { status: 'completed', result, attempt: ctx.attempt, workerId: ctx.workerId }
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'SANDBOX_LOST') outcome = 'lost'
+      throw err
+    } finally {
+      await lease
+        .release(outcome)
+        .catch((err: unknown) => onError(err, `releasing the lease of job ${job.jobId}`))
+    }
+  }
+}
