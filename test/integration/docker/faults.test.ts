@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { afterAll, describe, expect, test } from 'vitest'
 import { createDockerProvider } from '../../../providers/docker/index.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
@@ -169,7 +172,9 @@ describe('docker provider faults', () => {
     expect(await rejectionOf(sb.exec({ ...quick, command: 'true', env: { 'A=B': 'x' } }))).toMatchObject({
       code: 'BAD_REQUEST',
     })
-    expect(await rejectionOf(sb.exec({ ...quick, command: 'echo \0' }))).toMatchObject({ code: 'BAD_REQUEST' })
+    expect(await rejectionOf(sb.exec({ ...quick, command: 'echo \0' }))).toMatchObject({
+      code: 'BAD_REQUEST',
+    })
     expect(await rejectionOf(sb.readFile(''))).toMatchObject({ code: 'BAD_REQUEST' })
     expect(await rejectionOf(sb.readFile('/workspace'))).toMatchObject({ code: 'BAD_REQUEST' })
   })
@@ -178,6 +183,28 @@ describe('docker provider faults', () => {
     const sb = await fx.create({ network: 'bridge' })
     const info = await fx.provider.docker.getContainer(sb.ref.id).inspect()
     expect(info.HostConfig.NetworkMode).toBe('bridge')
-    expect((await sb.exec({ ...quick, command: 'ls /sys/class/net | sort | tr "\\n" " "' })).stdout).toMatch(/eth0/)
+    expect((await sb.exec({ ...quick, command: 'ls /sys/class/net | sort | tr "\\n" " "' })).stdout).toMatch(
+      /eth0/,
+    )
+  })
+
+  test('another process reconnects by ref and sees the same files', async () => {
+    const sb = await fx.create()
+    await sb.writeFile('note.txt', 'written by the parent')
+    const providerModule = fileURLToPath(new URL('../../../providers/docker/index.ts', import.meta.url))
+    const script = `
+      const { createDockerProvider } = await import(${JSON.stringify(providerModule)})
+      const provider = createDockerProvider()
+      const sb = await provider.connect(JSON.parse(process.argv[1]))
+      const r = await sb.exec({ command: 'cat note.txt; echo child > reply.txt', timeoutMs: 10000, outputCapBytes: 4096 })
+      process.stdout.write(r.stdout)
+      await provider.close()`
+    const child = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', script, JSON.stringify(sb.ref)],
+      { timeout: 30_000 },
+    )
+    expect(child.stdout).toBe('written by the parent')
+    expect(Buffer.from(await sb.readFile('reply.txt')).toString()).toBe('child\n')
   })
 })
