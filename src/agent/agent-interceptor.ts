@@ -111,14 +111,20 @@ export interface AgentInterceptor {
   /** Unique among the agent's interceptors (named in errors). */
   readonly name: string
   /** Wraps a whole iteration (model call and its tool calls). */
-  aroundIteration?(ctx: IterationContext, next: Next<IterationContext, IterationResult>): MaybePromise<IterationResult>
+  aroundIteration?(
+    ctx: IterationContext,
+    next: Next<IterationContext, IterationResult>,
+  ): MaybePromise<IterationResult>
   /** Wraps one model call; `next(request)` may send a changed request; returning a response skips the model. */
   aroundLlmCall?(ctx: LlmCallContext, next: Next<ModelRequest, ModelResponse>): MaybePromise<ModelResponse>
   /**
    * Wraps one tool call including the before-chain, execution (local or routed) and the after-chain;
    * `next(call)` may pass a changed call; the returned record's `output` is what the model sees.
    */
-  aroundToolCall?(ctx: ToolCallContext, next: Next<ToolCallRequest, ToolCallRecord>): MaybePromise<ToolCallRecord>
+  aroundToolCall?(
+    ctx: ToolCallContext,
+    next: Next<ToolCallRequest, ToolCallRecord>,
+  ): MaybePromise<ToolCallRecord>
   /** Pure judgement of the run so far; `undefined` means continue. */
   decide?(state: AgentRunState): MaybePromise<LoopDecision | undefined>
 }

@@ -48,7 +48,9 @@ export function createAgent(options: CreateAgentOptions): Agent {
     tools: cfg.toolSpecs,
     run: (input, runOptions) => {
       if (typeof input !== 'string') {
-        return Promise.reject(new AgentConfigError(`agent.run needs the user input as a string, got ${typeof input}`))
+        return Promise.reject(
+          new AgentConfigError(`agent.run needs the user input as a string, got ${typeof input}`),
+        )
       }
       return runLoop(cfg, input, runOptions)
     },

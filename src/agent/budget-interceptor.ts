@@ -55,7 +55,10 @@ export class BudgetInterceptor implements AgentInterceptor {
   private readonly instruction: string
   private readonly warned = new WeakMap<AgentRun, Set<string>>()
   /** Present only with a price table: reports unpriced models as they are seen. */
-  readonly aroundLlmCall?: (ctx: LlmCallContext, next: Next<ModelRequest, ModelResponse>) => Promise<ModelResponse>
+  readonly aroundLlmCall?: (
+    ctx: LlmCallContext,
+    next: Next<ModelRequest, ModelResponse>,
+  ) => Promise<ModelResponse>
 
   constructor(options: BudgetInterceptorOptions) {
     const parsed = BudgetOptionsSchema.safeParse(options ?? {})

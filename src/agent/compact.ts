@@ -52,7 +52,9 @@ export function compactionRequest(
     model,
     systemPrompt: SYSTEM,
     ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
-    messages: [{ role: 'user', content: `<transcript>\n${transcript(older)}\n</transcript>\n\n${instruction}` }],
+    messages: [
+      { role: 'user', content: `<transcript>\n${transcript(older)}\n</transcript>\n\n${instruction}` },
+    ],
     tools: [],
     isLastIteration: true,
   }

@@ -48,11 +48,16 @@ export function resolveConfig(options: CreateAgentOptions): AgentConfig {
     throw new AgentConfigError('createAgent needs { model }: a ModelClient with generate(request, signal)')
   }
   const maxIterations = positiveInt('maxIterations', options.maxIterations ?? AGENT_DEFAULTS.maxIterations)
-  const maxParallel = positiveInt('maxParallelToolCalls', options.maxParallelToolCalls ?? AGENT_DEFAULTS.maxParallelToolCalls)
+  const maxParallel = positiveInt(
+    'maxParallelToolCalls',
+    options.maxParallelToolCalls ?? AGENT_DEFAULTS.maxParallelToolCalls,
+  )
   const toolTimeoutMs = positiveInt('toolTimeoutMs', options.toolTimeoutMs ?? AGENT_DEFAULTS.toolTimeoutMs)
   const modelId = options.model.model
   if (typeof modelId !== 'string' || modelId.length === 0) {
-    throw new AgentConfigError('the model client has no default model id (ModelClient.model); set one on the client')
+    throw new AgentConfigError(
+      'the model client has no default model id (ModelClient.model); set one on the client',
+    )
   }
   const snapshot = options.extensions?.snapshot()
   const chains = composeInterceptors(
@@ -68,7 +73,9 @@ export function resolveConfig(options: CreateAgentOptions): AgentConfig {
   for (const tool of [...(options.tools ?? []), ...(snapshot?.tools ?? [])]) {
     const compiled = compileTool(tool)
     if (tools.has(compiled.tool.name)) {
-      throw new AgentConfigError(`duplicate tool name "${compiled.tool.name}": every tool offered to the model needs a unique name`)
+      throw new AgentConfigError(
+        `duplicate tool name "${compiled.tool.name}": every tool offered to the model needs a unique name`,
+      )
     }
     tools.set(compiled.tool.name, compiled)
   }
@@ -78,7 +85,8 @@ export function resolveConfig(options: CreateAgentOptions): AgentConfig {
     if (!ic || typeof ic.name !== 'string' || ic.name.length === 0) {
       throw new AgentConfigError('every agent interceptor needs a non-empty name (used in error messages)')
     }
-    if (seen.has(ic.name)) throw new AgentConfigError(`duplicate agent interceptor name: ${ic.name}; give each a unique name`)
+    if (seen.has(ic.name))
+      throw new AgentConfigError(`duplicate agent interceptor name: ${ic.name}; give each a unique name`)
     seen.add(ic.name)
   }
   return {
@@ -100,8 +108,12 @@ export function resolveConfig(options: CreateAgentOptions): AgentConfig {
     iterationLayers: interceptors.flatMap((ic) =>
       ic.aroundIteration ? [{ name: ic.name, call: ic.aroundIteration.bind(ic) }] : [],
     ),
-    llmLayers: interceptors.flatMap((ic) => (ic.aroundLlmCall ? [{ name: ic.name, call: ic.aroundLlmCall.bind(ic) }] : [])),
-    toolLayers: interceptors.flatMap((ic) => (ic.aroundToolCall ? [{ name: ic.name, call: ic.aroundToolCall.bind(ic) }] : [])),
+    llmLayers: interceptors.flatMap((ic) =>
+      ic.aroundLlmCall ? [{ name: ic.name, call: ic.aroundLlmCall.bind(ic) }] : [],
+    ),
+    toolLayers: interceptors.flatMap((ic) =>
+      ic.aroundToolCall ? [{ name: ic.name, call: ic.aroundToolCall.bind(ic) }] : [],
+    ),
     hasAfterToolCall: chains.toolCall.some((ic) => typeof ic.afterToolCall === 'function'),
     router: options.router,
     maxIterations,

@@ -71,7 +71,8 @@ export function shellTool(options: ShellToolOptions = {}): Tool {
 }
 
 /** Result of validating a call's parsed arguments. */
-export type ArgsCheck = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly message: string }
+export type ArgsCheck =
+  { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly message: string }
 
 /** A tool ready for the loop: its spec for the model and its argument validator. */
 export interface CompiledTool {
@@ -94,13 +95,19 @@ export function compileTool(tool: Tool): CompiledTool {
     )
   }
   if (typeof tool.description !== 'string') {
-    throw new AgentConfigError(`tool "${tool.name}" needs a description string telling the model when to use it`)
+    throw new AgentConfigError(
+      `tool "${tool.name}" needs a description string telling the model when to use it`,
+    )
   }
   if (tool.execute !== undefined && typeof tool.execute !== 'function') {
-    throw new AgentConfigError(`tool "${tool.name}": execute must be a function (or omitted for routed tools)`)
+    throw new AgentConfigError(
+      `tool "${tool.name}": execute must be a function (or omitted for routed tools)`,
+    )
   }
   if (tool.timeoutMs !== undefined && !(Number.isInteger(tool.timeoutMs) && tool.timeoutMs > 0)) {
-    throw new AgentConfigError(`tool "${tool.name}": timeoutMs must be a positive integer (ms), got ${tool.timeoutMs}`)
+    throw new AgentConfigError(
+      `tool "${tool.name}": timeoutMs must be a positive integer (ms), got ${tool.timeoutMs}`,
+    )
   }
   const p = tool.parameters
   if (isZodSchema(p)) {

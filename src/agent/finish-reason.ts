@@ -26,7 +26,8 @@ export type FinishReason =
   | ForcedStop
 
 /** A finish reason an interceptor may cause through `decide` → `finishNow`. */
-export type ForcedStop = { readonly kind: 'budget_exceeded' } | { readonly kind: 'custom'; readonly reason: string }
+export type ForcedStop =
+  { readonly kind: 'budget_exceeded' } | { readonly kind: 'custom'; readonly reason: string }
 
 /** Factories for {@link ForcedStop}. */
 export const ForcedStop = {
@@ -47,7 +48,10 @@ const BUDGET: ForcedStop = Object.freeze({ kind: 'budget_exceeded' as const })
 export function isForcedStop(reason: unknown): reason is ForcedStop {
   if (!reason || typeof reason !== 'object') return false
   const r = reason as { kind?: unknown; reason?: unknown }
-  return r.kind === 'budget_exceeded' || (r.kind === 'custom' && typeof r.reason === 'string' && r.reason.length > 0)
+  return (
+    r.kind === 'budget_exceeded' ||
+    (r.kind === 'custom' && typeof r.reason === 'string' && r.reason.length > 0)
+  )
 }
 
 /** A short label for logs and span attributes: `natural_stop`, `custom:<reason>`, `error:<message>`… */
@@ -85,7 +89,9 @@ export const LoopDecision = {
    */
   finishNow: (cause: ForcedStop, instruction: string): LoopDecision => {
     if (!isForcedStop(cause)) {
-      throw new TypeError(`finishNow needs a ForcedStop cause (budget_exceeded or custom), got ${JSON.stringify(cause)}`)
+      throw new TypeError(
+        `finishNow needs a ForcedStop cause (budget_exceeded or custom), got ${JSON.stringify(cause)}`,
+      )
     }
     if (typeof instruction !== 'string' || instruction.length === 0) {
       throw new TypeError('finishNow needs a non-empty instruction for the final answer')

@@ -9,7 +9,12 @@ export { DEFAULT_COMPACT_INSTRUCTION } from './compact.js'
 export type { CompactOptions, CompactResult } from './compact.js'
 
 export { compileTool, defineTool, shellTool } from './define-tool.js'
-export type { CompiledTool, JsonSchemaToolDefinition, ShellToolOptions, ZodToolDefinition } from './define-tool.js'
+export type {
+  CompiledTool,
+  JsonSchemaToolDefinition,
+  ShellToolOptions,
+  ZodToolDefinition,
+} from './define-tool.js'
 export type { JsonSchema, Tool, ToolExecuteContext } from './tool.js'
 export type {
   ChatMessage,

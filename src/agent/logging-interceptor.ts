@@ -34,7 +34,10 @@ export class LoggingInterceptor implements AgentInterceptor {
     this.name = options.name ?? 'logging'
   }
 
-  async aroundIteration(ctx: IterationContext, next: Next<IterationContext, IterationResult>): Promise<IterationResult> {
+  async aroundIteration(
+    ctx: IterationContext,
+    next: Next<IterationContext, IterationResult>,
+  ): Promise<IterationResult> {
     const final = ctx.isLastIteration ? ' (final)' : ''
     await this.sink('debug', `iteration ${ctx.iteration}/${ctx.maxIterations} start${final}`)
     const r = await next()
@@ -45,12 +48,18 @@ export class LoggingInterceptor implements AgentInterceptor {
 
   async aroundLlmCall(ctx: LlmCallContext, next: Next<ModelRequest, ModelResponse>): Promise<ModelResponse> {
     const req = ctx.request
-    await this.sink('info', `llm call model=${req.model} messages=${req.messages.length} tools=${req.tools.length}`)
+    await this.sink(
+      'info',
+      `llm call model=${req.model} messages=${req.messages.length} tools=${req.tools.length}`,
+    )
     let res: ModelResponse
     try {
       res = await next()
     } catch (err) {
-      await this.sink('warn', `llm call failed model=${req.model}: ${err instanceof Error ? err.message : String(err)}`)
+      await this.sink(
+        'warn',
+        `llm call failed model=${req.model}: ${err instanceof Error ? err.message : String(err)}`,
+      )
       throw err
     }
     const u = res.usage
@@ -62,14 +71,20 @@ export class LoggingInterceptor implements AgentInterceptor {
     return res
   }
 
-  async aroundToolCall(ctx: ToolCallContext, next: Next<ToolCallRequest, ToolCallRecord>): Promise<ToolCallRecord> {
+  async aroundToolCall(
+    ctx: ToolCallContext,
+    next: Next<ToolCallRequest, ToolCallRecord>,
+  ): Promise<ToolCallRecord> {
     const { name, callId } = ctx.call
     await this.sink('info', `tool ${name} (${callId}) start`)
     let rec: ToolCallRecord
     try {
       rec = await next()
     } catch (err) {
-      await this.sink('warn', `tool ${name} (${callId}) failed: ${err instanceof Error ? err.message : String(err)}`)
+      await this.sink(
+        'warn',
+        `tool ${name} (${callId}) failed: ${err instanceof Error ? err.message : String(err)}`,
+      )
       throw err
     }
     const route = rec.route ? ` route=${rec.route.providerId}/${rec.route.profile}` : ''

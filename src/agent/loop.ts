@@ -3,7 +3,13 @@ import { AppError } from '../errors.js'
 import { evaluateModelRequest, evaluatePrompt } from '../interceptors/chains.js'
 import { InterceptorError } from '../interceptors/errors.js'
 import type { InterceptorContext } from '../interceptors/types.js'
-import type { AgentRun, AgentRunState, IterationContext, IterationResult, ToolCallRecord } from './agent-interceptor.js'
+import type {
+  AgentRun,
+  AgentRunState,
+  IterationContext,
+  IterationResult,
+  ToolCallRecord,
+} from './agent-interceptor.js'
 import type { AgentConfig } from './config.js'
 import { ModelCallError } from './errors.js'
 import { RunEmitter } from './events.js'
@@ -13,6 +19,7 @@ import type { ChatMessage, ModelRequest, ModelResponse } from './model-client.js
 import type { LayerCheck } from './onion.js'
 import { decideAll, runOnion } from './onion.js'
 import type { AgentResult, AgentWarning } from './result.js'
+import { NEVER_ABORTED } from './signals.js'
 import { executeToolCalls } from './tool-calls.js'
 import type { LlmCallUsage } from './usage.js'
 import { addUsage, emptyUsage, normalizeUsage } from './usage.js'
@@ -49,7 +56,7 @@ const checkResponse: LayerCheck<ModelResponse> = (out) =>
  */
 export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions = {}): Promise<AgentResult> {
   const { sessionId } = opts
-  const signal = opts.signal ?? new AbortController().signal
+  const signal = opts.signal ?? NEVER_ABORTED
   signal.throwIfAborted()
   const emitter = new RunEmitter(cfg.dispatcher, cfg.runtime, sessionId)
   const warnings: AgentWarning[] = []
@@ -98,11 +105,16 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
   })
 
   /** The iteration itself (the innermost layer of aroundIteration). */
-  const iterate = async (top: IterationContext, instruction: string | undefined): Promise<IterationResult> => {
+  const iterate = async (
+    top: IterationContext,
+    instruction: string | undefined,
+  ): Promise<IterationResult> => {
     const { iteration, isLastIteration, state } = top
-    await emitter.emit('BEFORE_TURN', iteration, cfg.runtime, { iteration, isLastIteration })
+    if (emitter.active)
+      await emitter.emit('BEFORE_TURN', iteration, cfg.runtime, { iteration, isLastIteration })
     const finish = async (output: string, finishReason: FinishReason): Promise<IterationResult> => {
-      await emitter.emit('AFTER_TURN', iteration, cfg.runtime, { iteration, finished: true, finishReason })
+      if (emitter.active)
+        await emitter.emit('AFTER_TURN', iteration, cfg.runtime, { iteration, finished: true, finishReason })
       return { kind: 'finish', output, finishReason }
     }
     const view =
@@ -111,20 +123,24 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
         : cfg.base
     const request: ModelRequest = {
       ...view,
-      messages: instruction !== undefined ? [...messages, { role: 'user', content: instruction }] : messages.slice(),
+      messages:
+        instruction !== undefined ? [...messages, { role: 'user', content: instruction }] : messages.slice(),
       tools: isLastIteration ? [] : cfg.toolSpecs,
       isLastIteration,
     }
     const callModel = async (req: ModelRequest): Promise<ModelResponse> => {
-      await emitter.emit('BEFORE_MODEL_REQUEST', iteration, req.model, req)
+      if (emitter.active) await emitter.emit('BEFORE_MODEL_REQUEST', iteration, req.model, req)
       let res: ModelResponse
       try {
         res = await cfg.model.generate(req, signal)
       } catch (err) {
         if (signal.aborted || err instanceof ModelCallError) throw err
-        throw new ModelCallError(`model call failed: ${err instanceof Error ? err.message : String(err)}`, err)
+        throw new ModelCallError(
+          `model call failed: ${err instanceof Error ? err.message : String(err)}`,
+          err,
+        )
       }
-      await emitter.emit('AFTER_MODEL_RESPONSE', iteration, res?.model ?? req.model, res)
+      if (emitter.active) await emitter.emit('AFTER_MODEL_RESPONSE', iteration, res?.model ?? req.model, res)
       return res
     }
     let response: ModelResponse
@@ -145,7 +161,12 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
     }
     const callUsage = normalizeUsage(response.usage)
     addUsage(usage, callUsage)
-    llmCalls.push({ model: response.model ?? request.model, requestedModel: request.model, iteration, usage: callUsage })
+    llmCalls.push({
+      model: response.model ?? request.model,
+      requestedModel: request.model,
+      iteration,
+      usage: callUsage,
+    })
     const text = response.text ?? ''
     const replyCalls = response.toolCalls ?? []
 
@@ -179,12 +200,21 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
       toolCalls.push(r)
       messages.push({ role: 'tool', toolCallId: asked.id, name: asked.name, content: r.output })
     })
-    await emitter.emit('AFTER_TURN', iteration, cfg.runtime, { iteration, finished: false, toolCalls: records.length })
+    if (emitter.active)
+      await emitter.emit('AFTER_TURN', iteration, cfg.runtime, {
+        iteration,
+        finished: false,
+        toolCalls: records.length,
+      })
     return { kind: 'continue' }
   }
 
   try {
-    const prompt = await evaluatePrompt(cfg.chains.prompt, { input, ...(sessionId !== undefined ? { sessionId } : {}) }, ictx)
+    const prompt = await evaluatePrompt(
+      cfg.chains.prompt,
+      { input, ...(sessionId !== undefined ? { sessionId } : {}) },
+      ictx,
+    )
     if (prompt.kind === 'block') {
       return result(`PROMPT_BLOCKED: ${prompt.reason}`, {
         kind: 'prompt_blocked',
@@ -205,10 +235,19 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
         maxIterations: cfg.maxIterations,
         isLastIteration: lastByCount || forced !== undefined,
         ...(forced ? { forcedStop: forced.cause } : {}),
-        ...(forced || lastByCount ? { instruction: forced?.instruction ?? cfg.maxIterationsInstruction } : {}),
+        ...(forced || lastByCount
+          ? { instruction: forced?.instruction ?? cfg.maxIterationsInstruction }
+          : {}),
         state,
       }
-      const r = await runOnion('aroundIteration', cfg.iterationLayers, top, (c) => c, (c) => iterate(top, c.instruction), checkIteration)
+      const r = await runOnion(
+        'aroundIteration',
+        cfg.iterationLayers,
+        top,
+        (c) => c,
+        (c) => iterate(top, c.instruction),
+        checkIteration,
+      )
       iterations = iteration
       if (r.kind === 'finish') return result(r.output, r.finishReason)
     }

@@ -100,7 +100,12 @@ export async function decideAll(
       throw new InterceptorError(ic.name, 'decide', err)
     }
     if (d === undefined || d.kind === 'continue') continue
-    if (d.kind !== 'finish_now' || !isForcedStop(d.cause) || typeof d.instruction !== 'string' || !d.instruction) {
+    if (
+      d.kind !== 'finish_now' ||
+      !isForcedStop(d.cause) ||
+      typeof d.instruction !== 'string' ||
+      !d.instruction
+    ) {
       throw new InterceptorError(
         ic.name,
         'decide',

@@ -1,5 +1,9 @@
 import type { ExtensionRegistry } from '../extensions/registry.js'
-import type { ModelRequestInterceptor, PromptInterceptor, ToolCallInterceptor } from '../interceptors/types.js'
+import type {
+  ModelRequestInterceptor,
+  PromptInterceptor,
+  ToolCallInterceptor,
+} from '../interceptors/types.js'
 import type { LifecycleHook } from '../lifecycle/events.js'
 import type { RouteExecutor } from '../routing/types.js'
 import type { AgentInterceptor } from './agent-interceptor.js'

@@ -35,7 +35,10 @@ export interface ScriptedModel extends ModelClient {
  * {@link ModelCallError} (the run ends with finishReason `error`) unless `loop` is set. An aborted
  * signal rejects with its reason.
  */
-export function scriptedModel(steps: readonly ScriptedStep[], options: ScriptedModelOptions = {}): ScriptedModel {
+export function scriptedModel(
+  steps: readonly ScriptedStep[],
+  options: ScriptedModelOptions = {},
+): ScriptedModel {
   const requests: ModelRequest[] = []
   const record = options.record ?? true
   let calls = 0

@@ -4,6 +4,7 @@ import type { CompactOptions, CompactResult } from './compact.js'
 import { compactionCut, compactionRequest, DEFAULT_COMPACT_INSTRUCTION, summaryMessage } from './compact.js'
 import { AgentConfigError, AgentSessionError, ModelCallError } from './errors.js'
 import { RunEmitter } from './events.js'
+import { NEVER_ABORTED } from './signals.js'
 import type { RunOptions } from './loop.js'
 import { runLoop } from './loop.js'
 import type { ChatMessage, Usage } from './model-client.js'
@@ -94,13 +95,21 @@ class Session implements AgentSession {
   async compact(options: CompactOptions): Promise<CompactResult> {
     const keep = options?.keepLastMessages
     if (!Number.isInteger(keep) || keep < 0) {
-      throw new AgentConfigError(`compact needs keepLastMessages as a non-negative integer, got ${String(keep)}`)
+      throw new AgentConfigError(
+        `compact needs keepLastMessages as a non-negative integer, got ${String(keep)}`,
+      )
     }
     return this.exclusive('compact', async () => {
       const cut = compactionCut(this.history, keep)
       let result: CompactResult
       if (cut === 0) {
-        result = { sessionId: this.sessionId, compacted: false, removedMessages: 0, keptMessages: this.history.length, usage: emptyUsage() }
+        result = {
+          sessionId: this.sessionId,
+          compacted: false,
+          removedMessages: 0,
+          keptMessages: this.history.length,
+          usage: emptyUsage(),
+        }
       } else {
         const older = this.history.slice(0, cut)
         const kept = this.history.slice(cut)
@@ -110,7 +119,7 @@ class Session implements AgentSession {
           options.instruction ?? DEFAULT_COMPACT_INSTRUCTION,
           this.cfg.base.maxOutputTokens,
         )
-        const signal = options.signal ?? new AbortController().signal
+        const signal = options.signal ?? NEVER_ABORTED
         let summary: string
         let usage: Usage
         let model: string
@@ -122,13 +131,24 @@ class Session implements AgentSession {
           model = res.model ?? request.model
         } catch (err) {
           if (signal.aborted) throw signal.reason
-          const e = new ModelCallError(`compaction failed: ${err instanceof Error ? err.message : String(err)}; the conversation is unchanged`, err)
+          const e = new ModelCallError(
+            `compaction failed: ${err instanceof Error ? err.message : String(err)}; the conversation is unchanged`,
+            err,
+          )
           await this.emitter.emit('ERROR', 0, e.message, e, { source: 'compaction' })
           throw e
         }
         this.history = [summaryMessage(summary), ...kept]
         addUsage(this.total, usage)
-        result = { sessionId: this.sessionId, compacted: true, summary, removedMessages: older.length, keptMessages: kept.length, usage, model }
+        result = {
+          sessionId: this.sessionId,
+          compacted: true,
+          summary,
+          removedMessages: older.length,
+          keptMessages: kept.length,
+          usage,
+          model,
+        }
       }
       await this.emitter.emit('ON_COMPACT', 0, this.sessionId, result, {
         compacted: result.compacted,

@@ -12,6 +12,7 @@ import type { RunEmitter } from './events.js'
 import type { ModelToolCall } from './model-client.js'
 import type { LayerCheck } from './onion.js'
 import { runOnion } from './onion.js'
+import { NEVER_ABORTED } from './signals.js'
 import { runLocalTool } from './tool-execution.js'
 
 /** What the tool-call stage of one iteration needs from the run. */
@@ -52,8 +53,17 @@ const checkRecord: LayerCheck<ToolCallRecord> = (out) =>
     ? undefined
     : `returned an invalid ToolCallRecord ${JSON.stringify(out)}; return the record from next() or one with a string output`
 
-function runToolCall(scope: ToolCallScope, call: ModelToolCall, signal: AbortSignal): Promise<ToolCallRecord> {
-  const request: ToolCallRequest = { name: call.name, arguments: call.arguments, callId: call.id, type: 'function' }
+function runToolCall(
+  scope: ToolCallScope,
+  call: ModelToolCall,
+  signal: AbortSignal,
+): Promise<ToolCallRecord> {
+  const request: ToolCallRequest = {
+    name: call.name,
+    arguments: call.arguments,
+    callId: call.id,
+    type: 'function',
+  }
   const { run, iteration, state } = scope
   return runOnion(
     'aroundToolCall',
@@ -78,11 +88,12 @@ async function handleToolCall(
   const verdict = await evaluateToolCall(cfg.chains.toolCall, request, ictx)
   const call = verdict.request
   const route = verdict.kind === 'routeTo' ? verdict.route : undefined
-  await emitter.emit('BEFORE_TOOL_CALL', iteration, call.name, call, {
-    callId: call.callId,
-    decision: verdict.kind,
-    ...(route ? { route } : {}),
-  })
+  if (emitter.active)
+    await emitter.emit('BEFORE_TOOL_CALL', iteration, call.name, call, {
+      callId: call.callId,
+      decision: verdict.kind,
+      ...(route ? { route } : {}),
+    })
   let d: Dispatched
   switch (verdict.kind) {
     case 'block':
@@ -127,15 +138,18 @@ async function handleToolCall(
     iteration,
     durationMs: Math.round((performance.now() - started) * 1000) / 1000,
   }
-  await emitter.emit('AFTER_TOOL_CALL', iteration, call.name, record, {
-    callId: call.callId,
-    decision: verdict.kind,
-    outcome,
-    via: d.via,
-    durationMs: record.durationMs,
-    ...(route ? { route } : {}),
-    ...(d.exec ? { exitCode: d.exec.exitCode, timedOut: d.exec.timedOut, truncated: d.exec.truncated } : {}),
-  })
+  if (emitter.active)
+    await emitter.emit('AFTER_TOOL_CALL', iteration, call.name, record, {
+      callId: call.callId,
+      decision: verdict.kind,
+      outcome,
+      via: d.via,
+      durationMs: record.durationMs,
+      ...(route ? { route } : {}),
+      ...(d.exec
+        ? { exitCode: d.exec.exitCode, timedOut: d.exec.timedOut, truncated: d.exec.truncated }
+        : {}),
+    })
   return record
 }
 
@@ -199,8 +213,9 @@ async function mapBounded<T, R>(
   if (items.length === 1) return [await fn(items[0] as T, parent)]
   const ac = new AbortController()
   const onAbort = (): void => ac.abort(parent.reason)
+  const watchParent = parent !== NEVER_ABORTED
   if (parent.aborted) ac.abort(parent.reason)
-  else parent.addEventListener('abort', onAbort, { once: true })
+  else if (watchParent) parent.addEventListener('abort', onAbort, { once: true })
   const results = new Array<R>(items.length)
   let nextIndex = 0
   let failure: { error: unknown } | undefined
@@ -220,7 +235,7 @@ async function mapBounded<T, R>(
   try {
     await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
   } finally {
-    parent.removeEventListener('abort', onAbort)
+    if (watchParent) parent.removeEventListener('abort', onAbort)
   }
   if (failure) throw failure.error
   return results

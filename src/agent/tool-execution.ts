@@ -3,6 +3,7 @@ import { formatToolError } from '../routing/tool-result.js'
 import type { ToolCallOutcome, ToolCallRecord } from './agent-interceptor.js'
 import type { AgentConfig } from './config.js'
 import { ToolCallError } from './errors.js'
+import { NEVER_ABORTED } from './signals.js'
 import type { ToolExecuteContext } from './tool.js'
 
 /** Result of a local dispatch (before the after-chain). */
@@ -35,7 +36,10 @@ export async function runLocalTool(
   if (!compiled) {
     const names = [...cfg.tools.keys()].join(', ') || '(none)'
     return failed(
-      new ToolCallError('NOT_FOUND', `unknown tool "${call.name}"; available tools: ${names}. Call one of them by its exact name.`),
+      new ToolCallError(
+        'NOT_FOUND',
+        `unknown tool "${call.name}"; available tools: ${names}. Call one of them by its exact name.`,
+      ),
       false,
     )
   }
@@ -64,16 +68,26 @@ export async function runLocalTool(
   const checked = compiled.validate(args)
   if (!checked.ok) {
     return failed(
-      new ToolCallError('BAD_REQUEST', `invalid arguments for tool "${call.name}": ${checked.message}; fix them and call again`),
+      new ToolCallError(
+        'BAD_REQUEST',
+        `invalid arguments for tool "${call.name}": ${checked.message}; fix them and call again`,
+      ),
       false,
     )
   }
   const execute = tool.execute
   const timeoutMs = tool.timeoutMs ?? cfg.toolTimeoutMs
   try {
-    const value = await withTimeout(call.name, timeoutMs, signal, (s) =>
-      execute.call(tool, checked.value, { ...ictx, callId: call.callId, signal: s } satisfies ToolExecuteContext),
-    )
+    const value = await withTimeout(call.name, timeoutMs, signal, (lazySignal) => {
+      const ctx: ToolExecuteContext = {
+        ...ictx,
+        callId: call.callId,
+        get signal() {
+          return lazySignal()
+        },
+      }
+      return execute.call(tool, checked.value, ctx)
+    })
     return { output: toOutput(value), outcome: 'ok', via: 'local', executed: true }
   } catch (err) {
     if (signal.aborted) throw signal.reason
@@ -94,26 +108,40 @@ export function toOutput(value: unknown): string {
 
 /**
  * Calls `fn` with a signal that aborts when `parent` aborts or `timeoutMs` passes; on timeout the
- * promise rejects with a {@link ToolCallError} even if `fn` ignores its signal.
+ * promise rejects with a {@link ToolCallError} even if `fn` ignores its signal. The signal is created
+ * lazily, on first read (most tools never read it).
  */
 function withTimeout<T>(
   name: string,
   timeoutMs: number,
   parent: AbortSignal,
-  fn: (signal: AbortSignal) => T | Promise<T>,
+  fn: (signal: () => AbortSignal) => T | Promise<T>,
 ): Promise<T> {
   if (parent.aborted) return Promise.reject(parent.reason as unknown)
-  const ac = new AbortController()
+  let ac: AbortController | undefined
+  let reason: { value: unknown } | undefined
+  const signal = (): AbortSignal => {
+    if (!ac) {
+      ac = new AbortController()
+      if (reason) ac.abort(reason.value)
+    }
+    return ac.signal
+  }
+  const abort = (value: unknown): void => {
+    reason = { value }
+    ac?.abort(value)
+  }
+  const watchParent = parent !== NEVER_ABORTED
   return new Promise<T>((resolve, reject) => {
     let timer: ReturnType<typeof setTimeout> | undefined = undefined
     const settle = (ok: boolean, value: unknown): void => {
       clearTimeout(timer)
-      parent.removeEventListener('abort', onAbort)
+      if (watchParent) parent.removeEventListener('abort', onAbort)
       if (ok) resolve(value as T)
       else reject(value)
     }
     const onAbort = (): void => {
-      ac.abort(parent.reason)
+      abort(parent.reason)
       settle(false, parent.reason)
     }
     timer = setTimeout(() => {
@@ -122,12 +150,12 @@ function withTimeout<T>(
         `tool "${name}" timed out after ${timeoutMs} ms and was cancelled; try a smaller task or different arguments`,
         { retryable: true },
       )
-      ac.abort(err)
+      abort(err)
       settle(false, err)
     }, timeoutMs)
-    parent.addEventListener('abort', onAbort, { once: true })
+    if (watchParent) parent.addEventListener('abort', onAbort, { once: true })
     Promise.resolve()
-      .then(() => fn(ac.signal))
+      .then(() => fn(signal))
       .then(
         (v) => settle(true, v),
         (e: unknown) => settle(false, e),

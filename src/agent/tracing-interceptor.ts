@@ -46,7 +46,10 @@ export class TracingInterceptor implements AgentInterceptor {
     this.name = options.name ?? 'tracing'
   }
 
-  async aroundIteration(ctx: IterationContext, next: Next<IterationContext, IterationResult>): Promise<IterationResult> {
+  async aroundIteration(
+    ctx: IterationContext,
+    next: Next<IterationContext, IterationResult>,
+  ): Promise<IterationResult> {
     const attributes: Attributes = {
       'agent.run_id': ctx.run.runId,
       'agent.iteration': ctx.iteration,
@@ -97,7 +100,10 @@ export class TracingInterceptor implements AgentInterceptor {
     })
   }
 
-  async aroundToolCall(ctx: ToolCallContext, next: Next<ToolCallRequest, ToolCallRecord>): Promise<ToolCallRecord> {
+  async aroundToolCall(
+    ctx: ToolCallContext,
+    next: Next<ToolCallRequest, ToolCallRecord>,
+  ): Promise<ToolCallRecord> {
     const parent = this.parentOf(ctx.run)
     const span = this.tracer.startSpan(
       AGENT_SPANS.toolCall,
@@ -130,7 +136,8 @@ export class TracingInterceptor implements AgentInterceptor {
             }
           : {}),
       })
-      if (rec.outcome === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: 'tool call ended in an error result' })
+      if (rec.outcome === 'error')
+        span.setStatus({ code: SpanStatusCode.ERROR, message: 'tool call ended in an error result' })
     })
   }
 
@@ -140,14 +147,22 @@ export class TracingInterceptor implements AgentInterceptor {
   }
 
   /** Runs `next` with `span` active, records the outcome or the exception, and ends the span. */
-  private async within<T>(span: Span, parent: Context, next: () => Promise<T>, onResult: (r: T) => void): Promise<T> {
+  private async within<T>(
+    span: Span,
+    parent: Context,
+    next: () => Promise<T>,
+    onResult: (r: T) => void,
+  ): Promise<T> {
     try {
       const r = await context.with(trace.setSpan(parent, span), next)
       onResult(r)
       return r
     } catch (err) {
       span.recordException(err instanceof Error ? err : String(err))
-      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) })
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: err instanceof Error ? err.message : String(err),
+      })
       throw err
     } finally {
       span.end()

@@ -15,14 +15,24 @@ import {
 import { recordingHook } from './helpers.js'
 
 const u = (p: Partial<Usage>): Usage => normalizeUsage(p)
-const call = (model: string, usage: Partial<Usage>): LlmCallUsage => ({ model, requestedModel: model, iteration: 1, usage: u(usage) })
+const call = (model: string, usage: Partial<Usage>): LlmCallUsage => ({
+  model,
+  requestedModel: model,
+  iteration: 1,
+  usage: u(usage),
+})
 
 const prices: PriceTable = {
   'gpt-4o-mini': { inputPerMTok: 0.15, outputPerMTok: 0.6 },
   'claude-x': { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.3, cacheWriteInputPerMTok: 3.75 },
 }
 
-const noop = defineTool({ name: 'noop', description: 'd', parameters: { type: 'object' }, execute: () => 'ok' })
+const noop = defineTool({
+  name: 'noop',
+  description: 'd',
+  parameters: { type: 'object' },
+  execute: () => 'ok',
+})
 
 describe('BudgetInterceptor construction (fail fast)', () => {
   it('rejects a budget with no limit', () => {
@@ -48,16 +58,27 @@ describe('BudgetInterceptor construction (fail fast)', () => {
 
 describe('cost', () => {
   it('prices plain input and output per million tokens', () => {
-    expect(costOfUsage(u({ inputTokens: 1_000_000, outputTokens: 1_000_000 }), prices['gpt-4o-mini']!)).toBeCloseTo(0.75, 10)
+    expect(
+      costOfUsage(u({ inputTokens: 1_000_000, outputTokens: 1_000_000 }), prices['gpt-4o-mini']!),
+    ).toBeCloseTo(0.75, 10)
   })
   it('cached reads and cache writes default to the input rate', () => {
     const price = { inputPerMTok: 2, outputPerMTok: 8 }
-    const withCache = u({ inputTokens: 1_000_000, cachedInputTokens: 400_000, cacheWriteInputTokens: 100_000 })
+    const withCache = u({
+      inputTokens: 1_000_000,
+      cachedInputTokens: 400_000,
+      cacheWriteInputTokens: 100_000,
+    })
     expect(costOfUsage(withCache, price)).toBeCloseTo(2, 10)
   })
   it('uses dedicated cache-read and cache-write rates (both subsets of input)', () => {
     // 500k plain @3 + 400k cached @0.3 + 100k written @3.75 + 200k out @15
-    const usage = u({ inputTokens: 1_000_000, cachedInputTokens: 400_000, cacheWriteInputTokens: 100_000, outputTokens: 200_000 })
+    const usage = u({
+      inputTokens: 1_000_000,
+      cachedInputTokens: 400_000,
+      cacheWriteInputTokens: 100_000,
+      outputTokens: 200_000,
+    })
     expect(costOfUsage(usage, prices['claude-x']!)).toBeCloseTo(1.5 + 0.12 + 0.375 + 3, 10)
   })
   it('sums calls of several models by provider-reported id; unknown models cost 0 and are listed', () => {
@@ -78,7 +99,12 @@ describe('cost', () => {
 describe('BudgetInterceptor in the loop', () => {
   it('is soft by one call: a breach ends the run at the next boundary with a counted, tool-free final', async () => {
     const step = { toolCalls: [scriptedToolCall('noop', {})], usage: { inputTokens: 100, outputTokens: 20 } }
-    const model = scriptedModel([step, step, { text: 'final', usage: { inputTokens: 100, outputTokens: 20 } }, 'never'])
+    const model = scriptedModel([
+      step,
+      step,
+      { text: 'final', usage: { inputTokens: 100, outputTokens: 20 } },
+      'never',
+    ])
     const r = await createAgent({
       model,
       tools: [noop],
@@ -94,7 +120,11 @@ describe('BudgetInterceptor in the loop', () => {
   })
 
   it('ends on cost with the provider-reported model id', async () => {
-    const step = { toolCalls: [scriptedToolCall('noop', {})], model: 'gpt-4o-mini', usage: { inputTokens: 1_000_000 } }
+    const step = {
+      toolCalls: [scriptedToolCall('noop', {})],
+      model: 'gpt-4o-mini',
+      usage: { inputTokens: 1_000_000 },
+    }
     const model = scriptedModel([step, { text: 'done', model: 'gpt-4o-mini' }])
     const budget = new BudgetInterceptor({ maxCost: 0.1, priceTable: prices })
     const r = await createAgent({ model, tools: [noop], interceptors: [budget] }).run('q')

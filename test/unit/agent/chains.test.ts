@@ -34,11 +34,17 @@ describe('prompt chain', () => {
     const r = await createAgent({
       model,
       lifecycleHooks: [hook],
-      promptInterceptors: [{ name: 'guard', intercept: () => PromptDecision.block('contains a credit card number') }],
+      promptInterceptors: [
+        { name: 'guard', intercept: () => PromptDecision.block('contains a credit card number') },
+      ],
     }).run('my card is 4111…')
     expect(model.calls).toBe(0)
     expect(r.output).toBe('PROMPT_BLOCKED: contains a credit card number')
-    expect(r.finishReason).toEqual({ kind: 'prompt_blocked', reason: 'contains a credit card number', blockedBy: 'guard' })
+    expect(r.finishReason).toEqual({
+      kind: 'prompt_blocked',
+      reason: 'contains a credit card number',
+      blockedBy: 'guard',
+    })
     expect(r).toMatchObject({ iterations: 0, llmCalls: [], toolCalls: [], messages: [] })
     expect(events.filter((e) => e.type === 'BEFORE_MODEL_REQUEST')).toEqual([])
   })
@@ -49,7 +55,10 @@ describe('prompt chain', () => {
     const r = await createAgent({
       model,
       promptInterceptors: [
-        { name: 'redact', intercept: (req) => PromptDecision.modify(req.input.replace(/\d{3}-\d{4}/g, '[phone]')) },
+        {
+          name: 'redact',
+          intercept: (req) => PromptDecision.modify(req.input.replace(/\d{3}-\d{4}/g, '[phone]')),
+        },
         { name: 'spy', intercept: (req) => (seen.push(req.input), PromptDecision.allow()) },
       ],
     }).run('call me at 555-1234', { sessionId: 's' })
@@ -83,12 +92,18 @@ describe('model-request chain', () => {
       systemPrompt: 'base prompt',
       temperature: 1,
       extensions: ExtensionRegistry.of(ext).enable('tenant-pack'),
-      modelRequestInterceptors: [{ name: 'host', intercept: () => ModelRequestDecision.withTemperature(0.2) }],
+      modelRequestInterceptors: [
+        { name: 'host', intercept: () => ModelRequestDecision.withTemperature(0.2) },
+      ],
     }).run('q')
     expect(views).toHaveLength(2)
     expect(views[0]).toMatchObject({ model: 'scripted', systemPrompt: 'base prompt', temperature: 0.2 })
     for (const req of model.requests) {
-      expect(req).toMatchObject({ systemPrompt: 'You are acme’s assistant.', temperature: 0.2, maxOutputTokens: 2048 })
+      expect(req).toMatchObject({
+        systemPrompt: 'You are acme’s assistant.',
+        temperature: 0.2,
+        maxOutputTokens: 2048,
+      })
     }
   })
 })
@@ -96,11 +111,21 @@ describe('model-request chain', () => {
 describe('tool-call chains', () => {
   it('a block feeds the reason back as the tool result and does not execute', async () => {
     let ran = false
-    const tool = defineTool({ name: 'rm', description: 'd', parameters: { type: 'object' }, execute: () => (ran = true) })
+    const tool = defineTool({
+      name: 'rm',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: () => (ran = true),
+    })
     const r = await createAgent({
       model: callThenDone('rm', {}),
       tools: [tool],
-      toolInterceptors: [{ name: 'deny-rm', beforeToolCall: () => ToolCallDecision.block('rm is not allowed here; use trash') }],
+      toolInterceptors: [
+        {
+          name: 'deny-rm',
+          beforeToolCall: () => ToolCallDecision.block('rm is not allowed here; use trash'),
+        },
+      ],
     }).run('q')
     expect(ran).toBe(false)
     expect(r.toolCalls[0]).toMatchObject({
@@ -117,12 +142,27 @@ describe('tool-call chains', () => {
       model: callThenDone('echo', { text: 'hi' }, 'keep-me'),
       tools: [echo, shout],
       toolInterceptors: [
-        { name: 'to-shout', beforeToolCall: () => ToolCallDecision.modify('shout', JSON.stringify({ text: 'louder' })) },
-        { name: 'spy', beforeToolCall: (req) => (seen.push(`${req.name}:${req.arguments}:${req.callId}`), ToolCallDecision.allow()) },
+        {
+          name: 'to-shout',
+          beforeToolCall: () => ToolCallDecision.modify('shout', JSON.stringify({ text: 'louder' })),
+        },
+        {
+          name: 'spy',
+          beforeToolCall: (req) => (
+            seen.push(`${req.name}:${req.arguments}:${req.callId}`),
+            ToolCallDecision.allow()
+          ),
+        },
       ],
     }).run('q')
     expect(seen).toEqual(['shout:{"text":"louder"}:keep-me'])
-    expect(r.toolCalls[0]).toMatchObject({ callId: 'keep-me', requestedName: 'echo', name: 'shout', output: 'LOUDER', modifiedBy: ['to-shout'] })
+    expect(r.toolCalls[0]).toMatchObject({
+      callId: 'keep-me',
+      requestedName: 'echo',
+      name: 'shout',
+      output: 'LOUDER',
+      modifiedBy: ['to-shout'],
+    })
     // The tool message answers the model's own call.
     expect(r.messages[2]).toEqual({ role: 'tool', toolCallId: 'keep-me', name: 'echo', content: 'LOUDER' })
   })
@@ -133,16 +173,35 @@ describe('tool-call chains', () => {
       beforeToolCall: () => ToolCallDecision.allow(),
       afterToolCall: (_req, out) => ToolResultDecision.modify(out.replace(/secret-\w+/g, '[redacted]')),
     }
-    const r1 = await createAgent({ model: callThenDone('echo', { text: 'token secret-abc' }), tools: [echo], toolInterceptors: [redact] }).run('q')
-    expect(r1.toolCalls[0]).toMatchObject({ output: 'echo:token [redacted]', outcome: 'ok', modifiedBy: ['redact'] })
+    const r1 = await createAgent({
+      model: callThenDone('echo', { text: 'token secret-abc' }),
+      tools: [echo],
+      toolInterceptors: [redact],
+    }).run('q')
+    expect(r1.toolCalls[0]).toMatchObject({
+      output: 'echo:token [redacted]',
+      outcome: 'ok',
+      modifiedBy: ['redact'],
+    })
 
     const leakGuard: ToolCallInterceptor = {
       name: 'leak-guard',
       beforeToolCall: () => ToolCallDecision.allow(),
-      afterToolCall: (_req, out) => (out.includes('AKIA') ? ToolResultDecision.block('tool output contained a credential') : ToolResultDecision.allow()),
+      afterToolCall: (_req, out) =>
+        out.includes('AKIA')
+          ? ToolResultDecision.block('tool output contained a credential')
+          : ToolResultDecision.allow(),
     }
-    const r2 = await createAgent({ model: callThenDone('echo', { text: 'AKIA123' }), tools: [echo], toolInterceptors: [leakGuard] }).run('q')
-    expect(r2.toolCalls[0]).toMatchObject({ output: 'blocked: tool output contained a credential', outcome: 'blocked', decidedBy: 'leak-guard' })
+    const r2 = await createAgent({
+      model: callThenDone('echo', { text: 'AKIA123' }),
+      tools: [echo],
+      toolInterceptors: [leakGuard],
+    }).run('q')
+    expect(r2.toolCalls[0]).toMatchObject({
+      output: 'blocked: tool output contained a credential',
+      outcome: 'blocked',
+      decidedBy: 'leak-guard',
+    })
   })
 
   it('host interceptors run before extension interceptors, which run in registration order', async () => {
@@ -160,7 +219,10 @@ describe('tool-call chains', () => {
       model: callThenDone('echo', { text: 'x' }),
       tools: [echo],
       toolInterceptors: [mk('host')],
-      extensions: ExtensionRegistry.of(ext('b-ext', ['b1']), ext('a-ext', ['a1', 'a2'])).enable('a-ext', 'b-ext'),
+      extensions: ExtensionRegistry.of(ext('b-ext', ['b1']), ext('a-ext', ['a1', 'a2'])).enable(
+        'a-ext',
+        'b-ext',
+      ),
     }).run('q')
     expect(order).toEqual(['host', 'a1', 'a2', 'b1'])
   })
@@ -169,7 +231,14 @@ describe('tool-call chains', () => {
     const ext = defineExtension({
       manifest: { id: 'ask-user', name: 'Ask', capabilities: [ExtensionCapability.TOOL] },
       apply: (ctx) =>
-        ctx.tools.register(defineTool({ name: 'ask_user', description: 'asks', parameters: { type: 'object' }, execute: () => 'yes' })),
+        ctx.tools.register(
+          defineTool({
+            name: 'ask_user',
+            description: 'asks',
+            parameters: { type: 'object' },
+            execute: () => 'yes',
+          }),
+        ),
     })
     const agent = createAgent({
       model: callThenDone('plugin__ask-user__ask_user', {}),
@@ -225,9 +294,11 @@ describe('tool-call chains', () => {
 
   it('duplicate interceptor names fail fast at creation', () => {
     const a: ToolCallInterceptor = { name: 'same', beforeToolCall: () => ToolCallDecision.allow() }
-    expect(() => createAgent({ model: scriptedModel([]), toolInterceptors: [a, a] })).toThrow('duplicate tool-call interceptor id: same')
-    expect(() => createAgent({ model: scriptedModel([]), interceptors: [{ name: 'x' }, { name: 'x' }] })).toThrow(
-      /duplicate agent interceptor name: x/,
+    expect(() => createAgent({ model: scriptedModel([]), toolInterceptors: [a, a] })).toThrow(
+      'duplicate tool-call interceptor id: same',
     )
+    expect(() =>
+      createAgent({ model: scriptedModel([]), interceptors: [{ name: 'x' }, { name: 'x' }] }),
+    ).toThrow(/duplicate agent interceptor name: x/)
   })
 })

@@ -6,16 +6,29 @@ import { AppError } from '../../../src/errors.js'
 describe('createAgent', () => {
   it('fails fast on invalid options, saying what to fix', () => {
     expect(() => createAgent({} as never)).toThrow(/createAgent needs \{ model \}/)
-    expect(() => createAgent({ model: scriptedModel([]), maxIterations: 0 })).toThrow(/maxIterations must be a positive integer/)
-    expect(() => createAgent({ model: scriptedModel([]), maxParallelToolCalls: 1.5 })).toThrow(AgentConfigError)
-    expect(() => createAgent({ model: scriptedModel([]), interceptors: [{ name: '' }] })).toThrow(/non-empty name/)
+    expect(() => createAgent({ model: scriptedModel([]), maxIterations: 0 })).toThrow(
+      /maxIterations must be a positive integer/,
+    )
+    expect(() => createAgent({ model: scriptedModel([]), maxParallelToolCalls: 1.5 })).toThrow(
+      AgentConfigError,
+    )
+    expect(() => createAgent({ model: scriptedModel([]), interceptors: [{ name: '' }] })).toThrow(
+      /non-empty name/,
+    )
     expect(() => createAgent({ model: scriptedModel([]), router: {} as never })).toThrow(/RouteExecutor/)
     expect(() => createAgent({ model: { ...scriptedModel([]), model: '' } })).toThrow(/default model id/)
   })
 
   it('passes the request fields through to the model', async () => {
     const model = scriptedModel(['ok'])
-    await createAgent({ model, systemPrompt: 'sys', instructions: 'ins', temperature: 0.3, topP: 0.9, maxOutputTokens: 77 }).run('q')
+    await createAgent({
+      model,
+      systemPrompt: 'sys',
+      instructions: 'ins',
+      temperature: 0.3,
+      topP: 0.9,
+      maxOutputTokens: 77,
+    }).run('q')
     expect(model.requests[0]).toMatchObject({
       model: 'scripted',
       systemPrompt: 'sys',
@@ -30,7 +43,12 @@ describe('createAgent', () => {
 
   it('continues from a given history', async () => {
     const model = scriptedModel(['ok'])
-    const r = await createAgent({ model }).run('next', { history: [{ role: 'user', content: 'before' }, { role: 'assistant', content: 'yes' }] })
+    const r = await createAgent({ model }).run('next', {
+      history: [
+        { role: 'user', content: 'before' },
+        { role: 'assistant', content: 'yes' },
+      ],
+    })
     expect(model.requests[0]?.messages).toHaveLength(3)
     expect(r.messages).toHaveLength(4)
   })
@@ -38,7 +56,8 @@ describe('createAgent', () => {
   it('a model client error becomes finishReason error with the client’s code and message', async () => {
     const client: ModelClient = {
       model: 'm',
-      generate: () => Promise.reject(new AppError('RATE_LIMITED', 'rate limited by the provider; retry later')),
+      generate: () =>
+        Promise.reject(new AppError('RATE_LIMITED', 'rate limited by the provider; retry later')),
     }
     const r = await createAgent({ model: client }).run('q')
     expect(r.finishReason).toEqual({
@@ -50,7 +69,9 @@ describe('createAgent', () => {
   })
 
   it('a response with finishReason error ends the run with that message', async () => {
-    const r = await createAgent({ model: scriptedModel([{ text: 'upstream said no', finishReason: 'error' }]) }).run('q')
+    const r = await createAgent({
+      model: scriptedModel([{ text: 'upstream said no', finishReason: 'error' }]),
+    }).run('q')
     expect(r.finishReason).toEqual({ kind: 'error', message: 'upstream said no', code: 'UNAVAILABLE' })
   })
 
@@ -70,18 +91,30 @@ describe('createAgent', () => {
           void model.generate(req, signal)
         }),
     }
-    await expect(createAgent({ model: never }).run('q', { signal: ac.signal })).rejects.toThrow('user cancelled')
+    await expect(createAgent({ model: never }).run('q', { signal: ac.signal })).rejects.toThrow(
+      'user cancelled',
+    )
     const pre = new AbortController()
     pre.abort(new Error('too late'))
-    await expect(createAgent({ model: scriptedModel(['x']) }).run('q', { signal: pre.signal })).rejects.toThrow('too late')
+    await expect(
+      createAgent({ model: scriptedModel(['x']) }).run('q', { signal: pre.signal }),
+    ).rejects.toThrow('too late')
   })
 })
 
 describe('scriptedModel', () => {
   it('replays text, responses, functions and errors in order, recording requests', async () => {
-    const model = scriptedModel(['a', { text: 'b', model: 'm2' }, (req, i) => `${req.messages.length}:${i}`, new Error('x')], { model: 'demo' })
+    const model = scriptedModel(
+      ['a', { text: 'b', model: 'm2' }, (req, i) => `${req.messages.length}:${i}`, new Error('x')],
+      { model: 'demo' },
+    )
     const signal = new AbortController().signal
-    const req = { model: 'demo', messages: [{ role: 'user' as const, content: 'hi' }], tools: [], isLastIteration: false }
+    const req = {
+      model: 'demo',
+      messages: [{ role: 'user' as const, content: 'hi' }],
+      tools: [],
+      isLastIteration: false,
+    }
     expect(await model.generate(req, signal)).toEqual({ text: 'a', finishReason: 'stop' })
     expect(await model.generate(req, signal)).toEqual({ text: 'b', model: 'm2' })
     expect(await model.generate(req, signal)).toEqual({ text: '1:2', finishReason: 'stop' })

@@ -21,10 +21,16 @@ const work = defineTool({
 })
 const callWork = () => ({ text: 'working', toolCalls: [scriptedToolCall('work', {})] })
 
-function stopAt(name: string, iterationsCompleted: number, cause: ForcedStop, instruction = `stop: ${name}`): AgentInterceptor {
+function stopAt(
+  name: string,
+  iterationsCompleted: number,
+  cause: ForcedStop,
+  instruction = `stop: ${name}`,
+): AgentInterceptor {
   return {
     name,
-    decide: (s: AgentRunState) => (s.iterationsCompleted >= iterationsCompleted ? finishNow(cause, instruction) : undefined),
+    decide: (s: AgentRunState) =>
+      s.iterationsCompleted >= iterationsCompleted ? finishNow(cause, instruction) : undefined,
   }
 }
 
@@ -42,7 +48,11 @@ describe('decide and forced finals', () => {
     expect(model.calls).toBe(1)
     expect(model.requests[0]).toMatchObject({ tools: [], isLastIteration: true })
     expect(model.requests[0]?.messages.at(-1)).toEqual({ role: 'user', content: 'answer now' })
-    expect(r).toMatchObject({ output: 'final', finishReason: { kind: 'custom', reason: 'not today' }, iterations: 1 })
+    expect(r).toMatchObject({
+      output: 'final',
+      finishReason: { kind: 'custom', reason: 'not today' },
+      iterations: 1,
+    })
   })
 
   it('the first FinishNow wins; later interceptors are not consulted', async () => {
@@ -51,7 +61,9 @@ describe('decide and forced finals', () => {
       name: 'later',
       decide: (s) => {
         laterAsked++
-        return s.iterationsCompleted >= 1 ? finishNow(ForcedStop.budgetExceeded(), 'later instruction') : undefined
+        return s.iterationsCompleted >= 1
+          ? finishNow(ForcedStop.budgetExceeded(), 'later instruction')
+          : undefined
       },
     }
     const model = scriptedModel([callWork(), 'final'])
@@ -68,7 +80,10 @@ describe('decide and forced finals', () => {
 
   it('the forced-final iteration withholds tools, sets isLastIteration and ignores tool calls in the reply', async () => {
     executed = 0
-    const model = scriptedModel([callWork(), { text: 'final anyway', toolCalls: [scriptedToolCall('work', {})] }])
+    const model = scriptedModel([
+      callWork(),
+      { text: 'final anyway', toolCalls: [scriptedToolCall('work', {})] },
+    ])
     const r = await createAgent({
       model,
       tools: [work],
@@ -85,14 +100,21 @@ describe('decide and forced finals', () => {
   })
 
   it('reaching maxIterations makes the last iteration a forced final with finishReason max_iterations', async () => {
-    const model = scriptedModel([callWork(), callWork(), { text: 'summary', toolCalls: [scriptedToolCall('work', {})] }])
+    const model = scriptedModel([
+      callWork(),
+      callWork(),
+      { text: 'summary', toolCalls: [scriptedToolCall('work', {})] },
+    ])
     const r = await createAgent({ model, tools: [work], maxIterations: 3 }).run('q')
     expect(r.finishReason).toEqual({ kind: 'max_iterations' })
     expect(r.output).toBe('summary')
     expect(r.iterations).toBe(3)
     expect(model.requests.map((q) => q.tools.length)).toEqual([1, 1, 0])
     expect(model.requests.map((q) => q.isLastIteration)).toEqual([false, false, true])
-    expect(model.requests[2]?.messages.at(-1)).toEqual({ role: 'user', content: AGENT_DEFAULTS.maxIterationsInstruction })
+    expect(model.requests[2]?.messages.at(-1)).toEqual({
+      role: 'user',
+      content: AGENT_DEFAULTS.maxIterationsInstruction,
+    })
     expect(r.toolCalls).toHaveLength(2)
   })
 
@@ -119,7 +141,9 @@ describe('decide and forced finals', () => {
 
   it('token_limit ends the run without running the tool calls of the truncated reply', async () => {
     executed = 0
-    const model = scriptedModel([{ text: '', toolCalls: [scriptedToolCall('work', {})], finishReason: 'length' }])
+    const model = scriptedModel([
+      { text: '', toolCalls: [scriptedToolCall('work', {})], finishReason: 'length' },
+    ])
     const r = await createAgent({ model, tools: [work] }).run('q')
     expect(r.finishReason).toEqual({ kind: 'token_limit' })
     expect(executed).toBe(0)
@@ -138,7 +162,9 @@ describe('decide and forced finals', () => {
         throw new Error('no state')
       },
     }
-    const err = await createAgent({ model: scriptedModel(['x']), interceptors: [bad] }).run('q').catch((e: unknown) => e)
+    const err = await createAgent({ model: scriptedModel(['x']), interceptors: [bad] })
+      .run('q')
+      .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(InterceptorError)
     expect(err).toMatchObject({ interceptor: 'bad-decider', stage: 'decide' })
   })
@@ -146,15 +172,23 @@ describe('decide and forced finals', () => {
   it('a decide cannot force a loop-owned reason', async () => {
     const cheat: AgentInterceptor = {
       name: 'cheat',
-      decide: () => ({ kind: 'finish_now', cause: { kind: 'natural_stop' } as unknown as ForcedStop, instruction: 'x' }),
+      decide: () => ({
+        kind: 'finish_now',
+        cause: { kind: 'natural_stop' } as unknown as ForcedStop,
+        instruction: 'x',
+      }),
     }
-    const err = await createAgent({ model: scriptedModel(['x']), interceptors: [cheat] }).run('q').catch((e: unknown) => e)
+    const err = await createAgent({ model: scriptedModel(['x']), interceptors: [cheat] })
+      .run('q')
+      .catch((e: unknown) => e)
     expect(err).toMatchObject({ interceptor: 'cheat', stage: 'decide' })
     expect((err as Error).message).toMatch(/loop-owned reasons cannot be forced/)
   })
 
   it('factories reject loop-owned causes and empty instructions', () => {
-    expect(() => LoopDecision.finishNow({ kind: 'max_iterations' } as unknown as ForcedStop, 'x')).toThrow(/ForcedStop/)
+    expect(() => LoopDecision.finishNow({ kind: 'max_iterations' } as unknown as ForcedStop, 'x')).toThrow(
+      /ForcedStop/,
+    )
     expect(() => finishNow(ForcedStop.budgetExceeded(), '')).toThrow(/instruction/)
     expect(() => ForcedStop.custom('')).toThrow(/non-empty/)
     expect(LoopDecision.continue()).toEqual({ kind: 'continue' })
@@ -168,7 +202,9 @@ describe('decide and forced finals', () => {
     }
     const model = scriptedModel([{ ...callWork(), usage: { inputTokens: 10, outputTokens: 5 } }, 'done'])
     await createAgent({ model, tools: [work], interceptors: [spy], maxIterations: 5 }).run('q')
-    expect(states.map((s) => [s.iterationsCompleted, s.usage.totalTokens, s.llmCalls.length, s.toolCalls.length])).toEqual([
+    expect(
+      states.map((s) => [s.iterationsCompleted, s.usage.totalTokens, s.llmCalls.length, s.toolCalls.length]),
+    ).toEqual([
       [0, 0, 0, 0],
       [1, 15, 1, 1],
     ])

@@ -3,7 +3,12 @@ import { createAgent, defineTool, scriptedModel, scriptedToolCall } from '../../
 import type { LifecycleEvent } from '../../../src/lifecycle/index.js'
 import { recordingHook } from './helpers.js'
 
-const noop = defineTool({ name: 'noop', description: 'd', parameters: { type: 'object' }, execute: () => 'ok' })
+const noop = defineTool({
+  name: 'noop',
+  description: 'd',
+  parameters: { type: 'object' },
+  execute: () => 'ok',
+})
 
 describe('lifecycle events of a run', () => {
   it('every stage emits its event with the step number and the session id', async () => {
@@ -55,7 +60,11 @@ describe('lifecycle events of a run', () => {
       model: scriptedModel([new Error('503 upstream overloaded')]),
       lifecycleHooks: [hook],
     }).run('q')
-    expect(r.finishReason).toEqual({ kind: 'error', message: 'model call failed: 503 upstream overloaded', code: 'UNAVAILABLE' })
+    expect(r.finishReason).toEqual({
+      kind: 'error',
+      message: 'model call failed: 503 upstream overloaded',
+      code: 'UNAVAILABLE',
+    })
     const error = events.find((e) => e.type === 'ERROR')
     expect(error).toMatchObject({ step: 1, attributes: { source: 'model' } })
     expect(events.at(-1)?.type).toBe('AFTER_TURN')

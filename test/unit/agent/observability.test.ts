@@ -1,8 +1,25 @@
-import type { Attributes, AttributeValue, Context, Span, SpanContext, SpanOptions, SpanStatus, Tracer } from '@opentelemetry/api'
+import type {
+  Attributes,
+  AttributeValue,
+  Context,
+  Span,
+  SpanContext,
+  SpanOptions,
+  SpanStatus,
+  Tracer,
+} from '@opentelemetry/api'
 import { SpanStatusCode, trace } from '@opentelemetry/api'
 import { describe, expect, it } from 'vitest'
 import type { LogLevel } from '../../../src/agent/index.js'
-import { AGENT_SPANS, createAgent, LoggingInterceptor, scriptedModel, scriptedToolCall, shellTool, TracingInterceptor } from '../../../src/agent/index.js'
+import {
+  AGENT_SPANS,
+  createAgent,
+  LoggingInterceptor,
+  scriptedModel,
+  scriptedToolCall,
+  shellTool,
+  TracingInterceptor,
+} from '../../../src/agent/index.js'
 import { InterceptorError, ToolCallDecision } from '../../../src/interceptors/index.js'
 import { execResult, TestRouter } from './helpers.js'
 
@@ -20,7 +37,11 @@ class RecordedSpan implements Span {
     id: number,
   ) {
     this.attributes = { ...(options?.attributes ?? {}) }
-    this.ctx = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: id.toString(16).padStart(16, '0'), traceFlags: 1 }
+    this.ctx = {
+      traceId: '0af7651916cd43dd8448eb211c80319c',
+      spanId: id.toString(16).padStart(16, '0'),
+      traceFlags: 1,
+    }
   }
   spanContext(): SpanContext {
     return this.ctx
@@ -64,7 +85,12 @@ class RecordingTracer implements Tracer {
   readonly spans: RecordedSpan[] = []
   startSpan(name: string, options?: SpanOptions, context?: Context): Span {
     const parent = context ? trace.getSpan(context) : undefined
-    const span = new RecordedSpan(name, parent instanceof RecordedSpan ? parent : undefined, options, this.spans.length + 1)
+    const span = new RecordedSpan(
+      name,
+      parent instanceof RecordedSpan ? parent : undefined,
+      options,
+      this.spans.length + 1,
+    )
     this.spans.push(span)
     return span
   }
@@ -82,7 +108,10 @@ describe('LoggingInterceptor', () => {
   it('logs iterations at debug, model and tool calls at info, through the sink', async () => {
     const lines: [LogLevel, string][] = []
     const model = scriptedModel([
-      { toolCalls: [scriptedToolCall('bash', { command: 'ls' }, 'b1')], usage: { inputTokens: 7, outputTokens: 3 } },
+      {
+        toolCalls: [scriptedToolCall('bash', { command: 'ls' }, 'b1')],
+        usage: { inputTokens: 7, outputTokens: 3 },
+      },
       { text: 'done', finishReason: 'stop' },
     ])
     await createAgent({
@@ -160,7 +189,11 @@ describe('TracingInterceptor', () => {
     ])
     expect(tracer.spans[1]?.parent).toBe(tracer.spans[0])
     expect(tracer.spans.every((s) => s.ended)).toBe(true)
-    expect(tracer.spans[0]?.attributes).toMatchObject({ 'agent.iteration': 1, 'agent.session_id': 'S', 'agent.iteration.outcome': 'continue' })
+    expect(tracer.spans[0]?.attributes).toMatchObject({
+      'agent.iteration': 1,
+      'agent.session_id': 'S',
+      'agent.iteration.outcome': 'continue',
+    })
     expect(tracer.spans[1]?.attributes).toMatchObject({
       'gen_ai.request.model': 'scripted',
       'gen_ai.response.model': 'gpt-x-2025',
@@ -183,7 +216,10 @@ describe('TracingInterceptor', () => {
 
   it('marks a failed model call span as an error and ends it', async () => {
     const tracer = new RecordingTracer()
-    await createAgent({ model: scriptedModel([new Error('503')]), interceptors: [new TracingInterceptor({ tracer })] }).run('q')
+    await createAgent({
+      model: scriptedModel([new Error('503')]),
+      interceptors: [new TracingInterceptor({ tracer })],
+    }).run('q')
     const llm = tracer.spans.find((s) => s.name === AGENT_SPANS.llmCall)
     expect(llm?.status.code).toBe(SpanStatusCode.ERROR)
     expect(llm?.exceptions).toHaveLength(1)
@@ -191,7 +227,10 @@ describe('TracingInterceptor', () => {
   })
 
   it('works with the default (no-op) global tracer', async () => {
-    const r = await createAgent({ model: scriptedModel(['ok']), interceptors: [new TracingInterceptor()] }).run('q')
+    const r = await createAgent({
+      model: scriptedModel(['ok']),
+      interceptors: [new TracingInterceptor()],
+    }).run('q')
     expect(r.output).toBe('ok')
   })
 })

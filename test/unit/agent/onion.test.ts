@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import type { AgentInterceptor, ModelResponse, ToolCallRecord } from '../../../src/agent/index.js'
-import { createAgent, defineTool, ForcedStop, scriptedModel, scriptedToolCall } from '../../../src/agent/index.js'
+import {
+  createAgent,
+  defineTool,
+  ForcedStop,
+  scriptedModel,
+  scriptedToolCall,
+} from '../../../src/agent/index.js'
 import { InterceptorError } from '../../../src/interceptors/index.js'
 import { recordingHook, tracer } from './helpers.js'
 
@@ -19,17 +25,34 @@ function twoStepModel() {
 describe('AgentInterceptor onion', () => {
   it('runs around-stages with the first added outermost', async () => {
     const log: string[] = []
-    const agent = createAgent({ model: twoStepModel(), tools: [echo], interceptors: [tracer('A', log), tracer('B', log)] })
+    const agent = createAgent({
+      model: twoStepModel(),
+      tools: [echo],
+      interceptors: [tracer('A', log), tracer('B', log)],
+    })
     const r = await agent.run('go')
     expect(r.output).toBe('done')
     expect(log).toEqual([
-      'A:iteration:in', 'B:iteration:in',
-      'A:llm:in', 'B:llm:in', 'B:llm:out', 'A:llm:out',
-      'A:tool:in', 'B:tool:in', 'B:tool:out', 'A:tool:out',
-      'B:iteration:out', 'A:iteration:out',
-      'A:iteration:in', 'B:iteration:in',
-      'A:llm:in', 'B:llm:in', 'B:llm:out', 'A:llm:out',
-      'B:iteration:out', 'A:iteration:out',
+      'A:iteration:in',
+      'B:iteration:in',
+      'A:llm:in',
+      'B:llm:in',
+      'B:llm:out',
+      'A:llm:out',
+      'A:tool:in',
+      'B:tool:in',
+      'B:tool:out',
+      'A:tool:out',
+      'B:iteration:out',
+      'A:iteration:out',
+      'A:iteration:in',
+      'B:iteration:in',
+      'A:llm:in',
+      'B:llm:in',
+      'B:llm:out',
+      'A:llm:out',
+      'B:iteration:out',
+      'A:iteration:out',
     ])
   })
 
@@ -80,7 +103,10 @@ describe('AgentInterceptor onion', () => {
     const model = scriptedModel([])
     const cached: AgentInterceptor = {
       name: 'cache',
-      aroundLlmCall: (): ModelResponse => ({ text: 'from cache', usage: { inputTokens: 1, outputTokens: 1 } }),
+      aroundLlmCall: (): ModelResponse => ({
+        text: 'from cache',
+        usage: { inputTokens: 1, outputTokens: 1 },
+      }),
     }
     const r = await createAgent({ model, interceptors: [cached] }).run('x')
     expect(model.calls).toBe(0)
@@ -91,7 +117,12 @@ describe('AgentInterceptor onion', () => {
 
   it('not calling next short-circuits the tool call', async () => {
     let executed = 0
-    const tool = defineTool({ name: 'echo', description: 'd', parameters: { type: 'object' }, execute: () => ++executed })
+    const tool = defineTool({
+      name: 'echo',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: () => ++executed,
+    })
     const deny: AgentInterceptor = {
       name: 'deny',
       aroundToolCall: (ctx): ToolCallRecord => ({
@@ -109,7 +140,12 @@ describe('AgentInterceptor onion', () => {
     }
     const r = await createAgent({ model: twoStepModel(), tools: [tool], interceptors: [deny] }).run('x')
     expect(executed).toBe(0)
-    expect(r.messages[2]).toEqual({ role: 'tool', toolCallId: 'c1', name: 'echo', content: 'skipped by policy' })
+    expect(r.messages[2]).toEqual({
+      role: 'tool',
+      toolCallId: 'c1',
+      name: 'echo',
+      content: 'skipped by policy',
+    })
   })
 
   it('calling next a second time throws, failing the run with the interceptor and stage named', async () => {
@@ -121,7 +157,9 @@ describe('AgentInterceptor onion', () => {
       },
     }
     const model = scriptedModel(['a', 'b'])
-    const err = await createAgent({ model, interceptors: [twice] }).run('x').catch((e: unknown) => e)
+    const err = await createAgent({ model, interceptors: [twice] })
+      .run('x')
+      .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(InterceptorError)
     expect((err as InterceptorError).interceptor).toBe('twice')
     expect((err as InterceptorError).stage).toBe('aroundLlmCall')
@@ -139,7 +177,12 @@ describe('AgentInterceptor onion', () => {
         },
       }
       const { hook, events } = recordingHook()
-      const agent = createAgent({ model: twoStepModel(), tools: [echo], interceptors: [boom], lifecycleHooks: [hook] })
+      const agent = createAgent({
+        model: twoStepModel(),
+        tools: [echo],
+        interceptors: [boom],
+        lifecycleHooks: [hook],
+      })
       const err = await agent.run('x').catch((e: unknown) => e)
       expect(err).toBeInstanceOf(InterceptorError)
       expect(err).toMatchObject({ interceptor: 'boom', stage, code: 'INTERCEPTOR_FAILED' })
@@ -174,7 +217,9 @@ describe('AgentInterceptor onion', () => {
         }
       },
     }
-    const r = await createAgent({ model: scriptedModel([new Error('503')]), interceptors: [fallback] }).run('x')
+    const r = await createAgent({ model: scriptedModel([new Error('503')]), interceptors: [fallback] }).run(
+      'x',
+    )
     expect(r.output).toBe('fallback answer')
     expect(r.finishReason).toEqual({ kind: 'natural_stop' })
   })
@@ -184,7 +229,9 @@ describe('AgentInterceptor onion', () => {
       name: 'liar',
       aroundIteration: () => ({ kind: 'finish', output: 'x', finishReason: { kind: 'natural_stop' } }),
     }
-    const err = await createAgent({ model: scriptedModel(['a']), interceptors: [liar] }).run('x').catch((e: unknown) => e)
+    const err = await createAgent({ model: scriptedModel(['a']), interceptors: [liar] })
+      .run('x')
+      .catch((e: unknown) => e)
     expect(err).toMatchObject({ interceptor: 'liar', stage: 'aroundIteration' })
     expect((err as Error).message).toMatch(/loop-owned finish reason/)
   })
@@ -192,7 +239,11 @@ describe('AgentInterceptor onion', () => {
   it('an aroundIteration may end the run with a forced stop, or rewrite the output of the loop’s own finish', async () => {
     const stop: AgentInterceptor = {
       name: 'stop',
-      aroundIteration: () => ({ kind: 'finish', output: 'halted', finishReason: ForcedStop.custom('operator halt') }),
+      aroundIteration: () => ({
+        kind: 'finish',
+        output: 'halted',
+        finishReason: ForcedStop.custom('operator halt'),
+      }),
     }
     const model = scriptedModel(['a'])
     const r1 = await createAgent({ model, interceptors: [stop] }).run('x')

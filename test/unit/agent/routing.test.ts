@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import { createAgent, defineTool, scriptedModel, scriptedToolCall, shellTool } from '../../../src/agent/index.js'
+import {
+  createAgent,
+  defineTool,
+  scriptedModel,
+  scriptedToolCall,
+  shellTool,
+} from '../../../src/agent/index.js'
 import { AppError } from '../../../src/errors.js'
 import type { ToolCallInterceptor } from '../../../src/interceptors/index.js'
 import { ToolCallDecision, ToolResultDecision } from '../../../src/interceptors/index.js'
@@ -11,7 +17,11 @@ const routeBash: ToolCallInterceptor = {
   name: 'route-bash',
   beforeToolCall: (req) =>
     req.name === 'bash'
-      ? ToolCallDecision.routeTo('docker', 'default', (JSON.parse(req.arguments) as { command: string }).command)
+      ? ToolCallDecision.routeTo(
+          'docker',
+          'default',
+          (JSON.parse(req.arguments) as { command: string }).command,
+        )
       : ToolCallDecision.allow(),
 }
 const bashCall = (command = 'ls -la', id = 'b1') =>
@@ -22,10 +32,13 @@ describe('routed tool calls', () => {
     const exec = execResult({ exitCode: 2, stdout: 'a\nb\n', stderr: 'warn\n' })
     const router = new TestRouter(() => exec)
     const model = bashCall()
-    const r = await createAgent({ model, tools: [shellTool({ timeoutMs: 5000 })], toolInterceptors: [routeBash], router, tenant: 'acme' }).run(
-      'q',
-      { sessionId: 'sess-1' },
-    )
+    const r = await createAgent({
+      model,
+      tools: [shellTool({ timeoutMs: 5000 })],
+      toolInterceptors: [routeBash],
+      router,
+      tenant: 'acme',
+    }).run('q', { sessionId: 'sess-1' })
     expect(router.requests).toEqual([
       {
         providerId: 'docker',
@@ -47,11 +60,21 @@ describe('routed tool calls', () => {
       exec,
     })
     expect(r.toolCalls[0]?.output).toBe('exit_code: 2\nstdout:\na\nb\nstderr:\nwarn')
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ role: 'tool', toolCallId: 'b1', content: r.toolCalls[0]?.output })
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      role: 'tool',
+      toolCallId: 'b1',
+      content: r.toolCalls[0]?.output,
+    })
   })
 
   it('mark timed-out and truncated results in the text', async () => {
-    const exec = execResult({ exitCode: null, signal: 'SIGKILL', timedOut: true, truncated: true, stdout: 'partial' })
+    const exec = execResult({
+      exitCode: null,
+      signal: 'SIGKILL',
+      timedOut: true,
+      truncated: true,
+      stdout: 'partial',
+    })
     const r = await createAgent({
       model: bashCall('sleep 99'),
       tools: [shellTool({ timeoutMs: 1000 })],
@@ -66,18 +89,38 @@ describe('routed tool calls', () => {
 
   it('never fall back to local execution, even for a tool that has a local execute', async () => {
     let local = 0
-    const bash = defineTool({ name: 'bash', description: 'd', parameters: { type: 'object' }, execute: () => ++local })
+    const bash = defineTool({
+      name: 'bash',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: () => ++local,
+    })
     const router = new TestRouter(() => execResult({ stdout: 'sandboxed' }))
-    const r = await createAgent({ model: bashCall(), tools: [bash], toolInterceptors: [routeBash], router }).run('q')
+    const r = await createAgent({
+      model: bashCall(),
+      tools: [bash],
+      toolInterceptors: [routeBash],
+      router,
+    }).run('q')
     expect(local).toBe(0)
     expect(r.toolCalls[0]?.output).toContain('sandboxed')
   })
 
   it('without a router end in a clear error result and an ERROR event, never running locally', async () => {
     let local = 0
-    const bash = defineTool({ name: 'bash', description: 'd', parameters: { type: 'object' }, execute: () => ++local })
+    const bash = defineTool({
+      name: 'bash',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: () => ++local,
+    })
     const { hook, events } = recordingHook()
-    const r = await createAgent({ model: bashCall(), tools: [bash], toolInterceptors: [routeBash], lifecycleHooks: [hook] }).run('q')
+    const r = await createAgent({
+      model: bashCall(),
+      tools: [bash],
+      toolInterceptors: [routeBash],
+      lifecycleHooks: [hook],
+    }).run('q')
     expect(local).toBe(0)
     expect(r.toolCalls[0]).toMatchObject({ outcome: 'error', via: 'none' })
     expect(r.toolCalls[0]?.output).toMatch(
@@ -85,26 +128,42 @@ describe('routed tool calls', () => {
     )
     expect(r.output).toBe('done')
     const error = events.find((e) => e.type === 'ERROR')
-    expect(error?.attributes).toMatchObject({ source: 'router', code: 'CONFIG_INVALID', route: { providerId: 'docker' } })
+    expect(error?.attributes).toMatchObject({
+      source: 'router',
+      code: 'CONFIG_INVALID',
+      route: { providerId: 'docker' },
+    })
   })
 
   it('an unknown provider or profile is a clear tool error plus an ERROR lifecycle event', async () => {
     const router = new TestRouter((route) => {
-      throw new AppError('UNKNOWN_PROVIDER', `unknown sandbox provider "${route.providerId}"; registered providers: docker, e2b`)
+      throw new AppError(
+        'UNKNOWN_PROVIDER',
+        `unknown sandbox provider "${route.providerId}"; registered providers: docker, e2b`,
+      )
     })
     const { hook, events } = recordingHook()
     const r = await createAgent({
       model: bashCall(),
       tools: [shellTool()],
-      toolInterceptors: [{ name: 'to-nowhere', beforeToolCall: () => ToolCallDecision.routeTo('nowhere', 'default', 'ls') }],
+      toolInterceptors: [
+        { name: 'to-nowhere', beforeToolCall: () => ToolCallDecision.routeTo('nowhere', 'default', 'ls') },
+      ],
       router,
       lifecycleHooks: [hook],
     }).run('q', { sessionId: 's1' })
     expect(r.toolCalls[0]).toMatchObject({ outcome: 'error', via: 'routed' })
-    expect(r.toolCalls[0]?.output).toBe('error: UNKNOWN_PROVIDER: unknown sandbox provider "nowhere"; registered providers: docker, e2b')
+    expect(r.toolCalls[0]?.output).toBe(
+      'error: UNKNOWN_PROVIDER: unknown sandbox provider "nowhere"; registered providers: docker, e2b',
+    )
     const error = events.find((e) => e.type === 'ERROR')
     expect(error).toMatchObject({ sessionId: 's1', step: 1 })
-    expect(error?.attributes).toMatchObject({ source: 'router', code: 'UNKNOWN_PROVIDER', callId: 'b1', route: { providerId: 'nowhere' } })
+    expect(error?.attributes).toMatchObject({
+      source: 'router',
+      code: 'UNKNOWN_PROVIDER',
+      callId: 'b1',
+      route: { providerId: 'nowhere' },
+    })
     expect(r.finishReason).toEqual({ kind: 'natural_stop' })
   })
 
@@ -115,7 +174,12 @@ describe('routed tool calls', () => {
       afterToolCall: (_req, out) => ToolResultDecision.modify(out.replaceAll('hunter2', '[redacted]')),
     }
     const router = new TestRouter(() => execResult({ stdout: 'PASSWORD=hunter2\n' }))
-    const r = await createAgent({ model: bashCall('env'), tools: [shellTool()], toolInterceptors: [routeBash, redact], router }).run('q')
+    const r = await createAgent({
+      model: bashCall('env'),
+      tools: [shellTool()],
+      toolInterceptors: [routeBash, redact],
+      router,
+    }).run('q')
     expect(r.toolCalls[0]?.output).toBe('exit_code: 0\nstdout:\nPASSWORD=[redacted]\nstderr:\n(empty)')
     expect(r.toolCalls[0]?.modifiedBy).toEqual(['redact'])
   })
@@ -132,7 +196,12 @@ describe('routed tool calls', () => {
     const before = events.find((e) => e.type === 'BEFORE_TOOL_CALL')
     const after = events.find((e) => e.type === 'AFTER_TOOL_CALL')
     const route = { kind: 'routeTo', providerId: 'docker', profile: 'default', command: 'pwd' }
-    expect(before).toMatchObject({ message: 'bash', sessionId: 'abc', step: 1, attributes: { decision: 'routeTo', route } })
+    expect(before).toMatchObject({
+      message: 'bash',
+      sessionId: 'abc',
+      step: 1,
+      attributes: { decision: 'routeTo', route },
+    })
     expect(after).toMatchObject({
       message: 'bash',
       sessionId: 'abc',

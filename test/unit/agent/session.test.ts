@@ -1,9 +1,20 @@
 import { describe, expect, it } from 'vitest'
 import type { ChatMessage, ModelRequest } from '../../../src/agent/index.js'
-import { AgentSessionError, createAgent, defineTool, scriptedModel, scriptedToolCall } from '../../../src/agent/index.js'
+import {
+  AgentSessionError,
+  createAgent,
+  defineTool,
+  scriptedModel,
+  scriptedToolCall,
+} from '../../../src/agent/index.js'
 import { recordingHook } from './helpers.js'
 
-const noop = defineTool({ name: 'noop', description: 'd', parameters: { type: 'object' }, execute: () => 'tool-out' })
+const noop = defineTool({
+  name: 'noop',
+  description: 'd',
+  parameters: { type: 'object' },
+  execute: () => 'tool-out',
+})
 
 describe('AgentSession', () => {
   it('fires SESSION_START on open and SESSION_END once on close', async () => {
@@ -57,10 +68,16 @@ describe('AgentSession', () => {
       'answer two',
       (req) => {
         compactRequest = req
-        return { text: 'User asked one and two; noop returned tool-out.', usage: { inputTokens: 50, outputTokens: 12 }, model: 'sum-1' }
+        return {
+          text: 'User asked one and two; noop returned tool-out.',
+          usage: { inputTokens: 50, outputTokens: 12 },
+          model: 'sum-1',
+        }
       },
     ])
-    const session = await createAgent({ model, tools: [noop], lifecycleHooks: [hook] }).openSession({ sessionId: 'S3' })
+    const session = await createAgent({ model, tools: [noop], lifecycleHooks: [hook] }).openSession({
+      sessionId: 'S3',
+    })
     await session.run('one')
     await session.run('two')
     // user, assistant(call), tool, assistant, user, assistant
@@ -72,11 +89,21 @@ describe('AgentSession', () => {
       summary: 'User asked one and two; noop returned tool-out.',
       removedMessages: 4,
       keptMessages: 2,
-      usage: { inputTokens: 50, outputTokens: 12, totalTokens: 62, cachedInputTokens: 0, cacheWriteInputTokens: 0, reasoningTokens: 0 },
+      usage: {
+        inputTokens: 50,
+        outputTokens: 12,
+        totalTokens: 62,
+        cachedInputTokens: 0,
+        cacheWriteInputTokens: 0,
+        reasoningTokens: 0,
+      },
       model: 'sum-1',
     })
     expect(session.messages).toEqual<ChatMessage[]>([
-      { role: 'user', content: 'Summary of the earlier conversation:\nUser asked one and two; noop returned tool-out.' },
+      {
+        role: 'user',
+        content: 'Summary of the earlier conversation:\nUser asked one and two; noop returned tool-out.',
+      },
       { role: 'user', content: 'two' },
       { role: 'assistant', content: 'answer two' },
     ])
@@ -85,7 +112,11 @@ describe('AgentSession', () => {
     expect(compactRequest?.messages[0]?.content).toContain('tool noop result: tool-out')
     expect(session.usage.totalTokens).toBe(62)
     const onCompact = events.find((e) => e.type === 'ON_COMPACT')
-    expect(onCompact).toMatchObject({ sessionId: 'S3', payload: result, attributes: { removedMessages: 4, keptMessages: 2 } })
+    expect(onCompact).toMatchObject({
+      sessionId: 'S3',
+      payload: result,
+      attributes: { removedMessages: 4, keptMessages: 2 },
+    })
   })
 
   it('never splits a tool result from its call when compacting', async () => {
@@ -113,10 +144,14 @@ describe('AgentSession', () => {
 
   it('a failed compaction rejects and leaves the conversation unchanged', async () => {
     const model = scriptedModel(['a', new Error('overloaded')])
-    const session = await createAgent({ model }).openSession({ messages: [{ role: 'user', content: 'earlier' }] })
+    const session = await createAgent({ model }).openSession({
+      messages: [{ role: 'user', content: 'earlier' }],
+    })
     await session.run('q')
     const before = session.messages
-    await expect(session.compact({ keepLastMessages: 0 })).rejects.toThrow(/compaction failed: overloaded; the conversation is unchanged/)
+    await expect(session.compact({ keepLastMessages: 0 })).rejects.toThrow(
+      /compaction failed: overloaded; the conversation is unchanged/,
+    )
     expect(session.messages).toBe(before)
   })
 })

@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import type { Tool } from '../../../src/agent/index.js'
-import { AgentConfigError, createAgent, defineTool, scriptedModel, scriptedToolCall, shellTool } from '../../../src/agent/index.js'
+import {
+  AgentConfigError,
+  createAgent,
+  defineTool,
+  scriptedModel,
+  scriptedToolCall,
+  shellTool,
+} from '../../../src/agent/index.js'
 import { delay } from './helpers.js'
 
 const add = defineTool({
@@ -12,7 +19,8 @@ const add = defineTool({
 })
 
 /** A model that calls `calls` in one response, then answers 'done'. */
-const callsThenDone = (...calls: ReturnType<typeof scriptedToolCall>[]) => scriptedModel([{ toolCalls: calls }, 'done'])
+const callsThenDone = (...calls: ReturnType<typeof scriptedToolCall>[]) =>
+  scriptedModel([{ toolCalls: calls }, 'done'])
 
 describe('defineTool', () => {
   it('turns zod parameters into the JSON Schema offered to the model', () => {
@@ -32,18 +40,31 @@ describe('defineTool', () => {
 
   it('accepts a JSON Schema object as is', () => {
     const schema = { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] }
-    const t = defineTool({ name: 'search', description: 'd', parameters: schema, execute: (args: { q: string }) => args.q })
+    const t = defineTool({
+      name: 'search',
+      description: 'd',
+      parameters: schema,
+      execute: (args: { q: string }) => args.q,
+    })
     expect(createAgent({ model: scriptedModel([]), tools: [t] }).tools[0]?.parameters).toEqual(schema)
   })
 
   it('fails fast on bad definitions', () => {
-    expect(() => defineTool({ name: 'has space', description: 'd', parameters: { type: 'object' } })).toThrow(AgentConfigError)
-    expect(() => defineTool({ name: 'x', description: 'd', parameters: { type: 'string' } })).toThrow(/must describe an object/)
-    expect(() => defineTool({ name: 'x', description: 'd', parameters: z.string() })).toThrow(/must describe an object/)
-    expect(() => defineTool({ name: 'x', description: 'd', parameters: { type: 'object' }, timeoutMs: 0 })).toThrow(/timeoutMs/)
+    expect(() => defineTool({ name: 'has space', description: 'd', parameters: { type: 'object' } })).toThrow(
+      AgentConfigError,
+    )
+    expect(() => defineTool({ name: 'x', description: 'd', parameters: { type: 'string' } })).toThrow(
+      /must describe an object/,
+    )
+    expect(() => defineTool({ name: 'x', description: 'd', parameters: z.string() })).toThrow(
+      /must describe an object/,
+    )
     expect(() =>
-      createAgent({ model: scriptedModel([]), tools: [add, add] }),
-    ).toThrow(/duplicate tool name "add"/)
+      defineTool({ name: 'x', description: 'd', parameters: { type: 'object' }, timeoutMs: 0 }),
+    ).toThrow(/timeoutMs/)
+    expect(() => createAgent({ model: scriptedModel([]), tools: [add, add] })).toThrow(
+      /duplicate tool name "add"/,
+    )
   })
 
   it('shellTool has no local execute', () => {
@@ -55,14 +76,20 @@ describe('defineTool', () => {
 
 describe('local tool calls', () => {
   it('validates zod arguments; a violation is an error result the model can read', async () => {
-    const r = await createAgent({ model: callsThenDone(scriptedToolCall('add', { a: 1, b: 'two' })), tools: [add] }).run('q')
+    const r = await createAgent({
+      model: callsThenDone(scriptedToolCall('add', { a: 1, b: 'two' })),
+      tools: [add],
+    }).run('q')
     expect(r.toolCalls[0]).toMatchObject({ outcome: 'error', via: 'none' })
     expect(r.toolCalls[0]?.output).toMatch(/^error: BAD_REQUEST: invalid arguments for tool "add": b: /)
     expect(r.output).toBe('done')
   })
 
   it('invalid JSON arguments are an error result', async () => {
-    const r = await createAgent({ model: callsThenDone({ id: 'c', name: 'add', arguments: '{"a":' }), tools: [add] }).run('q')
+    const r = await createAgent({
+      model: callsThenDone({ id: 'c', name: 'add', arguments: '{"a":' }),
+      tools: [add],
+    }).run('q')
     expect(r.toolCalls[0]?.output).toMatch(/^error: BAD_REQUEST: arguments of tool "add" are not valid JSON/)
   })
 
@@ -70,22 +97,48 @@ describe('local tool calls', () => {
     const model = callsThenDone(scriptedToolCall('ad', { a: 1, b: 2 }, 'c9'))
     const r = await createAgent({ model, tools: [add] }).run('q')
     expect(r.toolCalls[0]).toMatchObject({ callId: 'c9', outcome: 'error', via: 'none' })
-    expect(r.toolCalls[0]?.output).toBe('error: NOT_FOUND: unknown tool "ad"; available tools: add. Call one of them by its exact name.')
-    expect(model.requests[1]?.messages.at(-1)).toEqual({ role: 'tool', toolCallId: 'c9', name: 'ad', content: r.toolCalls[0]?.output })
+    expect(r.toolCalls[0]?.output).toBe(
+      'error: NOT_FOUND: unknown tool "ad"; available tools: add. Call one of them by its exact name.',
+    )
+    expect(model.requests[1]?.messages.at(-1)).toEqual({
+      role: 'tool',
+      toolCallId: 'c9',
+      name: 'ad',
+      content: r.toolCalls[0]?.output,
+    })
     expect(r.finishReason).toEqual({ kind: 'natural_stop' })
   })
 
   it('a shell-style tool without execute never runs on the host unless routed', async () => {
-    const r = await createAgent({ model: callsThenDone(scriptedToolCall('bash', { command: 'rm -rf /' })), tools: [shellTool()] }).run('q')
+    const r = await createAgent({
+      model: callsThenDone(scriptedToolCall('bash', { command: 'rm -rf /' })),
+      tools: [shellTool()],
+    }).run('q')
     expect(r.toolCalls[0]).toMatchObject({ outcome: 'error', via: 'none' })
-    expect(r.toolCalls[0]?.output).toMatch(/has no local execute and no interceptor routed it, so it did not run/)
+    expect(r.toolCalls[0]?.output).toMatch(
+      /has no local execute and no interceptor routed it, so it did not run/,
+    )
   })
 
   it('returns strings verbatim, other values as JSON, nothing as empty', async () => {
-    const obj = defineTool({ name: 'obj', description: 'd', parameters: { type: 'object' }, execute: () => ({ ok: true }) })
-    const none = defineTool({ name: 'none', description: 'd', parameters: { type: 'object' }, execute: () => undefined })
+    const obj = defineTool({
+      name: 'obj',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: () => ({ ok: true }),
+    })
+    const none = defineTool({
+      name: 'none',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: () => undefined,
+    })
     const r = await createAgent({
-      model: callsThenDone(scriptedToolCall('obj'), scriptedToolCall('none'), scriptedToolCall('add', { a: 2, b: 3 })),
+      model: callsThenDone(
+        scriptedToolCall('obj'),
+        scriptedToolCall('none'),
+        scriptedToolCall('add', { a: 2, b: 3 }),
+      ),
       tools: [obj, none, add],
     }).run('q')
     expect(r.toolCalls.map((t) => t.output)).toEqual(['{"ok":true}', '', '5'])
@@ -111,10 +164,19 @@ describe('local tool calls', () => {
       description: 'd',
       parameters: { type: 'object' },
       execute: (_a, ctx) => {
-        seen = { callId: ctx.callId, sessionId: ctx.sessionId, tenant: ctx.tenant, aborted: ctx.signal.aborted }
+        seen = {
+          callId: ctx.callId,
+          sessionId: ctx.sessionId,
+          tenant: ctx.tenant,
+          aborted: ctx.signal.aborted,
+        }
       },
     })
-    await createAgent({ model: callsThenDone(scriptedToolCall('ctx', {}, 'k1')), tools: [ctxTool], tenant: 'acme' }).run('q', {
+    await createAgent({
+      model: callsThenDone(scriptedToolCall('ctx', {}, 'k1')),
+      tools: [ctxTool],
+      tenant: 'acme',
+    }).run('q', {
       sessionId: 's1',
     })
     expect(seen).toEqual({ callId: 'k1', sessionId: 's1', tenant: 'acme', aborted: false })
@@ -146,19 +208,20 @@ describe('parallel tool calls and timeouts', () => {
     const r = await createAgent({ model, tools: [sleeper(log, inFlight)] }).run('q')
     expect(log).toEqual(['t3', 't2', 't1', 't0'])
     expect(r.toolCalls.map((t) => t.output)).toEqual(['t0', 't1', 't2', 't3'])
-    expect(model.requests[1]?.messages.slice(-4).map((m) => (m.role === 'tool' ? m.toolCallId : m.role))).toEqual([
-      'c0',
-      'c1',
-      'c2',
-      'c3',
-    ])
+    expect(
+      model.requests[1]?.messages.slice(-4).map((m) => (m.role === 'tool' ? m.toolCallId : m.role)),
+    ).toEqual(['c0', 'c1', 'c2', 'c3'])
     expect(inFlight.max).toBe(4)
   })
 
   it('bounds concurrency by maxParallelToolCalls', async () => {
     const inFlight = { now: 0, max: 0 }
     const calls = Array.from({ length: 6 }, (_, i) => scriptedToolCall('sleep', { ms: 5, id: `t${i}` }))
-    await createAgent({ model: callsThenDone(...calls), tools: [sleeper([], inFlight)], maxParallelToolCalls: 2 }).run('q')
+    await createAgent({
+      model: callsThenDone(...calls),
+      tools: [sleeper([], inFlight)],
+      maxParallelToolCalls: 2,
+    }).run('q')
     expect(inFlight.max).toBe(2)
   })
 
@@ -166,7 +229,11 @@ describe('parallel tool calls and timeouts', () => {
     const log: string[] = []
     const inFlight = { now: 0, max: 0 }
     const calls = [20, 1].map((ms, i) => scriptedToolCall('sleep', { ms, id: `t${i}` }))
-    await createAgent({ model: callsThenDone(...calls), tools: [sleeper(log, inFlight)], parallelToolCalls: false }).run('q')
+    await createAgent({
+      model: callsThenDone(...calls),
+      tools: [sleeper(log, inFlight)],
+      parallelToolCalls: false,
+    }).run('q')
     expect(log).toEqual(['t0', 't1'])
     expect(inFlight.max).toBe(1)
   })
@@ -179,7 +246,9 @@ describe('parallel tool calls and timeouts', () => {
       parameters: { type: 'object' },
       timeoutMs: 30,
       execute: (_a, ctx) => {
-        aborted = new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve(ctx.signal.reason)))
+        aborted = new Promise((resolve) =>
+          ctx.signal.addEventListener('abort', () => resolve(ctx.signal.reason)),
+        )
         return new Promise(() => {})
       },
     })
@@ -193,8 +262,17 @@ describe('parallel tool calls and timeouts', () => {
   })
 
   it('the agent-wide toolTimeoutMs applies to tools without their own', async () => {
-    const hang = defineTool({ name: 'hang', description: 'd', parameters: { type: 'object' }, execute: () => new Promise(() => {}) })
-    const r = await createAgent({ model: callsThenDone(scriptedToolCall('hang')), tools: [hang], toolTimeoutMs: 20 }).run('q')
+    const hang = defineTool({
+      name: 'hang',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: () => new Promise(() => {}),
+    })
+    const r = await createAgent({
+      model: callsThenDone(scriptedToolCall('hang')),
+      tools: [hang],
+      toolTimeoutMs: 20,
+    }).run('q')
     expect(r.toolCalls[0]?.output).toMatch(/timed out after 20 ms/)
   })
 })
