@@ -54,7 +54,11 @@ if ! docker info >/dev/null 2>&1; then
   if [ -n "${DOCKER_HOST:-}" ]; then
     die "the engine at DOCKER_HOST=$DOCKER_HOST does not answer; start it or unset DOCKER_HOST"
   fi
-  is_root || die "the Docker engine is not running; start it as root (dockerd &) or run this script as root"
+  if ! is_root; then
+    [ -S /var/run/docker.sock ] &&
+      die "the Docker engine at /var/run/docker.sock does not answer (permission denied?); run as root or join the docker group"
+    die "the Docker engine is not running; run this script as root to start it (or start dockerd yourself)"
+  fi
   command -v dockerd >/dev/null 2>&1 || die "dockerd not found; install docker.io"
   log "starting dockerd (log: $DOCKERD_LOG)"
   mkdir -p "$(dirname "$DOCKERD_LOG")"
