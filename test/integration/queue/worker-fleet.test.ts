@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { afterEach, describe, expect, test } from 'vitest'
-import { AppError } from '../../../src/errors.js'
+import type { AppError } from '../../../src/errors.js'
 import { deriveJobId } from '../../../src/queue/index.js'
 import type { RouteRequest } from '../../../src/routing/index.js'
 import { JobInterruptedError } from '../../../src/routing/index.js'
