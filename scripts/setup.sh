@@ -26,7 +26,8 @@ is_root() { [ "$(id -u)" = 0 ]; }
 deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
 missing=()
-command -v docker >/dev/null 2>&1 || missing+=(docker.io)
+# Some machines ship only the docker client: the engine (dockerd) is what we need.
+{ command -v docker >/dev/null 2>&1 && command -v dockerd >/dev/null 2>&1; } || missing+=(docker.io)
 if command -v dpkg-query >/dev/null 2>&1; then
   deb_installed busybox-static || missing+=(busybox-static)
   deb_installed bash-static || missing+=(bash-static)
