@@ -87,3 +87,34 @@ export type {
 // Lifecycle
 export { LifecycleDispatcher, LifecycleEventType } from './lifecycle/index.js'
 export type { LifecycleEvent, LifecycleEventInit, LifecycleHook } from './lifecycle/index.js'
+
+// Model clients
+export {
+  AnthropicOptionsSchema,
+  OpenAICompatibleOptionsSchema,
+  anthropic,
+  openAICompatible,
+} from './agent/models/index.js'
+export type { AnthropicOptions, OpenAICompatibleOptions } from './agent/models/index.js'
+
+// Sandboxes (the Docker provider is exported from `sandbox-router/docker`, the conformance suite from
+// `sandbox-router/conformance`)
+export { LABELS, ProfileSchema, ProviderRegistry, resolveProfile } from './sandbox/index.js'
+export type {
+  CreateOptions,
+  ExecOptions,
+  ExecRequest,
+  ExecResult,
+  Labels,
+  ProfileInput,
+  ResolvedProfile,
+  ResolvedRoute,
+  Sandbox,
+  SandboxHealth,
+  SandboxProvider,
+  SandboxRef,
+} from './sandbox/index.js'
+
+// Config
+export { ConfigSchema, loadConfig } from './config/index.js'
+export type { Config, ConfigInput, LoadedConfig } from './config/index.js'
