@@ -58,6 +58,19 @@ describe.each(DRIVERS)('JobQueue driver: %s', (_name, factory) => {
     expect(await other.wait(job.jobId, WAIT)).toEqual(first)
   })
 
+  test('inspect and counts follow a job through its states', async () => {
+    const { q, p } = await setup()
+    const job = makeJob('block')
+    await q.queue.submit(job)
+    await p.started(job.jobId)
+    expect(await q.queue.inspect(job.jobId)).toMatchObject({ state: 'active', job: { jobId: job.jobId } })
+    expect(await q.queue.counts()).toEqual({ waiting: 0, active: 1 })
+    p.release(job.jobId)
+    const r = await q.queue.wait(job.jobId, WAIT)
+    expect(await q.queue.inspect(job.jobId)).toEqual({ job, state: 'finished', result: r })
+    expect(await q.queue.inspect(makeJob('x').jobId)).toBeUndefined()
+  })
+
   test('processor errors map to failed results with stable codes', async () => {
     const { q } = await setup()
     const app = makeJob('fail-app')
