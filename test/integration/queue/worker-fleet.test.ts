@@ -3,6 +3,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import type { AppError } from '../../../src/errors.js'
 import { deriveJobId } from '../../../src/queue/index.js'
 import type { RouteRequest } from '../../../src/routing/index.js'
+import type { ExecResult } from '../../../src/sandbox/types.js'
 import { JobInterruptedError } from '../../../src/routing/index.js'
 import { WorkerChild } from './worker-child.js'
 import { createWorld, worldNames } from './world.js'
@@ -50,7 +51,7 @@ describe('two worker processes on one Redis (BullMQ)', () => {
         })
       },
     })
-    const outcome = await call.then(
+    const outcome: { result?: ExecResult; error?: unknown } = await call.then(
       (r) => ({ result: r }),
       (e: unknown) => ({ error: e }),
     )
