@@ -41,57 +41,50 @@ export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Dea
   const slots = [tenantSlot, poolSlot]
   // Reservations outlive the acquire a little, so a crashed worker's reservation frees itself.
   const holdUntil = () => Date.now() + dl.remainingMs + opts.lockTtlMs
-  const quota = await store.reserveSlots(
-    [{ name: tenantSlot, max: opts.maxSandboxesPerTenant }],
-    token,
-    holdUntil(),
-    Date.now(),
-  )
-  if (!quota.ok) {
+  const quota = { name: tenantSlot, max: opts.maxSandboxesPerTenant }
+  const quotaExceeded = (count: number) => {
     stats.quotaRejections++
-    throw new AppError(
+    return new AppError(
       'QUOTA_EXCEEDED',
-      `tenant '${t.key.tenant}' already holds ${quota.count} sandbox(es), its maximum ` +
+      `tenant '${t.key.tenant}' already holds ${count} sandbox(es), its maximum ` +
         `(maxSandboxesPerTenant = ${quota.max}); close idle sessions or raise the limit`,
     )
   }
+  // Phase 1: a warm sandbox (quota checked in the same atomic claim), else reserve room to create.
+  for (let fullWaits = 0; ;) {
+    dl.check()
+    const leaseId = randomUUID()
+    const claim = await warm.claim(t, leaseId, { slot: quota, expiresAt: holdUntil() })
+    if (claim.quotaFull) throw quotaExceeded(claim.quotaFull.count)
+    if (claim.entry) {
+      const { ref } = claim.entry
+      try {
+        const sandbox = await core.handles.use(ref, t.provider, dl.signal)
+        return { ref, sandbox, hit: true, slots, leaseId }
+      } catch (err) {
+        await core.destroy(ref, slots, isLost(err) ? 'lost' : undefined)
+        if (!isLost(err)) throw err
+        continue
+      }
+    }
+    const room = await store.reserveSlots(
+      [quota, { name: poolSlot, max: t.profile.pool.maxSize }],
+      token,
+      holdUntil(),
+      Date.now(),
+    )
+    if (room.ok) break
+    if (room.full === tenantSlot) throw quotaExceeded(room.count)
+    dl.lastError = new AppError(
+      'QUOTA_EXCEEDED',
+      `pool ${t.pool} is full: ${room.count} sandbox(es) of pool.maxSize ${room.max}`,
+    )
+    await sleep(backoffDelayMs(fullWaits++, opts.createBackoff), dl.signal)
+  }
+  // Phase 2: create, retried with backoff while the error is retryable and attempts remain.
   try {
-    let poolHeld = false
-    let failures = 0
-    let fullWaits = 0
-    for (;;) {
-      dl.check()
+    for (let failures = 0; ;) {
       const leaseId = randomUUID()
-      const entry = await warm.claim(t, leaseId)
-      if (entry) {
-        let sandbox: Sandbox
-        try {
-          sandbox = await core.handles.use(entry.ref, t.provider, dl.signal)
-        } catch (err) {
-          await core.destroy(entry.ref, [poolSlot], isLost(err) ? 'lost' : undefined)
-          if (!isLost(err)) throw err
-          continue
-        }
-        await store.moveSlot([tenantSlot], token, entry.ref.id, holdUntil())
-        return { ref: entry.ref, sandbox, hit: true, slots, leaseId }
-      }
-      if (!poolHeld) {
-        const room = await store.reserveSlots(
-          [{ name: poolSlot, max: t.profile.pool.maxSize }],
-          token,
-          holdUntil(),
-          Date.now(),
-        )
-        if (!room.ok) {
-          dl.lastError = new AppError(
-            'QUOTA_EXCEEDED',
-            `pool ${t.pool} is full: ${room.count} sandbox(es) of pool.maxSize ${room.max}`,
-          )
-          await sleep(backoffDelayMs(fullWaits++, opts.createBackoff), dl.signal)
-          continue
-        }
-        poolHeld = true
-      }
       let sandbox: Sandbox
       try {
         sandbox = await core.create(t, labelsFor(core, t), dl.signal)
@@ -115,7 +108,7 @@ export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Dea
       }
     }
   } catch (err) {
-    // Reservations not turned into a sandbox: give them back (moved ones are already gone).
+    // The reservation did not become a sandbox: give it back.
     await store
       .releaseSlots(slots, token)
       .catch((e: unknown) => core.report(e, 'releasing slot reservations'))

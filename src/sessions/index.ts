@@ -21,12 +21,15 @@ export { RedisSessionStore } from './store/redis.js'
 export type { RedisSessionStoreOptions } from './store/redis.js'
 export type {
   BindingRecord,
+  BindLock,
+  ClaimQuota,
   LeaseRenewal,
   LeaseSpec,
   LeaseTouch,
   SessionStore,
   SlotClaim,
   SlotReservation,
+  UseOrLockResult,
   WarmClaim,
   WarmEntry,
 } from './store/types.js'

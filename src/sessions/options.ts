@@ -44,6 +44,8 @@ export const SessionPoolOptionsSchema = z
     reapIntervalMs: z.number().int().min(0).default(60_000),
     /** `reap()` spares sandboxes younger than this (ms), so a create in flight is not reaped. @default 60000 */
     reapGraceMs: z.number().int().min(0).default(60_000),
+    /** Delay between a claim and the refill it triggers (ms), so a burst of claims refills once. @default 50 */
+    refillDelayMs: z.number().int().min(0).default(50),
     /** Warm sandboxes created at once per pool while refilling. @default 2 */
     refillConcurrency: z.number().int().positive().default(2),
     /** A cached connection to a sandbox unused this long is closed (the sandbox stays). @default 300000 */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { sleep } from './backoff.js'
 import { obtain } from './binder.js'
+import type { Obtained } from './binder.js'
 import { describeTarget, isLost, PoolCore } from './core.js'
 import type { PoolErrorHandler, PoolProviders, Target } from './core.js'
 import { Deadline } from './deadline.js'
@@ -10,7 +11,7 @@ import { evictIdle, reapOrphans } from './maintenance.js'
 import { SessionPoolOptionsSchema } from './options.js'
 import type { SessionPoolOptions } from './options.js'
 import type { PoolStats } from './stats.js'
-import type { SessionStore } from './store/types.js'
+import type { BindLock, SessionStore } from './store/types.js'
 import type { AcquireOptions, Lease, LeaseOutcome, SessionKey, SessionPool } from './types.js'
 import { WarmPools } from './warm.js'
 
@@ -26,6 +27,12 @@ export interface CreateSessionPoolOptions extends SessionPoolOptions {
 
 /** How a session's binding came about on this acquire. */
 type BindOutcome = 'existing' | 'warm' | 'created'
+
+/** Outcome of one bind; `got` (the binder's leased sandbox) when it bound one. */
+interface BindResult {
+  readonly outcome: BindOutcome
+  readonly got?: Obtained
+}
 
 /**
  * Creates the session pool. Options are validated once (zod); timers start at once (unref'd) and
@@ -47,7 +54,7 @@ export function createSessionPool(options: CreateSessionPoolOptions): SandboxSes
 export class SandboxSessionPool implements SessionPool {
   private readonly warm: WarmPools
   private readonly live = new Map<string, LiveLease>()
-  private readonly binds = new Map<string, Promise<BindOutcome>>()
+  private readonly binds = new Map<string, Promise<BindResult>>()
   private readonly timers: NodeJS.Timeout[] = []
   private readonly firstSeen = new Map<string, number>()
   private shutdownPromise: Promise<void> | undefined
@@ -145,16 +152,21 @@ export class SandboxSessionPool implements SessionPool {
   private async acquireBound(t: Target, session: string, dl: Deadline): Promise<Lease> {
     const { store, opts } = this.core
     let outcome: BindOutcome = 'existing'
-    for (;;) {
+    for (let pollMs = opts.lockPollMs; ;) {
       dl.check()
+      // A bind already running in this process: wait for it, then use its binding.
+      const running = this.binds.get(session)
+      if (running) {
+        outcome = (await dl.race(running)).outcome
+        continue
+      }
       const leaseId = randomUUID()
       const now = Date.now()
-      const b = await store.useBinding(
-        session,
-        { leaseId, expiresAt: now + opts.leaseTtlMs },
-        now + t.profile.idleTtlMs,
-      )
-      if (b) {
+      const lock = { name: `bind:${session}`, token: `${opts.instanceId}:${leaseId}`, ttlMs: opts.lockTtlMs }
+      const lease = { leaseId, expiresAt: now + opts.leaseTtlMs }
+      const r = await store.useOrLock(session, lease, now + t.profile.idleTtlMs, lock)
+      if ('binding' in r) {
+        const b = r.binding
         try {
           const sandbox = await this.core.handles.use(b.ref, t.provider, dl.signal)
           this.count(outcome)
@@ -175,62 +187,100 @@ export class SandboxSessionPool implements SessionPool {
           continue
         }
       }
-      // Unbound: one binder per session in this process; the store lock makes it one per fleet.
-      let bind = this.binds.get(session)
-      if (!bind) {
-        bind = this.bindSession(t, session, dl.remainingMs).finally(() => this.binds.delete(session))
-        this.binds.set(session, bind)
+      if (r.lock === 'busy') {
+        // Another worker is binding this session: poll until its binding appears (or its lock lapses).
+        await sleep(pollMs, dl.signal)
+        pollMs = Math.min(pollMs * 2, 200)
+        continue
       }
-      outcome = await dl.race(bind)
+      // We hold the session's lock: bind, sharing the outcome with this process's concurrent callers.
+      const bind = this.bindSession(t, session, lock, dl.remainingMs)
+      this.binds.set(session, bind)
+      const forget = () => void this.binds.delete(session)
+      bind.then(forget, forget)
+      let result: BindResult
+      try {
+        result = await dl.race(bind)
+      } catch (err) {
+        // Given up while the bind goes on: its sandbox stays bound for later calls, drop our lease.
+        bind.then(
+          ({ got }) => {
+            if (got) void this.core.background('ending an abandoned lease', () => this.abandon(got, session))
+          },
+          () => undefined,
+        )
+        throw err
+      }
+      outcome = result.outcome
+      if (!result.got) continue
+      this.count(outcome)
+      const { got } = result
+      const live: LiveLease = {
+        leaseId: got.leaseId,
+        ref: got.ref,
+        slots: got.slots,
+        session,
+        idleTtlMs: t.profile.idleTtlMs,
+      }
+      return this.lease(t, got.sandbox, got.hit, live)
     }
   }
 
-  /** Binds a sandbox to an unbound session, holding the session's store lock while it obtains one. */
-  private async bindSession(t: Target, session: string, timeoutMs: number): Promise<BindOutcome> {
-    const { store, opts } = this.core
+  /**
+   * Binds a sandbox to an unbound session whose lock the caller holds; the bind releases the lock in
+   * the same atomic step. The obtained sandbox's lease becomes the binder's lease.
+   */
+  private async bindSession(
+    t: Target,
+    session: string,
+    lock: BindLock,
+    timeoutMs: number,
+  ): Promise<BindResult> {
+    const { store } = this.core
     // Not the caller's signal: concurrent callers share this bind, and a bound sandbox serves later calls.
     const dl = new Deadline(timeoutMs, [this.core.shutdownSignal], describeTarget(t))
-    const lock = `bind:${session}`
-    const token = `${opts.instanceId}:${randomUUID()}`
+    const renew = setInterval(() => {
+      void this.core.background('renewing a bind lock', () =>
+        store.renewLock(lock.name, lock.token, lock.ttlMs),
+      )
+    }, lock.ttlMs / 3)
+    renew.unref()
+    let unlocked = false
     try {
-      let pollMs = opts.lockPollMs
-      while (!(await store.tryLock(lock, token, opts.lockTtlMs))) {
-        if (await store.getBinding(session)) return 'existing'
-        await sleep(pollMs, dl.signal)
-        pollMs = Math.min(pollMs * 2, 200)
-      }
-      const renew = setInterval(() => {
-        void this.core.background('renewing a bind lock', () => store.renewLock(lock, token, opts.lockTtlMs))
-      }, opts.lockTtlMs / 3)
-      renew.unref()
+      const got = await obtain(this.core, this.warm, t, dl)
+      let bound: boolean
       try {
-        if (await store.getBinding(session)) return 'existing'
-        const got = await obtain(this.core, this.warm, t, dl)
-        try {
-          const now = Date.now()
-          const binding = { ref: got.ref, tenant: t.key.tenant, slots: got.slots, boundAt: now }
-          if (!(await store.bind(session, binding, now + t.profile.idleTtlMs))) {
-            // Our lock expired and another binder won: this sandbox was never used, drop it.
-            await this.core.destroy(got.ref, got.slots)
-            return 'existing'
-          }
-        } catch (err) {
-          await this.core.destroy(got.ref, got.slots)
-          throw err
-        } finally {
-          this.core.handles.unuse(got.ref.id)
-          await store.endLease(got.ref.id, got.leaseId)
-        }
-        return got.hit ? 'warm' : 'created'
-      } finally {
-        clearInterval(renew)
-        await store.unlock(lock, token)
+        const now = Date.now()
+        const binding = { ref: got.ref, tenant: t.key.tenant, slots: got.slots, boundAt: now }
+        bound = await store.bind(session, binding, now + t.profile.idleTtlMs, lock)
+        unlocked = true
+      } catch (err) {
+        this.core.handles.unuse(got.ref.id)
+        await this.core.destroy(got.ref, got.slots)
+        throw err
       }
+      if (!bound) {
+        // Our lock lapsed and another binder won: this sandbox was never used, drop it.
+        this.core.handles.unuse(got.ref.id)
+        await this.core.destroy(got.ref, got.slots)
+        return { outcome: 'existing' }
+      }
+      return { outcome: got.hit ? 'warm' : 'created', got }
     } catch (err) {
       throw dl.translate(err)
     } finally {
+      clearInterval(renew)
       dl.dispose()
+      if (!unlocked)
+        await store.unlock(lock.name, lock.token).catch((e: unknown) => this.core.report(e, 'unlocking'))
     }
+  }
+
+  /** Ends the lease of a bind whose caller gave up (the binding stays). */
+  private async abandon(got: Obtained, session: string): Promise<void> {
+    this.core.handles.unuse(got.ref.id)
+    const idleTtlMs = this.core.providers.profile(got.ref.profile).idleTtlMs
+    await this.core.store.endLease(got.ref.id, got.leaseId, { session, idleDeadline: Date.now() + idleTtlMs })
   }
 
   private lease(t: Target, sandbox: Lease['sandbox'], hit: boolean, live: LiveLease): Lease {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { backoffDelayMs } from './backoff.js'
 import type { PoolCore, Target } from './core.js'
 import { createLabels, poolSlots, WARM_SESSION } from './keys.js'
-import type { WarmEntry } from './store/types.js'
+import type { ClaimQuota, WarmClaim } from './store/types.js'
 
 type PoolTarget = Pick<Target, 'key' | 'provider' | 'profile' | 'pool'>
 
@@ -29,11 +29,14 @@ export class WarmPools {
     this.refillSoon(t.pool)
   }
 
-  /** Pops a warm sandbox of `t`'s pool, leased under `leaseId`; expired ones met on the way are destroyed. */
-  async claim(t: PoolTarget, leaseId: string): Promise<WarmEntry | undefined> {
+  /**
+   * Pops a warm sandbox of `t`'s pool, leased under `leaseId` and counted in `quota`'s slot set;
+   * expired ones met on the way are destroyed.
+   */
+  async claim(t: PoolTarget, leaseId: string, quota?: ClaimQuota): Promise<WarmClaim> {
     const { store, opts, stats } = this.core
     const now = Date.now()
-    const c = await store.claimWarm(t.pool, { leaseId, expiresAt: now + opts.leaseTtlMs }, now)
+    const c = await store.claimWarm(t.pool, { leaseId, expiresAt: now + opts.leaseTtlMs }, now, quota)
     stats.warm.set(t.pool, c.remaining)
     for (const e of c.expired) {
       void this.core.background(`destroying expired warm sandbox ${e.ref.id}`, () =>
@@ -41,7 +44,7 @@ export class WarmPools {
       )
     }
     if (t.profile.pool.minIdle > 0) this.ensure(t)
-    return c.entry
+    return c
   }
 
   /** Destroys warm sandboxes past their TTL and tops pools up. */
@@ -72,8 +75,9 @@ export class WarmPools {
     if (!t || t.profile.pool.minIdle === 0 || this.core.closed || this.refilling.has(pool)) return
     const failed = this.failures.get(pool)
     if (failed && Date.now() < failed.retryAt) return
-    // Deferred a turn so the acquire that triggered it is not slowed by the create's first steps.
-    const run = new Promise<void>((resolve) => setImmediate(resolve))
+    // Debounced: a burst of claims is refilled once, and the create's CPU work (request building,
+    // stream setup) stays off the claims' critical path.
+    const run = new Promise<void>((resolve) => setTimeout(resolve, this.core.opts.refillDelayMs))
       .then(() => this.core.background(`refilling warm pool ${pool}`, () => this.refill(t)))
       .finally(() => this.refilling.delete(pool))
     this.refilling.set(pool, run)

@@ -1,11 +1,14 @@
 import type {
   BindingRecord,
+  BindLock,
+  ClaimQuota,
   LeaseRenewal,
   LeaseSpec,
   LeaseTouch,
   SessionStore,
   SlotClaim,
   SlotReservation,
+  UseOrLockResult,
   WarmClaim,
   WarmEntry,
 } from './types.js'
@@ -42,7 +45,24 @@ export class MemorySessionStore implements SessionStore {
     return this.bindings.get(session)
   }
 
-  async bind(session: string, binding: BindingRecord, idleDeadline: number): Promise<boolean> {
+  async useOrLock(
+    session: string,
+    lease: LeaseSpec,
+    idleDeadline: number,
+    lock: BindLock,
+  ): Promise<UseOrLockResult> {
+    const binding = await this.useBinding(session, lease, idleDeadline)
+    if (binding) return { binding }
+    return { lock: (await this.tryLock(lock.name, lock.token, lock.ttlMs)) ? 'locked' : 'busy' }
+  }
+
+  async bind(
+    session: string,
+    binding: BindingRecord,
+    idleDeadline: number,
+    unlock?: Pick<BindLock, 'name' | 'token'>,
+  ): Promise<boolean> {
+    if (unlock) this.releaseLock(unlock.name, unlock.token)
     if (this.bindings.has(session)) return false
     this.bindings.set(session, binding)
     this.idle.set(session, idleDeadline)
@@ -89,9 +109,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async endLease(refId: string, leaseId: string, touch?: LeaseTouch): Promise<void> {
-    const set = this.leases.get(refId)
-    set?.delete(leaseId)
-    if (set?.size === 0) this.leases.delete(refId)
+    this.dropLease(refId, leaseId)
     if (!touch) return
     const b = this.bindings.get(touch.session)
     if (!b || b.ref.id !== refId) return
@@ -107,8 +125,15 @@ export class MemorySessionStore implements SessionStore {
     return list.length
   }
 
-  async claimWarm(pool: string, lease: LeaseSpec, now: number): Promise<WarmClaim> {
+  async claimWarm(pool: string, lease: LeaseSpec, now: number, quota?: ClaimQuota): Promise<WarmClaim> {
     const list = this.warm.get(pool) ?? []
+    if (quota) {
+      const set = this.slotSet(quota.slot.name)
+      this.dropExpired(set, now)
+      if (set.size >= quota.slot.max) {
+        return { expired: [], remaining: list.length, quotaFull: { count: set.size, max: quota.slot.max } }
+      }
+    }
     const expired: WarmEntry[] = []
     let entry: WarmEntry | undefined
     while (!entry) {
@@ -118,7 +143,10 @@ export class MemorySessionStore implements SessionStore {
       if (head.expiresAt <= now) expired.push(head)
       else entry = head
     }
-    if (entry) this.leaseSet(entry.ref.id).set(lease.leaseId, lease.expiresAt)
+    if (entry) {
+      this.leaseSet(entry.ref.id).set(lease.leaseId, lease.expiresAt)
+      if (quota) this.slotSet(quota.slot.name).set(entry.ref.id, quota.expiresAt)
+    }
     return entry ? { entry, expired, remaining: list.length } : { expired, remaining: list.length }
   }
 
@@ -170,10 +198,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async unlock(name: string, token: string): Promise<boolean> {
-    const cur = this.locks.get(name)
-    if (!cur || cur.token !== token || cur.expiresAt <= Date.now()) return false
-    this.locks.delete(name)
-    return true
+    return this.releaseLock(name, token)
   }
 
   async reserveSlots(
@@ -184,7 +209,7 @@ export class MemorySessionStore implements SessionStore {
   ): Promise<SlotReservation> {
     for (const c of claims) {
       const set = this.slotSet(c.name)
-      for (const [m, exp] of set) if (exp <= now) set.delete(m)
+      this.dropExpired(set, now)
       if (!set.has(member) && set.size >= c.max)
         return { ok: false, full: c.name, count: set.size, max: c.max }
     }
@@ -209,6 +234,23 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async close(): Promise<void> {}
+
+  private releaseLock(name: string, token: string): boolean {
+    const cur = this.locks.get(name)
+    if (!cur || cur.token !== token || cur.expiresAt <= Date.now()) return false
+    this.locks.delete(name)
+    return true
+  }
+
+  private dropLease(refId: string, leaseId: string): void {
+    const set = this.leases.get(refId)
+    set?.delete(leaseId)
+    if (set?.size === 0) this.leases.delete(refId)
+  }
+
+  private dropExpired(set: Map<string, number>, now: number): void {
+    for (const [m, exp] of set) if (exp <= now) set.delete(m)
+  }
 
   private dropBinding(session: string, b: BindingRecord): void {
     this.bindings.delete(session)

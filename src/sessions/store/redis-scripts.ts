@@ -34,10 +34,17 @@ local function drop_binding(session, rec)
 end
 `
 
-/** ARGV: P, session, leaseId, leaseExpiresAt, idleDeadline. Returns the binding JSON or nil. */
+/**
+ * ARGV: P, session, leaseId, leaseExpiresAt, idleDeadline, then optionally (lock name, token, ttl).
+ * Returns {'bound', binding JSON}; unbound: {'locked'} / {'busy'} with a lock, else {'unbound'}.
+ */
 export const USE_BINDING = `${HELPERS}
 local raw = redis.call('HGET', P .. 'bindings', ARGV[2])
-if not raw then return false end
+if not raw then
+  if not ARGV[6] then return { 'unbound' } end
+  if redis.call('SET', P .. 'lock:' .. ARGV[6], ARGV[7], 'PX', tonumber(ARGV[8]), 'NX') then return { 'locked' } end
+  return { 'busy' }
+end
 local rec = cjson.decode(raw)
 local deadline = tonumber(ARGV[5])
 redis.call('ZADD', P .. 'idle', 'GT', deadline, ARGV[2])
@@ -45,10 +52,17 @@ local lk = lease_key(rec.ref.id)
 redis.call('ZADD', lk, tonumber(ARGV[4]), ARGV[3])
 gc_lease(lk)
 extend_slots(rec.slots, rec.ref.id, math.max(deadline, tonumber(ARGV[4])))
-return raw`
+return { 'bound', raw }`
 
-/** ARGV: P, session, binding JSON, idleDeadline. Returns 1 when bound, 0 when already bound. */
+/**
+ * ARGV: P, session, binding JSON, idleDeadline, then optionally (lock name, token): the bind lock
+ * to release. Returns 1 when bound, 0 when already bound.
+ */
 export const BIND = `${HELPERS}
+if ARGV[5] then
+  local lock = P .. 'lock:' .. ARGV[5]
+  if redis.call('GET', lock) == ARGV[6] then redis.call('DEL', lock) end
+end
 if redis.call('HSETNX', P .. 'bindings', ARGV[2], ARGV[3]) == 0 then return 0 end
 local rec = cjson.decode(ARGV[3])
 redis.call('ZADD', P .. 'idle', tonumber(ARGV[4]), ARGV[2])
@@ -113,12 +127,21 @@ local n = redis.call('RPUSH', P .. 'warm:' .. ARGV[2], ARGV[3])
 redis.call('HSET', P .. 'owners', ARGV[4], 'w:' .. ARGV[2])
 return n`
 
-/** ARGV: P, pool, leaseId, leaseExpiresAt, now. Returns {claimed JSON or '', remaining, expired JSON...}. */
+/**
+ * ARGV: P, pool, leaseId, leaseExpiresAt, now, then optionally (quota slot, max, slot expiry).
+ * Returns {claimed JSON or '', remaining, quota count when full else -1, expired JSON...}.
+ */
 export const CLAIM_WARM = `${HELPERS}
 local wk = P .. 'warm:' .. ARGV[2]
 local now = tonumber(ARGV[5])
 local expired = {}
 local claimed = ''
+if ARGV[6] then
+  local k = slot_key(ARGV[6])
+  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)
+  local n = redis.call('ZCARD', k)
+  if n >= tonumber(ARGV[7]) then return { '', redis.call('LLEN', wk), n } end
+end
 while true do
   local raw = redis.call('LPOP', wk)
   if not raw then break end
@@ -130,11 +153,12 @@ while true do
     local lk = lease_key(e.ref.id)
     redis.call('ZADD', lk, tonumber(ARGV[4]), ARGV[3])
     gc_lease(lk)
+    if ARGV[6] then redis.call('ZADD', slot_key(ARGV[6]), tonumber(ARGV[8]), e.ref.id) end
     claimed = raw
     break
   end
 end
-local out = { claimed, redis.call('LLEN', wk) }
+local out = { claimed, redis.call('LLEN', wk), -1 }
 for _, raw in ipairs(expired) do table.insert(out, raw) end
 return out`
 

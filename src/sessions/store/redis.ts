@@ -4,12 +4,15 @@ import type { SandboxRef } from '../../sandbox/types.js'
 import * as S from './redis-scripts.js'
 import type {
   BindingRecord,
+  BindLock,
+  ClaimQuota,
   LeaseRenewal,
   LeaseSpec,
   LeaseTouch,
   SessionStore,
   SlotClaim,
   SlotReservation,
+  UseOrLockResult,
   WarmClaim,
   WarmEntry,
 } from './types.js'
@@ -83,16 +86,51 @@ export class RedisSessionStore implements SessionStore {
     lease: LeaseSpec,
     idleDeadline: number,
   ): Promise<BindingRecord | undefined> {
-    return parse(await this.run('USE_BINDING', [session, lease.leaseId, lease.expiresAt, idleDeadline]))
+    const [, raw] = await this.use(session, lease, idleDeadline, [])
+    return parse(raw)
+  }
+
+  async useOrLock(
+    session: string,
+    lease: LeaseSpec,
+    idleDeadline: number,
+    lock: BindLock,
+  ): Promise<UseOrLockResult> {
+    const [kind, raw] = await this.use(session, lease, idleDeadline, [lock.name, lock.token, lock.ttlMs])
+    const binding = parse<BindingRecord>(raw)
+    if (binding) return { binding }
+    return { lock: kind === 'locked' ? 'locked' : 'busy' }
+  }
+
+  private async use(
+    session: string,
+    lease: LeaseSpec,
+    idleDeadline: number,
+    lock: Arg[],
+  ): Promise<unknown[]> {
+    const out = await this.run('USE_BINDING', [
+      session,
+      lease.leaseId,
+      lease.expiresAt,
+      idleDeadline,
+      ...lock,
+    ])
+    return Array.isArray(out) ? (out as unknown[]) : []
   }
 
   async getBinding(session: string): Promise<BindingRecord | undefined> {
     return parse(await this.redis.hget(`${this.prefix}bindings`, session))
   }
 
-  async bind(session: string, binding: BindingRecord, idleDeadline: number): Promise<boolean> {
+  async bind(
+    session: string,
+    binding: BindingRecord,
+    idleDeadline: number,
+    unlock?: Pick<BindLock, 'name' | 'token'>,
+  ): Promise<boolean> {
     const json = JSON.stringify({ ...binding, ref: compactRef(binding.ref) })
-    return (await this.run('BIND', [session, json, idleDeadline])) === 1
+    const extra = unlock ? [unlock.name, unlock.token] : []
+    return (await this.run('BIND', [session, json, idleDeadline, ...extra])) === 1
   }
 
   async unbind(session: string, refId?: string): Promise<BindingRecord | undefined> {
@@ -126,14 +164,17 @@ export class RedisSessionStore implements SessionStore {
     return Number(await this.run('PUSH_WARM', [pool, json, entry.ref.id]))
   }
 
-  async claimWarm(pool: string, lease: LeaseSpec, now: number): Promise<WarmClaim> {
-    const raw = await this.run('CLAIM_WARM', [pool, lease.leaseId, lease.expiresAt, now])
-    const [claimed, remaining, ...expired] = Array.isArray(raw) ? (raw as unknown[]) : []
-    const entry = parse<WarmEntry>(claimed)
+  async claimWarm(pool: string, lease: LeaseSpec, now: number, quota?: ClaimQuota): Promise<WarmClaim> {
+    const q = quota ? [quota.slot.name, quota.slot.max, quota.expiresAt] : []
+    const raw = await this.run('CLAIM_WARM', [pool, lease.leaseId, lease.expiresAt, now, ...q])
+    const [claimed, remaining, full, ...expired] = Array.isArray(raw) ? (raw as unknown[]) : []
     const rest = {
       expired: strings(expired).map((e) => JSON.parse(e) as WarmEntry),
       remaining: Number(remaining),
     }
+    if (quota && Number(full) >= 0)
+      return { ...rest, quotaFull: { count: Number(full), max: quota.slot.max } }
+    const entry = parse<WarmEntry>(claimed)
     return entry ? { entry, ...rest } : rest
   }
 

@@ -50,13 +50,32 @@ export type SlotReservation = { ok: true } | { ok: false; full: string; count: n
 
 /** Result of {@link SessionStore.claimWarm}. */
 export interface WarmClaim {
-  /** The claimed sandbox, now leased and unlisted; absent when the pool was empty. */
+  /** The claimed sandbox, now leased and unlisted; absent when the pool was empty (or the quota full). */
   readonly entry?: WarmEntry
   /** Entries popped past their expiry on the way: the caller destroys them. */
   readonly expired: readonly WarmEntry[]
   /** Entries left in the warm list. */
   readonly remaining: number
+  /** Set when the quota slot set was full: nothing was claimed. */
+  readonly quotaFull?: { readonly count: number; readonly max: number }
 }
+
+/** A slot set a claimed sandbox must also fit in (the tenant quota), and its entry's expiry. */
+export interface ClaimQuota {
+  readonly slot: SlotClaim
+  readonly expiresAt: number
+}
+
+/** The bind lock of a session: taken by {@link SessionStore.useOrLock}, released by {@link SessionStore.bind}. */
+export interface BindLock {
+  readonly name: string
+  /** Identifies the holder: only it can renew or release the lock. */
+  readonly token: string
+  readonly ttlMs: number
+}
+
+/** Result of {@link SessionStore.useOrLock}: the binding (now leased), or the lock outcome. */
+export type UseOrLockResult = { readonly binding: BindingRecord } | { readonly lock: 'locked' | 'busy' }
 
 /**
  * Shared state of the session pool: bindings, leases, warm lists, locks and slot sets. Every
@@ -71,8 +90,21 @@ export interface SessionStore {
   useBinding(session: string, lease: LeaseSpec, idleDeadline: number): Promise<BindingRecord | undefined>
   /** The binding, without side effects. */
   getBinding(session: string): Promise<BindingRecord | undefined>
-  /** Stores a binding unless the session already has one (then returns false). */
-  bind(session: string, binding: BindingRecord, idleDeadline: number): Promise<boolean>
+  /**
+   * Atomically: like {@link useBinding} when the session is bound; otherwise takes `lock` ('locked')
+   * unless another binder holds it ('busy').
+   */
+  useOrLock(session: string, lease: LeaseSpec, idleDeadline: number, lock: BindLock): Promise<UseOrLockResult>
+  /**
+   * Stores a binding unless the session already has one (then returns false); with `unlock`, also
+   * releases the bind lock in the same step.
+   */
+  bind(
+    session: string,
+    binding: BindingRecord,
+    idleDeadline: number,
+    unlock?: Pick<BindLock, 'name' | 'token'>,
+  ): Promise<boolean>
   /** Removes the binding (only if it still points at `refId`, when given) and returns what it was. */
   unbind(session: string, refId?: string): Promise<BindingRecord | undefined>
   /** Atomically unbinds a session whose idle deadline passed and whose sandbox has no live lease. */
@@ -89,8 +121,11 @@ export interface SessionStore {
 
   /** Appends a sandbox to a warm list; returns the list's new length. */
   pushWarm(pool: string, entry: WarmEntry): Promise<number>
-  /** Atomically pops the oldest unexpired entry and leases it (expired ones met on the way are returned). */
-  claimWarm(pool: string, lease: LeaseSpec, now: number): Promise<WarmClaim>
+  /**
+   * Atomically pops the oldest unexpired entry and leases it (expired ones met on the way are
+   * returned). With `quota`, first checks the slot set has room and adds the claimed sandbox to it.
+   */
+  claimWarm(pool: string, lease: LeaseSpec, now: number, quota?: ClaimQuota): Promise<WarmClaim>
   /** Removes and returns the entries past their expiry. */
   takeExpiredWarm(pool: string, now: number): Promise<WarmEntry[]>
   /** Removes and returns every entry. */

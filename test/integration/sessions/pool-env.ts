@@ -24,7 +24,8 @@ import { deleteKeys } from './helpers.js'
 /** Profiles every pool test can use (each test gets its own registry, scope and key prefix). */
 export const PROFILES: Record<string, ProfileInput> = {
   plain: { provider: 'docker', pool: { minIdle: 0, maxSize: 8 } },
-  warm: { provider: 'docker', pool: { minIdle: 3, maxSize: 8 } },
+  warm: { provider: 'docker', pool: { minIdle: 4, maxSize: 10 } },
+  'warm-8': { provider: 'docker', pool: { minIdle: 8, maxSize: 16 } },
   idle: { provider: 'docker', idleTtlMs: 300, pool: { minIdle: 0, maxSize: 8 } },
   'warm-ttl': { provider: 'docker', idleTtlMs: 800, pool: { minIdle: 1, maxSize: 8 } },
   single: { provider: 'docker', pool: { minIdle: 0, maxSize: 1 } },

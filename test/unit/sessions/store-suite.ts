@@ -110,6 +110,38 @@ export function runSessionStoreSuite(name: string, factory: StoreFactory): void 
       expect(await store.warmSize('p')).toBe(0)
     })
 
+    test('claimWarm with a quota: claims into the slot set, or reports it full without popping', async () => {
+      await store.pushWarm('p', warm('w1'))
+      await store.pushWarm('p', warm('w2'))
+      const quota = { slot: { name: 'tenant:t', max: 1 }, expiresAt: T0 + 5000 }
+      const c = await store.claimWarm('p', { leaseId: 'l1', expiresAt: T0 + 1000 }, T0, quota)
+      expect(c.entry?.ref.id).toBe('w1')
+      expect(c.quotaFull).toBeUndefined()
+      expect(await store.slotCount('tenant:t', T0)).toBe(1)
+      const full = await store.claimWarm('p', { leaseId: 'l2', expiresAt: T0 + 1000 }, T0, quota)
+      expect(full).toEqual({ expired: [], remaining: 1, quotaFull: { count: 1, max: 1 } })
+      // Once the slot entry expires, the quota has room again.
+      const later = await store.claimWarm('p', { leaseId: 'l3', expiresAt: T0 + 9000 }, T0 + 5000, quota)
+      expect(later.entry?.ref.id).toBe('w2')
+    })
+
+    test('useOrLock: uses a binding, else takes the bind lock once; bind releases the lock', async () => {
+      const lock = (token: string) => ({ name: 'bind:s1', token, ttlMs: 10_000 })
+      const lease = { leaseId: 'l', expiresAt: T0 + 1000 }
+      expect(await store.useOrLock('s1', lease, T0 + 100, lock('tok'))).toEqual({ lock: 'locked' })
+      expect(await store.useOrLock('s1', lease, T0 + 100, lock('other'))).toEqual({ lock: 'busy' })
+      // Only the holder's token releases the lock.
+      expect(await store.bind('s1', binding('c1'), T0 + 100, { name: 'bind:s1', token: 'other' })).toBe(true)
+      expect(await store.tryLock('bind:s1', 'x', 10_000)).toBe(false)
+      await store.unbind('s1')
+      expect(await store.bind('s1', binding('c1'), T0 + 100, { name: 'bind:s1', token: 'tok' })).toBe(true)
+      expect(await store.tryLock('bind:s1', 'x', 10_000)).toBe(true)
+      const used = await store.useOrLock('s1', { leaseId: 'l2', expiresAt: T0 + 500 }, T0 + 200, lock('y'))
+      expect(used).toEqual({ binding: binding('c1') })
+      expect(await store.evictIfIdle('s1', T0 + 300)).toBeUndefined()
+      expect((await store.evictIfIdle('s1', T0 + 500))?.ref.id).toBe('c1')
+    })
+
     test('takeExpiredWarm and drainWarm remove entries and their ownership', async () => {
       await store.pushWarm('p', warm('w0', T0 + 10))
       await store.pushWarm('p', warm('w1', T0 + 1000))
