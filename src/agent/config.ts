@@ -91,14 +91,7 @@ export function resolveConfig(options: CreateAgentOptions): AgentConfig {
   }
   return {
     model: options.model,
-    base: {
-      model: modelId,
-      ...defined('systemPrompt', options.systemPrompt),
-      ...defined('instructions', options.instructions),
-      ...defined('temperature', options.temperature),
-      ...defined('topP', options.topP),
-      ...defined('maxOutputTokens', options.maxOutputTokens),
-    },
+    base: baseView(modelId, options),
     tools,
     toolSpecs: [...tools.values()].map((t) => t.spec),
     chains,
@@ -132,6 +125,13 @@ function positiveInt(name: string, value: number): number {
   return value
 }
 
-function defined<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
-  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V }
+/** The request fields from options, with absent ones left out (built by assignment: a fast-mode object). */
+function baseView(model: string, o: CreateAgentOptions): ModelRequestView {
+  const v: { -readonly [K in keyof ModelRequestView]: ModelRequestView[K] } = { model }
+  if (o.systemPrompt !== undefined) v.systemPrompt = o.systemPrompt
+  if (o.instructions !== undefined) v.instructions = o.instructions
+  if (o.temperature !== undefined) v.temperature = o.temperature
+  if (o.topP !== undefined) v.topP = o.topP
+  if (o.maxOutputTokens !== undefined) v.maxOutputTokens = o.maxOutputTokens
+  return v
 }

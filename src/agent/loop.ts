@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { AppError } from '../errors.js'
 import { evaluateModelRequest, evaluatePrompt } from '../interceptors/chains.js'
 import { InterceptorError } from '../interceptors/errors.js'
-import type { InterceptorContext } from '../interceptors/types.js'
+import type { InterceptorContext, ModelRequestView } from '../interceptors/types.js'
 import type {
   AgentRun,
   AgentRunState,
@@ -15,7 +15,7 @@ import { ModelCallError } from './errors.js'
 import { RunEmitter } from './events.js'
 import type { FinishReason } from './finish-reason.js'
 import { isForcedStop } from './finish-reason.js'
-import type { ChatMessage, ModelRequest, ModelResponse } from './model-client.js'
+import type { ChatMessage, ModelRequest, ModelResponse, ToolSpec } from './model-client.js'
 import type { LayerCheck } from './onion.js'
 import { decideAll, runOnion } from './onion.js'
 import type { AgentResult, AgentWarning } from './result.js'
@@ -121,13 +121,12 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
       cfg.chains.modelRequest.length > 0
         ? (await evaluateModelRequest(cfg.chains.modelRequest, cfg.base, ictx)).request
         : cfg.base
-    const request: ModelRequest = {
-      ...view,
-      messages:
-        instruction !== undefined ? [...messages, { role: 'user', content: instruction }] : messages.slice(),
-      tools: isLastIteration ? [] : cfg.toolSpecs,
+    const request = buildRequest(
+      view,
+      instruction !== undefined ? [...messages, { role: 'user', content: instruction }] : messages.slice(),
+      isLastIteration ? [] : cfg.toolSpecs,
       isLastIteration,
-    }
+    )
     const callModel = async (req: ModelRequest): Promise<ModelResponse> => {
       if (emitter.active) await emitter.emit('BEFORE_MODEL_REQUEST', iteration, req.model, req)
       let res: ModelResponse
@@ -192,7 +191,11 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
       messages.push({ role: 'assistant', content: text })
       return finish(text, { kind: 'natural_stop' })
     }
-    messages.push({ role: 'assistant', ...(text ? { content: text } : {}), toolCalls: replyCalls })
+    messages.push(
+      text
+        ? { role: 'assistant', content: text, toolCalls: replyCalls }
+        : { role: 'assistant', toolCalls: replyCalls },
+    )
     const records = await executeToolCalls({ cfg, run, emitter, ictx, iteration, state }, replyCalls, signal)
     records.forEach((r, i) => {
       // Pair results by the model's own call id and name, whatever a layer put in the record.
@@ -229,17 +232,15 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
       const state = snapshot()
       const forced = cfg.deciders.length > 0 ? await decideAll(cfg.deciders, state) : undefined
       const lastByCount = iteration === cfg.maxIterations
-      const top: IterationContext = {
+      const top: Mutable<IterationContext> = {
         run,
         iteration,
         maxIterations: cfg.maxIterations,
         isLastIteration: lastByCount || forced !== undefined,
-        ...(forced ? { forcedStop: forced.cause } : {}),
-        ...(forced || lastByCount
-          ? { instruction: forced?.instruction ?? cfg.maxIterationsInstruction }
-          : {}),
         state,
       }
+      if (forced) top.forcedStop = forced.cause
+      if (forced || lastByCount) top.instruction = forced?.instruction ?? cfg.maxIterationsInstruction
       const r = await runOnion(
         'aroundIteration',
         cfg.iterationLayers,
@@ -264,6 +265,30 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
     }
     throw err
   }
+}
+
+/** Hot-path objects are built by assignment (conditional spreads are slow in V8). */
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/** A model request from the effective view; absent fields stay absent (built by assignment: a fast-mode object). */
+function buildRequest(
+  view: ModelRequestView,
+  messages: readonly ChatMessage[],
+  tools: readonly ToolSpec[],
+  isLastIteration: boolean,
+): ModelRequest {
+  const r: Mutable<ModelRequest> = {
+    model: view.model,
+    messages,
+    tools,
+    isLastIteration,
+  }
+  if (view.systemPrompt !== undefined) r.systemPrompt = view.systemPrompt
+  if (view.instructions !== undefined) r.instructions = view.instructions
+  if (view.temperature !== undefined) r.temperature = view.temperature
+  if (view.topP !== undefined) r.topP = view.topP
+  if (view.maxOutputTokens !== undefined) r.maxOutputTokens = view.maxOutputTokens
+  return r
 }
 
 /** Output when the final reply is empty: the last assistant text of this run, else the last tool result. */

@@ -84,7 +84,7 @@ async function handleToolCall(
 ): Promise<ToolCallRecord> {
   const { cfg, emitter, iteration } = scope
   const started = performance.now()
-  const ictx: InterceptorContext = { ...scope.ictx, signal }
+  const ictx: InterceptorContext = signal === scope.ictx.signal ? scope.ictx : { ...scope.ictx, signal }
   const verdict = await evaluateToolCall(cfg.chains.toolCall, request, ictx)
   const call = verdict.request
   const route = verdict.kind === 'routeTo' ? verdict.route : undefined
@@ -123,7 +123,8 @@ async function handleToolCall(
     }
     if (after.modifiedBy.length > 0) modifiedBy = [...modifiedBy, ...after.modifiedBy]
   }
-  const record: ToolCallRecord = {
+  // Built by assignment: conditional spreads are slow on this hot path.
+  const record: { -readonly [K in keyof ToolCallRecord]: ToolCallRecord[K] } = {
     callId: call.callId,
     requestedName,
     name: call.name,
@@ -131,13 +132,13 @@ async function handleToolCall(
     output,
     outcome,
     via: d.via,
-    ...(route ? { route } : {}),
-    ...(d.exec ? { exec: d.exec } : {}),
-    ...(decidedBy !== undefined ? { decidedBy } : {}),
     modifiedBy,
     iteration,
     durationMs: Math.round((performance.now() - started) * 1000) / 1000,
   }
+  if (route) record.route = route
+  if (d.exec) record.exec = d.exec
+  if (decidedBy !== undefined) record.decidedBy = decidedBy
   if (emitter.active)
     await emitter.emit('AFTER_TOOL_CALL', iteration, call.name, record, {
       callId: call.callId,

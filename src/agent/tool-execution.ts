@@ -78,20 +78,32 @@ export async function runLocalTool(
   const execute = tool.execute
   const timeoutMs = tool.timeoutMs ?? cfg.toolTimeoutMs
   try {
-    const value = await withTimeout(call.name, timeoutMs, signal, (lazySignal) => {
-      const ctx: ToolExecuteContext = {
-        ...ictx,
-        callId: call.callId,
-        get signal() {
-          return lazySignal()
-        },
-      }
-      return execute.call(tool, checked.value, ctx)
-    })
+    const value = await withTimeout(call.name, timeoutMs, signal, (lazySignal) =>
+      execute.call(tool, checked.value, new ExecuteContext(ictx, call.callId, lazySignal)),
+    )
     return { output: toOutput(value), outcome: 'ok', via: 'local', executed: true }
   } catch (err) {
     if (signal.aborted) throw signal.reason
     return failed(err, true)
+  }
+}
+
+/** The context a local tool receives; its `signal` is created on first read. */
+class ExecuteContext implements ToolExecuteContext {
+  readonly tenant: string | undefined
+  readonly sessionId: string | undefined
+  readonly attributes: Readonly<Record<string, unknown>> | undefined
+  constructor(
+    ictx: InterceptorContext,
+    readonly callId: string,
+    private readonly lazySignal: () => AbortSignal,
+  ) {
+    this.tenant = ictx.tenant
+    this.sessionId = ictx.sessionId
+    this.attributes = ictx.attributes
+  }
+  get signal(): AbortSignal {
+    return this.lazySignal()
   }
 }
 

@@ -143,7 +143,7 @@ export class TracingInterceptor implements AgentInterceptor {
 
   private parentOf(run: AgentRun): Context {
     const span = this.iterationSpans.get(run)
-    return span ? trace.setSpan(context.active(), span) : context.active()
+    return span?.isRecording() ? trace.setSpan(context.active(), span) : context.active()
   }
 
   /** Runs `next` with `span` active, records the outcome or the exception, and ends the span. */
@@ -153,9 +153,11 @@ export class TracingInterceptor implements AgentInterceptor {
     next: () => Promise<T>,
     onResult: (r: T) => void,
   ): Promise<T> {
+    // A non-recording span (no SDK, or sampled out) needs no context switch and no attributes.
+    const recording = span.isRecording()
     try {
-      const r = await context.with(trace.setSpan(parent, span), next)
-      onResult(r)
+      const r = recording ? await context.with(trace.setSpan(parent, span), next) : await next()
+      if (recording) onResult(r)
       return r
     } catch (err) {
       span.recordException(err instanceof Error ? err : String(err))
