@@ -12,21 +12,35 @@ function describe(err: unknown): string {
 export class Deadline {
   readonly signal: AbortSignal
   readonly expiresAt: number
-  /** The most recent failure seen while trying (create error, full pool), for the timeout message. */
-  lastError: unknown
+  private last: unknown
   private readonly timeout = new AbortController()
   private readonly timer: NodeJS.Timeout
 
+  /**
+   * @param reportTo another deadline that also wants {@link lastError} (the caller waiting on a
+   *   shared bind times out on its own deadline but should still name the bind's last failure)
+   */
   constructor(
     readonly timeoutMs: number,
     signals: ReadonlyArray<AbortSignal | undefined>,
     private readonly what: string,
+    private readonly reportTo?: Deadline,
   ) {
     this.expiresAt = Date.now() + timeoutMs
     this.timer = setTimeout(() => this.timeout.abort(), timeoutMs)
     this.timer.unref()
     const all = [this.timeout.signal, ...signals.filter((s): s is AbortSignal => s !== undefined)]
     this.signal = AbortSignal.any(all)
+  }
+
+  /** The most recent failure seen while trying (create error, full pool), for the timeout message. */
+  get lastError(): unknown {
+    return this.last
+  }
+
+  set lastError(err: unknown) {
+    this.last = err
+    if (this.reportTo) this.reportTo.lastError = err
   }
 
   get remainingMs(): number {

@@ -194,7 +194,7 @@ export class SandboxSessionPool implements SessionPool {
         continue
       }
       // We hold the session's lock: bind, sharing the outcome with this process's concurrent callers.
-      const bind = this.bindSession(t, session, lock, dl.remainingMs)
+      const bind = this.bindSession(t, session, lock, dl)
       this.binds.set(session, bind)
       const forget = () => void this.binds.delete(session)
       bind.then(forget, forget)
@@ -234,11 +234,11 @@ export class SandboxSessionPool implements SessionPool {
     t: Target,
     session: string,
     lock: BindLock,
-    timeoutMs: number,
+    leader: Deadline,
   ): Promise<BindResult> {
     const { store } = this.core
     // Not the caller's signal: concurrent callers share this bind, and a bound sandbox serves later calls.
-    const dl = new Deadline(timeoutMs, [this.core.shutdownSignal], describeTarget(t))
+    const dl = new Deadline(leader.remainingMs, [this.core.shutdownSignal], describeTarget(t), leader)
     const renew = setInterval(() => {
       void this.core.background('renewing a bind lock', () =>
         store.renewLock(lock.name, lock.token, lock.ttlMs),
