@@ -37,12 +37,22 @@ export function runOnion<In, Ctx, Out>(
   core: (input: In) => Promise<Out>,
   check?: LayerCheck<Out>,
 ): Promise<Out> {
+  if (layers.length === 0) return core(input)
+  // What each depth resolved or rejected with: a layer's failure is "from next" when it is the very
+  // value depth i + 1 rejected with (no extra promise per layer to observe it).
+  const results: (Out | undefined)[] = []
+  const failures: ({ error: unknown } | undefined)[] = []
   const dispatch = async (i: number, current: In): Promise<Out> => {
     const layer = layers[i]
-    if (!layer) return core(current)
+    if (!layer) {
+      try {
+        return (results[i] = await core(current))
+      } catch (error) {
+        failures[i] = { error }
+        throw error
+      }
+    }
     let called = false
-    let inner: Out | undefined
-    let innerFailure: { error: unknown } | undefined
     const next: Next<In, Out> = (modified) => {
       if (called) {
         throw new AppError(
@@ -51,25 +61,26 @@ export function runOnion<In, Ctx, Out>(
         )
       }
       called = true
-      return dispatch(i + 1, modified === undefined ? current : modified).then(
-        (r) => (inner = r),
-        (error: unknown) => {
-          innerFailure = { error }
-          throw error
-        },
-      )
+      return dispatch(i + 1, modified === undefined ? current : modified)
     }
     let out: Out
     try {
       const r = layer.call(makeCtx(current), next)
       out = isThenable(r) ? await r : r
     } catch (err) {
-      if (innerFailure && innerFailure.error === err) throw err
-      throw new InterceptorError(layer.name, stage, err)
+      const inner = failures[i + 1]
+      const error =
+        called && inner && inner.error === err ? err : new InterceptorError(layer.name, stage, err)
+      failures[i] = { error }
+      throw error
     }
-    const problem = check?.(out, inner)
-    if (problem !== undefined) throw new InterceptorError(layer.name, stage, undefined, problem)
-    return out
+    const problem = check?.(out, called ? results[i + 1] : undefined)
+    if (problem !== undefined) {
+      const error = new InterceptorError(layer.name, stage, undefined, problem)
+      failures[i] = { error }
+      throw error
+    }
+    return (results[i] = out)
   }
   return dispatch(0, input)
 }
