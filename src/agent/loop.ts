@@ -14,9 +14,8 @@ import type { AgentConfig } from './config.js'
 import { ModelCallError } from './errors.js'
 import { RunEmitter } from './events.js'
 import type { FinishReason } from './finish-reason.js'
-import { isForcedStop } from './finish-reason.js'
 import type { ChatMessage, ModelRequest, ModelResponse, ToolSpec } from './model-client.js'
-import type { LayerCheck } from './onion.js'
+import { checkIteration, checkResponse } from './layer-checks.js'
 import { decideAll, runOnion } from './onion.js'
 import type { AgentResult, AgentWarning } from './result.js'
 import { NEVER_ABORTED } from './signals.js'
@@ -33,20 +32,6 @@ export interface RunOptions {
   /** Earlier conversation to continue from (what `AgentSession` passes). */
   history?: readonly ChatMessage[]
 }
-
-const checkIteration: LayerCheck<IterationResult> = (out, inner) => {
-  if (!out || (out.kind !== 'continue' && out.kind !== 'finish')) {
-    return `returned an invalid IterationResult ${JSON.stringify(out)}; return what next() resolved to`
-  }
-  if (out.kind === 'continue') return undefined
-  if (typeof out.output !== 'string') return 'returned a finish IterationResult without a string output'
-  if (isForcedStop(out.finishReason)) return undefined
-  if (inner?.kind === 'finish' && inner.finishReason.kind === out.finishReason?.kind) return undefined
-  return `reported the loop-owned finish reason ${JSON.stringify(out.finishReason)}; interceptors may only force { kind: 'budget_exceeded' } or { kind: 'custom', reason }`
-}
-
-const checkResponse: LayerCheck<ModelResponse> = (out) =>
-  out && typeof out === 'object' ? undefined : `returned an invalid ModelResponse ${JSON.stringify(out)}`
 
 /**
  * One run of the loop: prompt chain, then iterations (decide → aroundIteration → model-request chain

@@ -10,7 +10,7 @@ import type { AgentConfig } from './config.js'
 import { ToolCallError } from './errors.js'
 import type { RunEmitter } from './events.js'
 import type { ModelToolCall } from './model-client.js'
-import type { LayerCheck } from './onion.js'
+import { checkRecord } from './layer-checks.js'
 import { runOnion } from './onion.js'
 import { NEVER_ABORTED } from './signals.js'
 import { runLocalTool } from './tool-execution.js'
@@ -47,11 +47,6 @@ export async function executeToolCalls(
 ): Promise<ToolCallRecord[]> {
   return mapBounded(calls, scope.cfg.toolConcurrency, signal, (call, s) => runToolCall(scope, call, s))
 }
-
-const checkRecord: LayerCheck<ToolCallRecord> = (out) =>
-  out && typeof out === 'object' && typeof out.output === 'string'
-    ? undefined
-    : `returned an invalid ToolCallRecord ${JSON.stringify(out)}; return the record from next() or one with a string output`
 
 function runToolCall(
   scope: ToolCallScope,
