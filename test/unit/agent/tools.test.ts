@@ -276,3 +276,68 @@ describe('parallel tool calls and timeouts', () => {
     expect(r.toolCalls[0]?.output).toMatch(/timed out after 20 ms/)
   })
 })
+
+describe('failures and cancellation during tool calls', () => {
+  it('an interceptor failure in one parallel call aborts its siblings and fails the run', async () => {
+    let siblingAborted: Promise<unknown> | undefined
+    let started: () => void = () => {}
+    const slowStarted = new Promise<void>((resolve) => (started = resolve))
+    const slow = defineTool({
+      name: 'slow',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: (_a, ctx) => {
+        siblingAborted = new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve(true)))
+        started()
+        return new Promise(() => {})
+      },
+    })
+    const fast = defineTool({
+      name: 'fast',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: () => 'x',
+    })
+    const err = await createAgent({
+      model: callsThenDone(scriptedToolCall('slow'), scriptedToolCall('fast')),
+      tools: [slow, fast],
+      toolInterceptors: [
+        {
+          name: 'picky',
+          beforeToolCall: async (req) => {
+            if (req.name === 'fast') {
+              await slowStarted
+              throw new Error('no fast tools')
+            }
+            return { kind: 'allow' }
+          },
+        },
+      ],
+    })
+      .run('q')
+      .catch((e: unknown) => e)
+    expect(err).toMatchObject({ interceptor: 'picky', stage: 'beforeToolCall' })
+    await expect(siblingAborted).resolves.toBe(true)
+  })
+
+  it('aborting the run signal cancels a running tool and rejects the run with the reason', async () => {
+    const ac = new AbortController()
+    let toolSignal: AbortSignal | undefined
+    const hang = defineTool({
+      name: 'hang',
+      description: 'd',
+      parameters: { type: 'object' },
+      execute: (_a, ctx) => {
+        toolSignal = ctx.signal
+        ac.abort(new Error('stop now'))
+        return new Promise(() => {})
+      },
+    })
+    await expect(
+      createAgent({ model: callsThenDone(scriptedToolCall('hang')), tools: [hang] }).run('q', {
+        signal: ac.signal,
+      }),
+    ).rejects.toThrow('stop now')
+    expect(toolSignal?.aborted).toBe(true)
+  })
+})
