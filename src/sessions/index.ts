@@ -5,7 +5,7 @@ export type { PoolErrorHandler, PoolProviders } from './core.js'
 export { SessionPoolOptionsSchema, CreateBackoffSchema, PrewarmSchema } from './options.js'
 export type { CreateBackoff, ResolvedSessionPoolOptions, SessionPoolOptions } from './options.js'
 export { CREATE_LATENCY_BUCKETS_MS } from './stats.js'
-export type { EvictionReason, LatencyHistogram, PoolStats } from './stats.js'
+export type { AcquireOutcome, EvictionReason, LatencyHistogram, PoolStats } from './stats.js'
 export {
   POOL_LABELS,
   OWNER,

@@ -1,4 +1,5 @@
 import type { Sandbox, SandboxRef } from '../sandbox/types.js'
+import type { PoolCore } from './core.js'
 import type { Lease, LeaseOutcome, SessionKey } from './types.js'
 
 /** What the pool remembers about a lease it handed out (renewed by its heartbeat). */
@@ -30,5 +31,56 @@ export class PoolLease implements Lease {
   release(outcome: LeaseOutcome = 'ok'): Promise<void> {
     this.released ??= this.onRelease(this.live, outcome)
     return this.released
+  }
+}
+
+/**
+ * The leases this process handed out: renews them (the heartbeat), and ends them — keeping a
+ * session's binding on `ok`, unbinding and destroying on `lost`, destroying ephemeral sandboxes.
+ */
+export class LeaseBook {
+  private readonly live = new Map<string, LiveLease>()
+
+  constructor(private readonly core: PoolCore) {}
+
+  get size(): number {
+    return this.live.size
+  }
+
+  /** Records a lease (already stored) and returns the caller's handle on it. */
+  open(key: SessionKey, sandbox: Sandbox, hit: boolean, live: LiveLease): Lease {
+    this.live.set(live.leaseId, live)
+    return new PoolLease(key, sandbox, hit, live, (l, outcome) => this.release(l, outcome))
+  }
+
+  /** Extends every live lease of this process (and the slots they hold). */
+  async heartbeat(): Promise<void> {
+    if (this.live.size === 0) return
+    const leases = [...this.live.values()].map((l) => ({
+      refId: l.ref.id,
+      leaseId: l.leaseId,
+      slots: l.slots,
+    }))
+    await this.core.store.renewLeases(leases, Date.now() + this.core.opts.leaseTtlMs)
+  }
+
+  private async release(live: LiveLease, outcome: LeaseOutcome): Promise<void> {
+    const { core } = this
+    this.live.delete(live.leaseId)
+    core.handles.unuse(live.ref.id)
+    if (live.session === undefined) {
+      if (outcome === 'ok') core.stats.ephemeralDestroyed++
+      await core.destroy(live.ref, live.slots, outcome === 'lost' ? 'lost' : undefined)
+      return
+    }
+    if (outcome === 'ok') {
+      const idleDeadline = Date.now() + live.idleTtlMs
+      await core.store.endLease(live.ref.id, live.leaseId, { session: live.session, idleDeadline })
+      return
+    }
+    await core.store.endLease(live.ref.id, live.leaseId)
+    // Only if the session still points at this sandbox: a stale 'lost' must not unbind a new one.
+    const unbound = await core.store.unbind(live.session, live.ref.id)
+    await core.destroy(live.ref, live.slots, unbound ? 'lost' : undefined)
   }
 }

@@ -5,14 +5,14 @@ import type { Obtained } from './binder.js'
 import { describeTarget, isLost, PoolCore } from './core.js'
 import type { PoolErrorHandler, PoolProviders, Target } from './core.js'
 import { Deadline } from './deadline.js'
-import { PoolLease } from './lease.js'
+import { LeaseBook } from './lease.js'
 import type { LiveLease } from './lease.js'
 import { evictIdle, reapOrphans } from './maintenance.js'
 import { SessionPoolOptionsSchema } from './options.js'
 import type { SessionPoolOptions } from './options.js'
-import type { PoolStats } from './stats.js'
+import type { AcquireOutcome, PoolStats } from './stats.js'
 import type { BindLock, SessionStore } from './store/types.js'
-import type { AcquireOptions, Lease, LeaseOutcome, SessionKey, SessionPool } from './types.js'
+import type { AcquireOptions, Lease, SessionKey, SessionPool } from './types.js'
 import { WarmPools } from './warm.js'
 
 /** Dependencies and options of {@link createSessionPool}. */
@@ -25,12 +25,9 @@ export interface CreateSessionPoolOptions extends SessionPoolOptions {
   onError?: PoolErrorHandler
 }
 
-/** How a session's binding came about on this acquire. */
-type BindOutcome = 'existing' | 'warm' | 'created'
-
 /** Outcome of one bind; `got` (the binder's leased sandbox) when it bound one. */
 interface BindResult {
-  readonly outcome: BindOutcome
+  readonly outcome: AcquireOutcome
   readonly got?: Obtained
 }
 
@@ -53,7 +50,7 @@ export function createSessionPool(options: CreateSessionPoolOptions): SandboxSes
 /** The {@link SessionPool} implementation: session affinity, warm pools, leases, eviction, reaper. */
 export class SandboxSessionPool implements SessionPool {
   private readonly warm: WarmPools
-  private readonly live = new Map<string, LiveLease>()
+  private readonly leases: LeaseBook
   private readonly binds = new Map<string, Promise<BindResult>>()
   private readonly timers: NodeJS.Timeout[] = []
   private readonly firstSeen = new Map<string, number>()
@@ -62,11 +59,12 @@ export class SandboxSessionPool implements SessionPool {
   /** Prefer {@link createSessionPool}. */
   constructor(private readonly core: PoolCore) {
     this.warm = new WarmPools(core)
+    this.leases = new LeaseBook(core)
     for (const p of core.opts.prewarm) {
       this.warm.ensure(core.target({ tenant: 'prewarm', providerId: p.providerId, profile: p.profile }))
     }
     const o = core.opts
-    this.every(Math.max(1, Math.floor(o.leaseTtlMs / 3)), 'renewing leases', () => this.heartbeat())
+    this.every(Math.max(1, Math.floor(o.leaseTtlMs / 3)), 'renewing leases', () => this.leases.heartbeat())
     this.every(o.maintenanceIntervalMs, 'pool maintenance', () => this.maintain())
     this.every(o.reapIntervalMs, 'reaping orphan sandboxes', () => this.reap())
   }
@@ -134,24 +132,24 @@ export class SandboxSessionPool implements SessionPool {
   }
 
   stats(): PoolStats {
-    return this.core.stats.snapshot({ leases: this.live.size, handles: this.core.handles.size })
+    return this.core.stats.snapshot({ leases: this.leases.size, handles: this.core.handles.size })
   }
 
   private async acquireEphemeral(t: Target, dl: Deadline): Promise<Lease> {
     const got = await obtain(this.core, this.warm, t, dl)
-    this.count(got.hit ? 'warm' : 'created')
+    this.core.stats.countAcquire(got.hit ? 'warm' : 'created')
     const live: LiveLease = {
       leaseId: got.leaseId,
       ref: got.ref,
       slots: got.slots,
       idleTtlMs: t.profile.idleTtlMs,
     }
-    return this.lease(t, got.sandbox, got.hit, live)
+    return this.leases.open(t.key, got.sandbox, got.hit, live)
   }
 
   private async acquireBound(t: Target, session: string, dl: Deadline): Promise<Lease> {
     const { store, opts } = this.core
-    let outcome: BindOutcome = 'existing'
+    let outcome: AcquireOutcome = 'existing'
     for (let pollMs = opts.lockPollMs; ;) {
       dl.check()
       // A bind already running in this process: wait for it, then use its binding.
@@ -169,7 +167,7 @@ export class SandboxSessionPool implements SessionPool {
         const b = r.binding
         try {
           const sandbox = await this.core.handles.use(b.ref, t.provider, dl.signal)
-          this.count(outcome)
+          this.core.stats.countAcquire(outcome)
           const live: LiveLease = {
             leaseId,
             ref: b.ref,
@@ -177,7 +175,7 @@ export class SandboxSessionPool implements SessionPool {
             session,
             idleTtlMs: t.profile.idleTtlMs,
           }
-          return this.lease(t, sandbox, outcome !== 'created', live)
+          return this.leases.open(t.key, sandbox, outcome !== 'created', live)
         } catch (err) {
           await store.endLease(b.ref.id, leaseId)
           if (!isLost(err)) throw err
@@ -205,7 +203,8 @@ export class SandboxSessionPool implements SessionPool {
         // Given up while the bind goes on: its sandbox stays bound for later calls, drop our lease.
         bind.then(
           ({ got }) => {
-            if (got) void this.core.background('ending an abandoned lease', () => this.abandon(got, session))
+            if (got)
+              void this.core.background('ending an abandoned lease', () => this.abandon(t, got, session))
           },
           () => undefined,
         )
@@ -213,7 +212,7 @@ export class SandboxSessionPool implements SessionPool {
       }
       outcome = result.outcome
       if (!result.got) continue
-      this.count(outcome)
+      this.core.stats.countAcquire(outcome)
       const { got } = result
       const live: LiveLease = {
         leaseId: got.leaseId,
@@ -222,7 +221,7 @@ export class SandboxSessionPool implements SessionPool {
         session,
         idleTtlMs: t.profile.idleTtlMs,
       }
-      return this.lease(t, got.sandbox, got.hit, live)
+      return this.leases.open(t.key, got.sandbox, got.hit, live)
     }
   }
 
@@ -277,56 +276,10 @@ export class SandboxSessionPool implements SessionPool {
   }
 
   /** Ends the lease of a bind whose caller gave up (the binding stays). */
-  private async abandon(got: Obtained, session: string): Promise<void> {
+  private async abandon(t: Target, got: Obtained, session: string): Promise<void> {
     this.core.handles.unuse(got.ref.id)
-    const idleTtlMs = this.core.providers.profile(got.ref.profile).idleTtlMs
-    await this.core.store.endLease(got.ref.id, got.leaseId, { session, idleDeadline: Date.now() + idleTtlMs })
-  }
-
-  private lease(t: Target, sandbox: Lease['sandbox'], hit: boolean, live: LiveLease): Lease {
-    this.live.set(live.leaseId, live)
-    return new PoolLease(t.key, sandbox, hit, live, (l, outcome) => this.release(l, outcome))
-  }
-
-  private async release(live: LiveLease, outcome: LeaseOutcome): Promise<void> {
-    const { core } = this
-    this.live.delete(live.leaseId)
-    core.handles.unuse(live.ref.id)
-    if (live.session === undefined) {
-      if (outcome === 'ok') core.stats.ephemeralDestroyed++
-      await core.destroy(live.ref, live.slots, outcome === 'lost' ? 'lost' : undefined)
-      return
-    }
-    if (outcome === 'ok') {
-      await core.store.endLease(live.ref.id, live.leaseId, {
-        session: live.session,
-        idleDeadline: Date.now() + live.idleTtlMs,
-      })
-      return
-    }
-    await core.store.endLease(live.ref.id, live.leaseId)
-    const unbound = await core.store.unbind(live.session, live.ref.id)
-    await core.destroy(live.ref, live.slots, unbound ? 'lost' : undefined)
-  }
-
-  private count(outcome: BindOutcome): void {
-    const s = this.core.stats
-    if (outcome === 'created') s.misses++
-    else {
-      s.hits++
-      if (outcome === 'warm') s.warmHits++
-      else s.boundHits++
-    }
-  }
-
-  private async heartbeat(): Promise<void> {
-    if (this.live.size === 0) return
-    const leases = [...this.live.values()].map((l) => ({
-      refId: l.ref.id,
-      leaseId: l.leaseId,
-      slots: l.slots,
-    }))
-    await this.core.store.renewLeases(leases, Date.now() + this.core.opts.leaseTtlMs)
+    const idleDeadline = Date.now() + t.profile.idleTtlMs
+    await this.core.store.endLease(got.ref.id, got.leaseId, { session, idleDeadline })
   }
 
   /** A periodic, non-overlapping, unref'd background task; `ms` 0 disables it. */

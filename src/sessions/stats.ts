@@ -9,6 +9,9 @@ export type EvictionReason =
   /** `shutdown({ destroyIdle: true })` (warm sandboxes). */
   | 'shutdown'
 
+/** Where an acquire's sandbox came from: an existing binding, the warm pool, or a create. */
+export type AcquireOutcome = 'existing' | 'warm' | 'created'
+
 /** Upper bounds (ms) of the create-latency histogram buckets; the last bucket is unbounded. */
 export const CREATE_LATENCY_BUCKETS_MS = [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000] as const
 
@@ -83,6 +86,17 @@ export class PoolCounters {
     count: 0,
     sumMs: 0,
     counts: new Array<number>(CREATE_LATENCY_BUCKETS_MS.length + 1).fill(0),
+  }
+
+  /** Counts a successful acquire as a hit (warm or bound) or a miss (waited for a create). */
+  countAcquire(outcome: AcquireOutcome): void {
+    if (outcome === 'created') {
+      this.misses++
+      return
+    }
+    this.hits++
+    if (outcome === 'warm') this.warmHits++
+    else this.boundHits++
   }
 
   observeCreate(ms: number): void {
