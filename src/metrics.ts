@@ -5,7 +5,15 @@ export interface MetricsSources {
   /** Jobs waiting + running, by queue. */
   queueDepth?: () => Promise<{ waiting: number; active: number }>
   /** Session pool counters (cumulative) and sizes (current). */
-  pool?: () => { hits: number; misses: number; creates: number; reaped: number; bound: number; idle: number }
+  pool?: () => {
+    hits: number
+    misses: number
+    creates: number
+    reaped: number
+    leases: number
+    handles: number
+    idle: number
+  }
 }
 
 /**
@@ -96,7 +104,8 @@ export class Metrics {
     poolCounter('sbx_pool_misses_total', 'Acquires that had to create a sandbox', (p) => p.misses)
     poolCounter('sbx_pool_creates_total', 'Sandboxes created', (p) => p.creates)
     poolCounter('sbx_pool_reaped_total', 'Sandboxes destroyed by the reaper', (p) => p.reaped)
-    poolGauge('sbx_pool_bound', 'Sandboxes bound to a session', (p) => p.bound)
+    poolGauge('sbx_pool_leases', 'Sandbox leases held in this process', (p) => p.leases)
+    poolGauge('sbx_pool_handles', 'Open sandbox connections in this process', (p) => p.handles)
     poolGauge('sbx_pool_idle', 'Warm sandboxes ready', (p) => p.idle)
   }
 

@@ -1,0 +1,224 @@
+import { Redis } from 'ioredis'
+import { createDockerProvider } from '../../providers/docker/index.js'
+import type { LoadedConfig } from '../config/load.js'
+import { AppError } from '../errors.js'
+import { composeInterceptors } from '../extensions/compose.js'
+import type { InterceptorChains } from '../extensions/compose.js'
+import { ExtensionRegistry } from '../extensions/registry.js'
+import { routeShellTools } from '../interceptors/builtins/route-shell-tools.js'
+import { secretScanner } from '../interceptors/builtins/secret-scanner.js'
+import type { ToolCallInterceptor } from '../interceptors/types.js'
+import type { Logger } from '../logger.js'
+import { createLogger } from '../logger.js'
+import { Metrics } from '../metrics.js'
+import { createJobQueue } from '../queue/create-job-queue.js'
+import type { JobQueue } from '../queue/types.js'
+import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
+import { ProviderRegistry } from '../sandbox/registry.js'
+import type { SandboxHealth } from '../sandbox/types.js'
+import { createSessionPool } from '../sessions/pool.js'
+import type { SandboxSessionPool } from '../sessions/pool.js'
+import { MemorySessionStore } from '../sessions/store/memory.js'
+import { RedisSessionStore } from '../sessions/store/redis.js'
+import { startExecWorker } from '../worker/exec-worker.js'
+import type { ExecWorkerHandle } from '../worker/exec-worker.js'
+import { dockerOptionsOf } from './docker-options.js'
+import { QueueExecService } from './exec-service.js'
+import { MemorySessionDirectory, RedisSessionDirectory } from './session-directory.js'
+import type { SessionDirectory } from './session-directory.js'
+import { PooledSessionService } from './session-service.js'
+import { ChainToolCallService } from './tool-call-service.js'
+
+/** Which parts of the service this process runs. */
+export type RuntimeRole = 'all' | 'api' | 'worker'
+
+/** Options of {@link createRuntime}. */
+export interface RuntimeOptions {
+  /** `all`: API + exec worker in one process (embedded default); `api`; `worker`. @default 'all' */
+  role?: RuntimeRole
+  logger?: Logger
+  /** Exec jobs at once in this process's worker. @default config.queue.concurrency */
+  concurrency?: number
+  /** Overrides `config.queue.prefix` (tests isolate with a unique prefix). */
+  prefix?: string
+  /** Session pool tuning passed through (tests shorten intervals). */
+  pool?: { reapIntervalMs?: number; maintenanceIntervalMs?: number; acquireTimeoutMs?: number }
+}
+
+/** Everything a process of the service holds, wired from one config. */
+export interface Runtime {
+  readonly loaded: LoadedConfig
+  readonly logger: Logger
+  readonly registry: ProviderRegistry
+  readonly pool: SandboxSessionPool
+  readonly queue: JobQueue
+  readonly router: QueueRouteExecutor
+  readonly chains: InterceptorChains
+  readonly directory: SessionDirectory
+  readonly exec: QueueExecService
+  readonly sessions: PooledSessionService
+  readonly toolCalls: ChainToolCallService
+  readonly metrics: Metrics
+  readonly worker?: ExecWorkerHandle
+  /** Named readiness checks: queue/redis and each provider. */
+  readiness(): Promise<Record<string, SandboxHealth>>
+  /** Graceful shutdown: the worker drains within `deadlineMs`, then everything closes. */
+  close(opts?: { deadlineMs?: number }): Promise<void>
+}
+
+/**
+ * The composition root: builds providers, the session pool (memory or Redis store), the job queue
+ * (in-process or BullMQ), the router, the server's interceptor chain (config policy + extensions), an
+ * exec worker (roles `all` and `worker`) and the services the HTTP API calls.
+ */
+export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions = {}): Promise<Runtime> {
+  const { config } = loaded
+  const role = opts.role ?? 'all'
+  const logger = opts.logger ?? createLogger()
+  const prefix = opts.prefix ?? config.queue.prefix
+  const fleet = config.queue.driver === 'bullmq'
+
+  const registry = new ProviderRegistry()
+  if (config.providers.docker.enabled) {
+    const dockerOptions = dockerOptionsOf(config.providers.docker.host)
+    registry.register(createDockerProvider(dockerOptions ? { dockerOptions } : {}))
+  }
+  for (const [name, p] of loaded.profiles) {
+    const { name: _n, ...input } = p
+    registry.addProfile(name, input)
+  }
+
+  const cleanups: (() => Promise<unknown>)[] = []
+  try {
+    let redis: Redis | undefined
+    if (fleet) {
+      redis = new Redis(config.queue.redisUrl, {
+        lazyConnect: true,
+        maxRetriesPerRequest: 3,
+        connectTimeout: 5_000,
+      })
+      try {
+        await redis.connect()
+      } catch (err) {
+        throw new AppError(
+          'QUEUE_UNAVAILABLE',
+          `cannot reach Redis at ${redactUrl(config.queue.redisUrl)}: ${(err as Error).message}; start Redis or fix REDIS_URL`,
+          { cause: err, retryable: true },
+        )
+      }
+      const r = redis
+      cleanups.push(() => r.quit().catch(() => r.disconnect()))
+    }
+    const store = redis
+      ? new RedisSessionStore({ redis, prefix: `${prefix}:sessions:` })
+      : new MemorySessionStore()
+    const pool = createSessionPool({
+      providers: registry,
+      store,
+      scope: prefix,
+      ...(opts.pool ?? {}),
+      onError: (err, context) => logger.warn({ err, context }, 'session pool background error'),
+    })
+    cleanups.push(() => pool.shutdown({ destroyIdle: true }))
+
+    const queue = await createJobQueue(
+      fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },
+    )
+    cleanups.push(() => queue.close())
+    const router = new QueueRouteExecutor({ queue, targets: registry })
+
+    const extensions = config.extensions.length
+      ? (await ExtensionRegistry.of().load(config.extensions)).snapshot()
+      : undefined
+    const host: ToolCallInterceptor[] = [
+      routeShellTools({ providerId: config.routing.shell.providerId, profile: config.routing.shell.profile }),
+    ]
+    if (config.routing.secretScanner !== 'off')
+      host.push(secretScanner({ action: config.routing.secretScanner }))
+    const chains = composeInterceptors({ toolCall: host }, extensions)
+
+    const directory: SessionDirectory = redis
+      ? new RedisSessionDirectory(redis, `${prefix}:`)
+      : new MemorySessionDirectory()
+    const metrics = new Metrics({
+      queueDepth: () => queue.counts(),
+      pool: () => {
+        const s = pool.stats()
+        const idle = Object.values(s.current.warm).reduce((a, b) => a + b, 0)
+        return {
+          hits: s.hits,
+          misses: s.misses,
+          creates: s.creates,
+          reaped: s.reaped,
+          leases: s.current.leases,
+          handles: s.current.handles,
+          idle,
+        }
+      },
+    })
+
+    let worker: ExecWorkerHandle | undefined
+    if (role !== 'api') {
+      worker = await startExecWorker({
+        queue,
+        pool,
+        concurrency: opts.concurrency ?? config.queue.concurrency,
+        onError: (err, context) => logger.warn({ err, context }, 'exec worker error'),
+        onJob: (e) => {
+          if (e.type !== 'end') return
+          const outcome = e.result?.status ?? 'error'
+          metrics.execLatency.observe(
+            { provider: e.job.providerId, profile: e.job.profile, outcome },
+            e.durationMs / 1000,
+          )
+        },
+      })
+    }
+
+    const runtime: Runtime = {
+      loaded,
+      logger,
+      registry,
+      pool,
+      queue,
+      router,
+      chains,
+      directory,
+      exec: new QueueExecService(queue, router, directory),
+      sessions: new PooledSessionService(directory, pool, registry),
+      toolCalls: new ChainToolCallService(chains, router, directory),
+      metrics,
+      ...(worker ? { worker } : {}),
+      async readiness() {
+        const checks: Record<string, SandboxHealth> = {}
+        checks['queue'] = await queue
+          .counts()
+          .then(() => ({ ok: true }))
+          .catch((err: unknown) => ({ ok: false, reason: (err as Error).message }))
+        for (const id of registry.providerIds()) {
+          const p = registry.get(id)
+          checks[id] = p.health
+            ? await p.health().catch((err: unknown) => ({ ok: false, reason: (err as Error).message }))
+            : { ok: true }
+        }
+        return checks
+      },
+      async close({ deadlineMs = 30_000 } = {}) {
+        await worker?.close({ deadlineMs })
+        for (const c of cleanups.reverse())
+          await c().catch((err: unknown) => logger.warn({ err }, 'close failed'))
+        await registry.close()
+      },
+    }
+    return runtime
+  } catch (err) {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined)
+    await registry.close().catch(() => undefined)
+    throw err
+  }
+}
+
+/** A Redis URL without its password, for messages. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@')
+}

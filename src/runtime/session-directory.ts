@@ -1,0 +1,83 @@
+import type { Redis } from 'ioredis'
+import { AppError } from '../errors.js'
+
+/** The API-level record of a sandbox session (the sandbox binding itself lives in the session pool). */
+export interface SessionRecord {
+  id: string
+  tenant: string
+  provider: string
+  profile: string
+  createdAt: number
+}
+
+/**
+ * Tenant-scoped session records: what `GET /v1/sessions` lists and `DELETE` removes. In memory for
+ * the embedded mode, in Redis (one hash per tenant) for a fleet, so every API process sees the same.
+ */
+export interface SessionDirectory {
+  /** Creates the record; an existing id of the same tenant is a CONFLICT unless `ifAbsent`. */
+  create(record: SessionRecord, opts?: { ifAbsent?: boolean }): Promise<SessionRecord>
+  get(tenant: string, id: string): Promise<SessionRecord | undefined>
+  list(tenant: string): Promise<SessionRecord[]>
+  delete(tenant: string, id: string): Promise<boolean>
+}
+
+function conflict(id: string): AppError {
+  return new AppError('CONFLICT', `session ${id} already exists; pick another id or reuse it`)
+}
+
+/** In-process directory (embedded mode). */
+export class MemorySessionDirectory implements SessionDirectory {
+  private readonly byTenant = new Map<string, Map<string, SessionRecord>>()
+
+  async create(record: SessionRecord, opts: { ifAbsent?: boolean } = {}): Promise<SessionRecord> {
+    const t = this.byTenant.get(record.tenant) ?? new Map<string, SessionRecord>()
+    this.byTenant.set(record.tenant, t)
+    const existing = t.get(record.id)
+    if (existing) {
+      if (opts.ifAbsent) return existing
+      throw conflict(record.id)
+    }
+    t.set(record.id, record)
+    return record
+  }
+  async get(tenant: string, id: string): Promise<SessionRecord | undefined> {
+    return this.byTenant.get(tenant)?.get(id)
+  }
+  async list(tenant: string): Promise<SessionRecord[]> {
+    return [...(this.byTenant.get(tenant)?.values() ?? [])].sort((a, b) => a.createdAt - b.createdAt)
+  }
+  async delete(tenant: string, id: string): Promise<boolean> {
+    return this.byTenant.get(tenant)?.delete(id) ?? false
+  }
+}
+
+/** Redis directory: hash `<prefix>sessions:<tenant>` of id → JSON record. */
+export class RedisSessionDirectory implements SessionDirectory {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  private key(tenant: string): string {
+    return `${this.prefix}directory:${tenant}`
+  }
+
+  async create(record: SessionRecord, opts: { ifAbsent?: boolean } = {}): Promise<SessionRecord> {
+    const added = await this.redis.hsetnx(this.key(record.tenant), record.id, JSON.stringify(record))
+    if (added === 1) return record
+    if (!opts.ifAbsent) throw conflict(record.id)
+    return (await this.get(record.tenant, record.id)) ?? record
+  }
+  async get(tenant: string, id: string): Promise<SessionRecord | undefined> {
+    const raw = await this.redis.hget(this.key(tenant), id)
+    return raw ? (JSON.parse(raw) as SessionRecord) : undefined
+  }
+  async list(tenant: string): Promise<SessionRecord[]> {
+    const all = await this.redis.hvals(this.key(tenant))
+    return all.map((r) => JSON.parse(r) as SessionRecord).sort((a, b) => a.createdAt - b.createdAt)
+  }
+  async delete(tenant: string, id: string): Promise<boolean> {
+    return (await this.redis.hdel(this.key(tenant), id)) === 1
+  }
+}

@@ -1,0 +1,97 @@
+import type { InterceptorChains } from '../extensions/compose.js'
+import type { ToolCallEvaluation, ToolCallService } from '../http/deps.js'
+import { evaluateToolCall } from '../interceptors/chains.js'
+import type { ToolCallRequest } from '../interceptors/types.js'
+import { executeRoutedToolCall } from '../routing/execute-routed-tool-call.js'
+import type { RouteExecutor } from '../routing/types.js'
+import type { SessionDirectory } from './session-directory.js'
+
+/**
+ * Evaluates tool calls through the server's chain (host policy first, then extensions). Routed
+ * calls run through the queue and come back after the after-chain; allowed calls are not executed
+ * (the server has no local tools): the caller gets the verdict and runs the tool itself.
+ */
+export class ChainToolCallService implements ToolCallService {
+  constructor(
+    private readonly chains: InterceptorChains,
+    private readonly router: RouteExecutor,
+    private readonly directory: SessionDirectory,
+  ) {}
+
+  async evaluate(
+    tenant: string,
+    request: ToolCallRequest,
+    opts: { sessionId?: string; signal?: AbortSignal },
+  ): Promise<ToolCallEvaluation> {
+    const ctx = {
+      tenant,
+      ...(opts.sessionId ? { sessionId: opts.sessionId } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    }
+    const verdict = await evaluateToolCall(this.chains.toolCall, request, ctx)
+    switch (verdict.kind) {
+      case 'allow':
+        return { decision: { kind: 'allow' }, request: verdict.request }
+      case 'block':
+        return {
+          decision: { kind: 'block', reason: verdict.reason, decidedBy: verdict.decidedBy },
+          request: verdict.request,
+        }
+      case 'routeTo': {
+        const { route } = verdict
+        if (opts.sessionId) {
+          await this.directory.create(
+            {
+              id: opts.sessionId,
+              tenant,
+              provider: route.providerId,
+              profile: route.profile,
+              createdAt: Date.now(),
+            },
+            { ifAbsent: true },
+          )
+        }
+        const cwd = cwdOf(verdict.request.arguments)
+        const outcome = await executeRoutedToolCall({
+          executor: this.router,
+          interceptors: this.chains.toolCall,
+          request: verdict.request,
+          route: {
+            providerId: route.providerId,
+            profile: route.profile,
+            command: route.command,
+            callId: request.callId,
+            toolName: verdict.request.name,
+            tenant,
+            ...(opts.sessionId ? { sessionId: opts.sessionId } : {}),
+            ...(cwd ? { cwd } : {}),
+          },
+          ctx: opts.signal ? { signal: opts.signal } : {},
+        })
+        return {
+          decision: {
+            kind: 'routeTo',
+            providerId: route.providerId,
+            profile: route.profile,
+            command: route.command,
+            decidedBy: verdict.decidedBy,
+          },
+          request: verdict.request,
+          output: outcome.output,
+          ...(outcome.result ? { result: outcome.result } : {}),
+          blocked: outcome.blocked,
+        }
+      }
+    }
+  }
+}
+
+/** A `cwd` argument of a shell call (pinned by forceWorkingDirectory), if any. */
+function cwdOf(args: string): string | undefined {
+  try {
+    const v = (JSON.parse(args) as { cwd?: unknown }).cwd
+    return typeof v === 'string' && v.startsWith('/') ? v : undefined
+  } catch {
+    return undefined
+  }
+}
