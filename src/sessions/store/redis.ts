@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { Redis } from 'ioredis'
+import { AppError } from '../../errors.js'
 import type { SandboxRef } from '../../sandbox/types.js'
 import * as S from './redis-scripts.js'
 import type {
@@ -19,7 +20,10 @@ import type {
 
 /** Options of {@link RedisSessionStore}. */
 export interface RedisSessionStoreOptions {
-  /** A client to use (not closed by the store), or a URL to connect to (closed by `close()`). */
+  /**
+   * A client to use (not closed by the store; its retry options apply), or a URL to connect to
+   * (closed by `close()`; a command fails after 2 reconnect attempts).
+   */
   redis: Redis | string
   /** Prefix of every key, so several deployments or tests share one Redis. @default 'sbx:sessions:' */
   prefix?: string
@@ -49,6 +53,26 @@ const scripts = Object.fromEntries(Object.entries(S).map(([name, lua]) => [name,
   Script
 >
 
+/**
+ * Translates Redis failures at the store's edge: an error reply (a bug or a misconfigured server)
+ * is `INTERNAL`; anything else (connection lost, retries exhausted) is `UNAVAILABLE`, retryable.
+ */
+async function guard<T>(op: Promise<T>): Promise<T> {
+  try {
+    return await op
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err)
+    if (err instanceof Error && err.name === 'ReplyError') {
+      throw new AppError('INTERNAL', `session store: Redis replied with an error: ${msg}`, { cause: err })
+    }
+    throw new AppError(
+      'UNAVAILABLE',
+      `session store: Redis is unreachable (${msg}); check REDIS_URL and that Redis is running`,
+      { retryable: true, cause: err },
+    )
+  }
+}
+
 function parse<T>(raw: unknown): T | undefined {
   return typeof raw === 'string' && raw !== '' ? (JSON.parse(raw) as T) : undefined
 }
@@ -74,11 +98,18 @@ export class RedisSessionStore implements SessionStore {
   constructor(opts: RedisSessionStoreOptions) {
     this.prefix = opts.prefix ?? 'sbx:sessions:'
     this.ownsClient = typeof opts.redis === 'string'
-    this.redis = typeof opts.redis === 'string' ? new Redis(opts.redis, { lazyConnect: false }) : opts.redis
+    if (typeof opts.redis === 'string') {
+      // Fail a command after a few reconnect attempts instead of queueing it for long: an acquire
+      // has a deadline. Connection errors surface through the commands (as UNAVAILABLE).
+      this.redis = new Redis(opts.redis, { maxRetriesPerRequest: 2 })
+      this.redis.on('error', () => undefined)
+    } else {
+      this.redis = opts.redis
+    }
   }
 
   private run(script: keyof typeof S, args: readonly Arg[], keys: readonly string[] = []): Promise<unknown> {
-    return scripts[script].run(this.redis, keys, keys.length > 0 ? args : [this.prefix, ...args])
+    return guard(scripts[script].run(this.redis, keys, keys.length > 0 ? args : [this.prefix, ...args]))
   }
 
   async useBinding(
@@ -119,7 +150,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async getBinding(session: string): Promise<BindingRecord | undefined> {
-    return parse(await this.redis.hget(`${this.prefix}bindings`, session))
+    return parse(await guard(this.redis.hget(`${this.prefix}bindings`, session)))
   }
 
   async bind(
@@ -142,7 +173,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async idleSessions(now: number, limit: number): Promise<string[]> {
-    return this.redis.zrangebyscore(`${this.prefix}idle`, '-inf', now, 'LIMIT', 0, limit)
+    return guard(this.redis.zrangebyscore(`${this.prefix}idle`, '-inf', now, 'LIMIT', 0, limit))
   }
 
   async addLease(refId: string, lease: LeaseSpec): Promise<void> {
@@ -187,7 +218,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async warmSize(pool: string): Promise<number> {
-    return this.redis.llen(`${this.prefix}warm:${pool}`)
+    return guard(this.redis.llen(`${this.prefix}warm:${pool}`))
   }
 
   async inUse(refIds: readonly string[], now: number): Promise<Set<string>> {
@@ -202,7 +233,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async tryLock(name: string, token: string, ttlMs: number): Promise<boolean> {
-    return (await this.redis.set(`${this.prefix}lock:${name}`, token, 'PX', ttlMs, 'NX')) === 'OK'
+    return (await guard(this.redis.set(`${this.prefix}lock:${name}`, token, 'PX', ttlMs, 'NX'))) === 'OK'
   }
 
   async renewLock(name: string, token: string, ttlMs: number): Promise<boolean> {
@@ -235,11 +266,11 @@ export class RedisSessionStore implements SessionStore {
     if (names.length === 0) return
     const multi = this.redis.multi()
     for (const n of names) multi.zrem(`${this.prefix}slot:${n}`, member)
-    await multi.exec()
+    await guard(multi.exec())
   }
 
   async slotCount(name: string, now: number): Promise<number> {
-    return this.redis.zcount(`${this.prefix}slot:${name}`, `(${now}`, '+inf')
+    return guard(this.redis.zcount(`${this.prefix}slot:${name}`, `(${now}`, '+inf'))
   }
 
   async close(): Promise<void> {
