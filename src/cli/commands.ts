@@ -1,5 +1,15 @@
 import { parseArgs } from 'node:util'
+import { sessionsCommand } from './client-commands.js'
 import { extensionInspect } from './extension-inspect.js'
+import {
+  configCheckCommand,
+  execCommand,
+  providersCommand,
+  reapCommand,
+  serveCommand,
+  setupCommand,
+  workerCommand,
+} from './runtime-commands.js'
 import type { CliIO } from './output.js'
 
 /** One `sbx` subcommand. `name` may have two words (`extension inspect`). */
@@ -11,6 +21,49 @@ export interface CliCommand {
 
 /** Every subcommand, in help order. */
 export const commands: CliCommand[] = [
+  {
+    name: 'serve',
+    summary: 'API + exec worker in one process (embedded default; --redis for fleet mode)',
+    run: (a, io) => serveCommand(a, io, 'all'),
+  },
+  {
+    name: 'api',
+    summary: 'the HTTP API only (fleet mode: --redis or REDIS_URL)',
+    run: (a, io) => serveCommand(a, io, 'api'),
+  },
+  {
+    name: 'worker',
+    summary: 'a fleet exec worker (--redis or REDIS_URL, --concurrency)',
+    run: workerCommand,
+  },
+  {
+    name: 'exec',
+    summary: 'run one command in a sandbox: sbx exec [--provider --profile --session --timeout] -- <command>',
+    run: execCommand,
+  },
+  {
+    name: 'sessions ls',
+    summary: "list the tenant's sessions (through the API)",
+    run: (a, io) => sessionsCommand('ls', a, io),
+  },
+  {
+    name: 'sessions rm',
+    summary: 'delete a session and its sandbox (through the API)',
+    run: (a, io) => sessionsCommand('rm', a, io),
+  },
+  { name: 'providers', summary: 'providers, their health and profiles', run: providersCommand },
+  { name: 'reap', summary: 'destroy every owned sandbox without a live lease', run: reapCommand },
+  {
+    name: 'config check',
+    summary: 'validate the config file and print what it resolves to',
+    run: configCheckCommand,
+  },
+  {
+    name: 'setup',
+    summary: 'install/start the Docker engine and build the base image (idempotent)',
+    run: setupCommand,
+  },
+  { name: 'image build', summary: 'build the base sandbox image (same as setup)', run: setupCommand },
   {
     name: 'extension inspect',
     summary: 'load an extension module and print its manifest and contributions',

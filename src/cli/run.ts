@@ -14,9 +14,10 @@ export async function runCli(argv: readonly string[], io = processIO): Promise<n
   const name = positionals.slice(0, 2).join(' ')
   const match =
     commands.find((c) => c.name === name) ?? commands.find((c) => c.name === (positionals[0] ?? ''))
-  if (!match || values.help === true) {
+  if (!match) {
+    if (positionals.length > 0 && values.help !== true) io.err(`unknown command: ${positionals.join(' ')}`)
     io.out(helpText())
-    return match || positionals.length === 0 ? 0 : 2
+    return positionals.length === 0 || values.help === true ? 0 : 2
   }
   const rest = argv.slice(argv.indexOf(match.name.split(' ').at(-1) ?? '') + 1)
   try {

@@ -1,0 +1,84 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { AppError } from '../errors.js'
+import type { CliIO } from './output.js'
+import { UsageError } from './output.js'
+
+/** Where the CLI's HTTP commands talk to, and with which key. */
+export interface ServerTarget {
+  url: string
+  key: string
+}
+
+/** `--url` (or SBX_URL, default http://127.0.0.1:8080) and `--key` (or SBX_API_KEY, else `.sbx/api-key`). */
+export function serverTarget(values: { url?: string | boolean; key?: string | boolean }): ServerTarget {
+  const url =
+    (typeof values.url === 'string' ? values.url : process.env['SBX_URL']) ?? 'http://127.0.0.1:8080'
+  let key = typeof values.key === 'string' ? values.key : process.env['SBX_API_KEY']
+  const file = join(process.cwd(), '.sbx', 'api-key')
+  if (!key && existsSync(file)) key = readFileSync(file, 'utf8').trim()
+  if (!key)
+    throw new UsageError(
+      'no API key: pass --key, set SBX_API_KEY, or run `sbx serve` here first (it writes .sbx/api-key)',
+    )
+  return { url: url.replace(/\/$/, ''), key }
+}
+
+/** Calls the API; non-2xx answers become AppErrors with the server's code and message. */
+export async function callApi(t: ServerTarget, path: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers)
+  headers.set('authorization', `Bearer ${t.key}`)
+  if (init.body && !headers.has('content-type')) headers.set('content-type', 'application/json')
+  let res: Response
+  try {
+    res = await fetch(`${t.url}${path}`, { ...init, headers })
+  } catch (err) {
+    throw new AppError(
+      'UNAVAILABLE',
+      `cannot reach ${t.url}: ${(err as Error).message}; is \`sbx serve\` running?`,
+      { cause: err },
+    )
+  }
+  if (res.ok) return res
+  const body = (await res.json().catch(() => ({}))) as { error?: { code?: string; message?: string } }
+  const code = (body.error?.code ?? 'INTERNAL') as ConstructorParameters<typeof AppError>[0]
+  throw new AppError(code, body.error?.message ?? `HTTP ${res.status}`)
+}
+
+const CLIENT_OPTIONS = {
+  url: { type: 'string' },
+  key: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const
+
+/** `sbx sessions ls|rm <id>`. */
+export async function sessionsCommand(sub: 'ls' | 'rm', args: readonly string[], io: CliIO): Promise<number> {
+  const usage = `usage: sbx sessions ${sub === 'ls' ? 'ls' : 'rm <id>'} [--url u] [--key k] [--json]`
+  let parsed
+  try {
+    parsed = parseArgs({ args: [...args], options: CLIENT_OPTIONS, allowPositionals: true, strict: true })
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${usage}`)
+  }
+  const { values, positionals } = parsed
+  if (values.help) return (io.out(usage), 0)
+  const t = serverTarget(values)
+  if (sub === 'ls') {
+    const { sessions } = (await (await callApi(t, '/v1/sessions')).json()) as {
+      sessions: { id: string; provider: string; profile: string; createdAt: number }[]
+    }
+    if (values.json) io.out(JSON.stringify(sessions))
+    else if (sessions.length === 0) io.out('no sessions')
+    else
+      for (const s of sessions)
+        io.out(`${s.id}\t${s.provider}/${s.profile}\t${new Date(s.createdAt).toISOString()}`)
+    return 0
+  }
+  const id = positionals[0]
+  if (!id) throw new UsageError(usage)
+  await callApi(t, `/v1/sessions/${encodeURIComponent(id)}`, { method: 'DELETE' })
+  io.out(values.json ? JSON.stringify({ deleted: id }) : `deleted session ${id}`)
+  return 0
+}

@@ -1,0 +1,262 @@
+import { spawn } from 'node:child_process'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { loadConfig } from '../config/load.js'
+import type { LoadedConfig } from '../config/load.js'
+import { AppError } from '../errors.js'
+import { createLogger } from '../logger.js'
+import { createRuntime } from '../runtime/create-runtime.js'
+import type { RuntimeRole } from '../runtime/create-runtime.js'
+import { resolveApiKeys } from '../runtime/keys.js'
+import { startServer } from '../runtime/serve.js'
+import type { CliIO } from './output.js'
+import { UsageError } from './output.js'
+
+const ROOT = resolve(fileURLToPath(import.meta.url), '..', '..', '..')
+
+/** Options every runtime command takes. */
+const COMMON = {
+  config: { type: 'string', short: 'c' },
+  redis: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const
+
+function parse<O extends Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>>(
+  args: readonly string[],
+  options: O,
+  usage: string,
+) {
+  try {
+    return parseArgs({
+      args: [...args],
+      options: { ...COMMON, ...options },
+      allowPositionals: true,
+      strict: true,
+    })
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${usage}`)
+  }
+}
+
+/** Loads config; `--redis` behaves like REDIS_URL. */
+export function loadFor(values: { config?: string | boolean; redis?: string | boolean }): LoadedConfig {
+  const env = { ...process.env }
+  if (typeof values.redis === 'string') env['REDIS_URL'] = values.redis
+  return loadConfig({ ...(typeof values.config === 'string' ? { file: values.config } : {}), env })
+}
+
+/** Resolves when SIGINT or SIGTERM arrives. */
+function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((r) => {
+    process.once('SIGINT', () => r('SIGINT'))
+    process.once('SIGTERM', () => r('SIGTERM'))
+  })
+}
+
+/** `sbx serve` / `sbx api`: the HTTP API (with an exec worker for serve). */
+export async function serveCommand(args: readonly string[], io: CliIO, role: RuntimeRole): Promise<number> {
+  const usage = `usage: sbx ${role === 'all' ? 'serve' : 'api'} [--config file] [--port n] [--host h] [--redis url]`
+  const { values } = parse(args, { port: { type: 'string' }, host: { type: 'string' } }, usage)
+  if (values.help) return (io.out(usage), 0)
+  const loaded = loadFor(values)
+  if (role === 'api' && loaded.config.queue.driver !== 'bullmq') {
+    throw new UsageError(
+      'sbx api serves a fleet: pass --redis <url> or set REDIS_URL (or use `sbx serve` for one process)',
+    )
+  }
+  const keys = resolveApiKeys(loaded.config, process.env, join(process.cwd(), '.sbx', 'api-key'))
+  const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info', secrets: keys.secrets })
+  const runtime = await createRuntime(loaded, { role, logger })
+  const port = values.port !== undefined ? Number(values.port) : undefined
+  const server = await startServer(runtime, {
+    keys: keys.entries,
+    ...(port !== undefined ? { port } : {}),
+    ...(values.host ? { host: values.host } : {}),
+  })
+  const mode =
+    loaded.config.queue.driver === 'bullmq'
+      ? `fleet mode (Redis ${loaded.config.queue.redisUrl.replace(/\/\/[^@]*@/, '//***@')})`
+      : 'embedded mode (in-process queue)'
+  io.err(`sandbox-router listening on ${server.url} — ${mode}; API reference at ${server.url}/docs`)
+  if (keys.embeddedKeyFile)
+    io.err(
+      `API key (tenant "default"): stored in ${keys.embeddedKeyFile} — curl -H "Authorization: Bearer $(cat ${keys.embeddedKeyFile})" …`,
+    )
+  const signal = await untilSignal()
+  io.err(`${signal}: draining (up to 30 s)…`)
+  await server.close()
+  await runtime.close({ deadlineMs: 30_000 })
+  return 0
+}
+
+/** `sbx worker`: a fleet exec worker. */
+export async function workerCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const usage = 'usage: sbx worker [--config file] [--redis url] [--concurrency n]'
+  const { values } = parse(args, { concurrency: { type: 'string' }, agent: { type: 'boolean' } }, usage)
+  if (values.help) return (io.out(usage), 0)
+  const loaded = loadFor(values)
+  if (loaded.config.queue.driver !== 'bullmq') {
+    throw new UsageError('sbx worker joins a fleet: pass --redis <url> or set REDIS_URL')
+  }
+  const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info' })
+  const concurrency = values.concurrency !== undefined ? Number(values.concurrency) : undefined
+  if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0))
+    throw new UsageError('--concurrency must be a positive integer')
+  const runtime = await createRuntime(loaded, {
+    role: 'worker',
+    logger,
+    ...(concurrency ? { concurrency } : {}),
+  })
+  io.err(
+    `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
+  )
+  const signal = await untilSignal()
+  io.err(`${signal}: draining (up to 30 s), then handing unfinished jobs back…`)
+  await runtime.close({ deadlineMs: 30_000 })
+  return 0
+}
+
+/** `sbx exec -- <command>`: runs one command, output live, exit code of the command. */
+export async function execCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const usage =
+    'usage: sbx exec [--provider docker] [--profile default] [--session id] [--timeout ms] [--config file] [--redis url] -- <command>'
+  const { values, positionals } = parse(
+    args,
+    {
+      provider: { type: 'string' },
+      profile: { type: 'string' },
+      session: { type: 'string' },
+      timeout: { type: 'string' },
+    },
+    usage,
+  )
+  if (values.help) return (io.out(usage), 0)
+  const command = positionals.join(' ').trim()
+  if (!command) throw new UsageError(`no command given\n${usage}`)
+  const loaded = loadFor(values)
+  const fleet = loaded.config.queue.driver === 'bullmq'
+  const runtime = await createRuntime(loaded, {
+    role: fleet ? 'api' : 'all',
+    logger: createLogger({ level: 'warn' }),
+  })
+  const ac = new AbortController()
+  const onSig = (): void => ac.abort(new AppError('JOB_CANCELLED', 'interrupted by the user'))
+  process.once('SIGINT', onSig)
+  try {
+    const timeoutMs = values.timeout !== undefined ? Number(values.timeout) : undefined
+    const result = await runtime.router.execute(
+      {
+        providerId: values.provider ?? 'docker',
+        profile: values.profile ?? 'default',
+        command,
+        callId: `cli-${crypto.randomUUID()}`,
+        toolName: 'exec',
+        ...(values.session ? { sessionId: values.session } : {}),
+        ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      },
+      values.json
+        ? { signal: ac.signal }
+        : {
+            signal: ac.signal,
+            onStdout: (c) => void process.stdout.write(c),
+            onStderr: (c) => void process.stderr.write(c),
+          },
+    )
+    if (values.json) io.out(JSON.stringify(result))
+    else if (result.timedOut)
+      io.err(`sbx: timed out after ${result.durationMs.toFixed(0)} ms; the process group was killed`)
+    else if (result.truncated) io.err('sbx: output truncated at the output cap')
+    return result.exitCode ?? 128 + 9
+  } finally {
+    process.off('SIGINT', onSig)
+    if (values.session === undefined || !fleet) await runtime.pool.shutdown({ destroyIdle: true })
+    await runtime.close({ deadlineMs: 5_000 })
+  }
+}
+
+/** `sbx reap`: destroys every owned sandbox without a live lease. */
+export async function reapCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const usage = 'usage: sbx reap [--config file] [--redis url]'
+  const { values } = parse(args, {}, usage)
+  if (values.help) return (io.out(usage), 0)
+  const runtime = await createRuntime(loadFor(values), {
+    role: 'api',
+    logger: createLogger({ level: 'warn' }),
+  })
+  try {
+    const n = await runtime.pool.reap()
+    io.out(values.json ? JSON.stringify({ reaped: n }) : `reaped ${n} sandbox${n === 1 ? '' : 'es'}`)
+    return 0
+  } finally {
+    await runtime.close({ deadlineMs: 1_000 })
+  }
+}
+
+/** `sbx setup` / `sbx image build`: the idempotent setup script (Docker engine + base image). */
+export function setupCommand(_args: readonly string[], io: CliIO): Promise<number> {
+  return new Promise((resolveExit) => {
+    const child = spawn('bash', [join(ROOT, 'scripts', 'setup.sh')], { stdio: 'inherit' })
+    child.on('exit', (code) => resolveExit(code ?? 1))
+    child.on('error', (err) => {
+      io.err(`cannot run scripts/setup.sh: ${err.message}`)
+      resolveExit(1)
+    })
+  })
+}
+
+/** `sbx config check`: validates the config and prints what it resolves to. */
+export async function configCheckCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const usage = 'usage: sbx config check [--config file] [--json]'
+  const { values } = parse(args, {}, usage)
+  if (values.help) return (io.out(usage), 0)
+  const loaded = loadFor(values)
+  const summary = {
+    file: loaded.file ?? '(none: built-in defaults)',
+    queue: loaded.config.queue.driver,
+    providers: Object.entries(loaded.config.providers)
+      .filter(([, p]) => p?.enabled)
+      .map(([id]) => id),
+    profiles: [...loaded.profiles.keys()],
+    extensions: loaded.config.extensions,
+    apiKeys: loaded.config.apiKeys.map((k) => ({ tenant: k.tenant, admin: k.admin })),
+  }
+  if (values.json) io.out(JSON.stringify(summary))
+  else {
+    io.out(`config ok: ${summary.file}`)
+    io.out(
+      `  queue: ${summary.queue}; providers: ${summary.providers.join(', ')}; profiles: ${summary.profiles.join(', ')}`,
+    )
+    io.out(
+      `  extensions: ${summary.extensions.length}; api keys: ${summary.apiKeys.length || 'embedded default'}`,
+    )
+  }
+  return 0
+}
+
+/** `sbx providers`: providers, health and profiles. */
+export async function providersCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const usage = 'usage: sbx providers [--config file] [--json]'
+  const { values } = parse(args, {}, usage)
+  if (values.help) return (io.out(usage), 0)
+  const loaded = loadFor(values)
+  const runtime = await createRuntime(loaded, { role: 'api', logger: createLogger({ level: 'warn' }) })
+  try {
+    const checks = await runtime.readiness()
+    const rows = runtime.registry.providerIds().map((id) => ({
+      id,
+      health: checks[id] ?? { ok: false },
+      profiles: runtime.registry.profileNames().filter((n) => runtime.registry.profile(n).provider === id),
+    }))
+    if (values.json) io.out(JSON.stringify(rows))
+    else
+      for (const r of rows)
+        io.out(
+          `${r.id}\t${r.health.ok ? 'ok' : `down: ${r.health.reason ?? '?'}`}\tprofiles: ${r.profiles.join(', ')}`,
+        )
+    return rows.every((r) => r.health.ok) ? 0 : 1
+  } finally {
+    await runtime.close({ deadlineMs: 1_000 })
+  }
+}
