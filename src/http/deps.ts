@@ -113,6 +113,59 @@ export interface ProviderView {
   }[]
 }
 
+/** An agent run as the API shows it. */
+export interface AgentRunView {
+  id: string
+  state: 'queued' | 'running' | 'completed' | 'failed' | 'cancelled'
+  request: {
+    input: string
+    sessionId?: string
+    model?: string
+    maxIterations?: number
+    budget?: { maxTotalTokens?: number }
+  }
+  output?: string
+  finishReason?: string
+  usage?: {
+    [
+      K in
+        | 'inputTokens'
+        | 'outputTokens'
+        | 'totalTokens'
+        | 'cachedInputTokens'
+        | 'cacheWriteInputTokens'
+        | 'reasoningTokens'
+    ]: number
+  }
+  llmCalls?: number
+  iterations?: number
+  toolCalls?: { name: string; callId: string; routed: boolean; error?: string }[]
+  error?: { code: string; message: string }
+  createdAt: number
+  finishedAt?: number
+}
+
+/** Queued agent runs, tenant-scoped. */
+export interface AgentRunsApi {
+  submit(tenant: string, input: AgentRunView['request']): Promise<AgentRunView>
+  get(tenant: string, id: string): Promise<AgentRunView | undefined>
+  cancel(tenant: string, id: string): Promise<AgentRunView | undefined>
+  stream(
+    tenant: string,
+    id: string,
+    signal: AbortSignal,
+  ): Promise<
+    | AsyncIterable<
+        | {
+            kind: 'event'
+            event: { seq: number; type: string; step: number; message?: string; timestamp: number }
+          }
+        | { kind: 'end'; run: AgentRunView }
+      >
+    | undefined
+  >
+}
+
 /** Everything `createApp` needs. No env reads, no listening: the composition root builds these. */
 export interface AppDeps {
   keyring: Keyring
@@ -120,6 +173,7 @@ export interface AppDeps {
   exec: ExecService
   toolCalls: ToolCallService
   sessions: SessionService
+  agentRuns: AgentRunsApi
   providers(): Promise<ProviderView[]>
   /** Named readiness checks (`redis`, `docker`, …). */
   readiness(): Promise<Record<string, SandboxHealth>>

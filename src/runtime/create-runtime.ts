@@ -28,6 +28,18 @@ import { MemorySessionDirectory, RedisSessionDirectory } from './session-directo
 import type { SessionDirectory } from './session-directory.js'
 import { PooledSessionService } from './session-service.js'
 import { ChainToolCallService } from './tool-call-service.js'
+import type { AgentRunDeps } from './agent-runs/execute.js'
+import { MemoryAgentRunStore } from './agent-runs/memory-store.js'
+import { modelFor } from './agent-runs/models.js'
+import { RedisAgentRunStore } from './agent-runs/redis-store.js'
+import {
+  createBullmqAgentDispatcher,
+  createInProcessAgentRunner,
+  startBullmqAgentWorker,
+} from './agent-runs/runners.js'
+import type { AgentRunRunner } from './agent-runs/runners.js'
+import { AgentRunService } from './agent-runs/service.js'
+import type { AgentRunDispatcher } from './agent-runs/service.js'
 
 /** Which parts of the service this process runs. */
 export type RuntimeRole = 'all' | 'api' | 'worker'
@@ -41,6 +53,10 @@ export interface RuntimeOptions {
   concurrency?: number
   /** Overrides `config.queue.prefix` (tests isolate with a unique prefix). */
   prefix?: string
+  /** Run agent runs in this process (fleet: consume `sbx-agent-runs`). @default role !== 'api' */
+  agentWorker?: boolean
+  /** Environment for model API keys. @default process.env */
+  env?: Readonly<Record<string, string | undefined>>
   /** Session pool tuning passed through (tests shorten intervals). */
   pool?: { reapIntervalMs?: number; maintenanceIntervalMs?: number; acquireTimeoutMs?: number }
 }
@@ -60,6 +76,7 @@ export interface Runtime {
   readonly toolCalls: ChainToolCallService
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
+  readonly agentRuns: AgentRunService
   /** Named readiness checks: queue/redis and each provider. */
   readiness(): Promise<Record<string, SandboxHealth>>
   /** Graceful shutdown: the worker drains within `deadlineMs`, then everything closes. */
@@ -175,7 +192,57 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       })
     }
 
+    const env = opts.env ?? process.env
+    const agentStore = redis ? new RedisAgentRunStore(redis, `${prefix}:`) : new MemoryAgentRunStore()
+    cleanups.push(() => agentStore.close())
+    const agentDeps: AgentRunDeps = {
+      store: agentStore,
+      chains,
+      router,
+      model: (name) => modelFor(config, name, env),
+      onFinished: (r) => {
+        metrics.agentRuns.inc({ tenant: r.tenant, finish_reason: r.finishReason ?? r.state })
+        if (r.usage) {
+          metrics.agentTokens.inc({ tenant: r.tenant, kind: 'input' }, r.usage.inputTokens)
+          metrics.agentTokens.inc({ tenant: r.tenant, kind: 'output' }, r.usage.outputTokens)
+        }
+      },
+    }
+    let dispatcher: AgentRunDispatcher
+    const agentWorker = opts.agentWorker ?? role !== 'api'
+    if (!fleet) {
+      const inProcess = await createInProcessAgentRunner(agentDeps)
+      dispatcher = inProcess
+      cleanups.push(() => inProcess.close())
+    } else {
+      const producer = createBullmqAgentDispatcher(config.queue.redisUrl, prefix)
+      dispatcher = producer
+      cleanups.push(() => producer.close())
+      if (agentWorker) {
+        const consumer: AgentRunRunner = await startBullmqAgentWorker(
+          agentDeps,
+          config.queue.redisUrl,
+          prefix,
+        )
+        cleanups.push(() => consumer.close())
+      }
+    }
+    const agentRuns = new AgentRunService(
+      agentStore,
+      dispatcher,
+      (input) => void agentDeps.model(input.model),
+      async (tenant, input) => {
+        if (!input.sessionId) return
+        const { providerId, profile } = config.routing.shell
+        await directory.create(
+          { id: input.sessionId, tenant, provider: providerId, profile, createdAt: Date.now() },
+          { ifAbsent: true },
+        )
+      },
+    )
+
     const runtime: Runtime = {
+      agentRuns,
       loaded,
       logger,
       registry,

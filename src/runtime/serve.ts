@@ -28,6 +28,7 @@ export async function startServer(
     exec: runtime.exec,
     toolCalls: runtime.toolCalls,
     sessions: runtime.sessions,
+    agentRuns: runtime.agentRuns,
     mcp,
     providers: async () =>
       Promise.all(

@@ -1,0 +1,108 @@
+import { Queue, Worker } from 'bullmq'
+import type { AgentRunDeps } from './execute.js'
+import { executeAgentRun } from './execute.js'
+import type { AgentRunDispatcher } from './service.js'
+
+/** A process that executes agent runs. */
+export interface AgentRunRunner {
+  close(opts?: { deadlineMs?: number }): Promise<void>
+}
+
+/** Aborts the runs this process holds when a cancel for them is requested (from any process). */
+async function cancellable(deps: AgentRunDeps) {
+  const running = new Map<string, AbortController>()
+  const off = await deps.store.onCancel((id) => running.get(id)?.abort(new Error('cancelled')))
+  return {
+    running,
+    async run(id: string): Promise<void> {
+      const ac = new AbortController()
+      running.set(id, ac)
+      try {
+        await executeAgentRun(id, deps, ac.signal)
+      } finally {
+        running.delete(id)
+      }
+    },
+    off,
+  }
+}
+
+/** Embedded mode: runs execute as in-process tasks, at most `concurrency` at once. */
+export async function createInProcessAgentRunner(
+  deps: AgentRunDeps,
+  concurrency = 4,
+): Promise<AgentRunDispatcher & AgentRunRunner> {
+  const c = await cancellable(deps)
+  const waiting: string[] = []
+  const active = new Set<Promise<void>>()
+  const pump = (): void => {
+    while (active.size < concurrency && waiting.length > 0) {
+      const id = waiting.shift() as string
+      const p: Promise<void> = c.run(id).finally(() => {
+        active.delete(p)
+        pump()
+      })
+      active.add(p)
+    }
+  }
+  return {
+    async dispatch(id) {
+      waiting.push(id)
+      pump()
+    },
+    async close({ deadlineMs = 30_000 } = {}) {
+      waiting.length = 0
+      const timer = setTimeout(() => c.running.forEach((ac) => ac.abort(new Error('shutdown'))), deadlineMs)
+      await Promise.allSettled([...active])
+      clearTimeout(timer)
+      await c.off()
+    },
+  }
+}
+
+/** Fleet mode, producer side: runs go on the BullMQ queue `sbx-agent-runs`. */
+export function createBullmqAgentDispatcher(
+  redisUrl: string,
+  prefix: string,
+): AgentRunDispatcher & AgentRunRunner {
+  const queue = new Queue('sbx-agent-runs', {
+    connection: { url: redisUrl, enableOfflineQueue: false },
+    prefix,
+  })
+  return {
+    async dispatch(id) {
+      await queue.add(
+        'run',
+        { id },
+        { jobId: id, removeOnComplete: { age: 3600 }, removeOnFail: { age: 86_400 } },
+      )
+    },
+    async close() {
+      await queue.close()
+    },
+  }
+}
+
+/** Fleet mode, worker side (`sbx worker --agent`): consumes `sbx-agent-runs`. */
+export async function startBullmqAgentWorker(
+  deps: AgentRunDeps,
+  redisUrl: string,
+  prefix: string,
+  concurrency = 4,
+): Promise<AgentRunRunner> {
+  const c = await cancellable(deps)
+  const worker = new Worker<{ id: string }>('sbx-agent-runs', async (job) => c.run(job.data.id), {
+    connection: { url: redisUrl, maxRetriesPerRequest: null },
+    prefix,
+    concurrency,
+  })
+  worker.on('error', () => undefined)
+  return {
+    async close({ deadlineMs = 30_000 } = {}) {
+      const timer = setTimeout(() => c.running.forEach((ac) => ac.abort(new Error('shutdown'))), deadlineMs)
+      await worker.close()
+      clearTimeout(timer)
+      await c.off()
+    },
+  }
+}

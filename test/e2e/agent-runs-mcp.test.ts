@@ -1,0 +1,208 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { loadConfig } from '../../src/config/load.js'
+import { createLogger } from '../../src/logger.js'
+import { createRuntime } from '../../src/runtime/create-runtime.js'
+import type { Runtime } from '../../src/runtime/create-runtime.js'
+import { startServer } from '../../src/runtime/serve.js'
+import type { RunningServer } from '../../src/runtime/serve.js'
+import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
+import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
+
+const ACME = 'acme-key-0123456789abcdef'
+const GLOBEX = 'globex-key-0123456789abcdef'
+
+let model: OpenAIFakeServer
+let runtime: Runtime
+let server: RunningServer
+
+beforeAll(async () => {
+  model = await startOpenAIServer()
+  const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-'))
+  writeFileSync(
+    join(dir, 'sandbox-router.config.json'),
+    JSON.stringify({
+      models: {
+        default: {
+          kind: 'openai-compatible',
+          model: 'gpt-fake',
+          baseURL: model.baseURL,
+          apiKeyEnv: 'E2E_OPENAI_KEY',
+        },
+      },
+    }),
+  )
+  runtime = await createRuntime(loadConfig({ cwd: dir, env: {} }), {
+    role: 'all',
+    prefix: `e2eagent${process.pid}`,
+    logger: createLogger({ level: 'silent' }),
+    env: { E2E_OPENAI_KEY: OPENAI_TEST_KEY },
+  })
+  server = await startServer(runtime, {
+    port: 0,
+    host: '127.0.0.1',
+    keys: [
+      { key: ACME, tenant: 'acme' },
+      { key: GLOBEX, tenant: 'globex' },
+    ],
+  })
+}, 120_000)
+
+afterAll(async () => {
+  await server?.close()
+  await runtime?.close({ deadlineMs: 5_000 })
+  await model?.close()
+}, 60_000)
+
+function api(path: string, key: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers)
+  headers.set('authorization', `Bearer ${key}`)
+  if (init.body) headers.set('content-type', 'application/json')
+  return fetch(`${server.url}${path}`, { ...init, headers })
+}
+
+describe('agent runs over HTTP (real openai SDK against a local wire-format server, real Docker)', () => {
+  test('a queued run routes its shell into the sandbox, streams lifecycle events and finishes', async () => {
+    model.reply(
+      chatCompletion({
+        toolCalls: [
+          {
+            id: 'call_1',
+            name: 'bash',
+            arguments: JSON.stringify({ command: 'echo from-agent > f.txt && cat f.txt' }),
+          },
+        ],
+        usage: { prompt_tokens: 50, completion_tokens: 10 },
+      }),
+      chatCompletion({
+        content: 'the file says from-agent',
+        usage: { prompt_tokens: 80, completion_tokens: 6 },
+      }),
+    )
+    const created = await api('/v1/agent-runs', ACME, {
+      method: 'POST',
+      body: JSON.stringify({ input: 'write a file', sessionId: 'agent-s1' }),
+    })
+    expect(created.status).toBe(202)
+    const { id } = (await created.json()) as { id: string }
+    expect((await api(`/v1/agent-runs/${id}`, GLOBEX)).status).toBe(404)
+    const sse = await (await api(`/v1/agent-runs/${id}/events`, ACME)).text()
+    expect(sse).toContain('BEFORE_TOOL_CALL')
+    expect(sse).toContain('AFTER_TOOL_CALL')
+    expect(sse).toContain('event: end')
+    const run = (await (await api(`/v1/agent-runs/${id}`, ACME)).json()) as {
+      state: string
+      output: string
+      finishReason: string
+      usage: { totalTokens: number }
+      toolCalls: { name: string; routed: boolean }[]
+    }
+    expect(run).toMatchObject({
+      state: 'completed',
+      output: 'the file says from-agent',
+      finishReason: 'natural_stop',
+    })
+    expect(run.usage.totalTokens).toBe(146)
+    expect(run.toolCalls).toEqual([expect.objectContaining({ name: 'bash', routed: true })])
+    // the tool result the model saw on its second call came from the sandbox
+    const second = model.requests[1]?.body as { messages: { role: string; content: string }[] }
+    expect(second.messages.find((m) => m.role === 'tool')?.content).toContain('from-agent')
+    // and the file is in the session's sandbox
+    const file = await api('/v1/sessions/agent-s1/files?path=f.txt', ACME)
+    expect(await file.text()).toBe('from-agent\n')
+  })
+
+  test('a model that fails ends the run with finishReason error and the provider message', async () => {
+    model.reply({
+      kind: 'json',
+      status: 400,
+      body: { error: { message: 'context too long', type: 'invalid_request_error' } },
+    })
+    const { id } = (await (
+      await api('/v1/agent-runs', ACME, { method: 'POST', body: JSON.stringify({ input: 'x' }) })
+    ).json()) as { id: string }
+    await (await api(`/v1/agent-runs/${id}/events`, ACME)).text()
+    const run = (await (await api(`/v1/agent-runs/${id}`, ACME)).json()) as {
+      state: string
+      finishReason: string
+      error: { message: string }
+    }
+    expect(run).toMatchObject({ state: 'failed', finishReason: 'error' })
+    expect(run.error.message).toContain('context too long')
+  })
+
+  test('unknown model is a 400 naming the configured ones', async () => {
+    const r = await api('/v1/agent-runs', ACME, {
+      method: 'POST',
+      body: JSON.stringify({ input: 'x', model: 'gpt-9' }),
+    })
+    expect(r.status).toBe(400)
+    expect(((await r.json()) as { error: { message: string } }).error.message).toContain('default')
+  })
+})
+
+describe('MCP endpoint with the SDK client', () => {
+  test('bash runs in the session sandbox; files persist; another tenant cannot use the session', async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${ACME}` } },
+    })
+    const client = new Client({ name: 'e2e', version: '1.0.0' })
+    await client.connect(transport)
+    const tools = await client.listTools()
+    expect(tools.tools.map((t) => t.name).sort()).toEqual([
+      'bash',
+      'list_sessions',
+      'read_file',
+      'write_file',
+    ])
+    const w = await client.callTool({
+      name: 'write_file',
+      arguments: { path: 'hello.txt', content: 'hi mcp' },
+    })
+    expect(w.isError).toBeFalsy()
+    const r = (await client.callTool({
+      name: 'bash',
+      arguments: { command: 'cat hello.txt; echo; id -u' },
+    })) as { content: { text: string }[]; isError?: boolean }
+    expect(r.isError).toBeFalsy()
+    expect(r.content[0]?.text).toContain('hi mcp')
+    expect(r.content[0]?.text).toContain('1000')
+    const read = (await client.callTool({ name: 'read_file', arguments: { path: 'hello.txt' } })) as {
+      content: { text: string }[]
+    }
+    expect(read.content[0]?.text).toBe('hi mcp')
+    const list = (await client.callTool({ name: 'list_sessions', arguments: {} })) as {
+      content: { text: string }[]
+    }
+    expect(list.content[0]?.text).toMatch(/mcp-/)
+
+    // The same MCP session id presented with another tenant's key is unknown.
+    const sid = transport.sessionId
+    expect(sid).toBeTruthy()
+    const stolen = await fetch(`${server.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${GLOBEX}`,
+        'mcp-session-id': sid ?? '',
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list' }),
+    })
+    expect(stolen.status).toBe(404)
+    await client.close()
+  })
+
+  test('no key: 401', async () => {
+    const r = await fetch(`${server.url}/mcp`, {
+      method: 'POST',
+      body: '{}',
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(r.status).toBe(401)
+  })
+})
