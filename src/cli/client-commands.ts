@@ -82,3 +82,77 @@ export async function sessionsCommand(sub: 'ls' | 'rm', args: readonly string[],
   io.out(values.json ? JSON.stringify({ deleted: id }) : `deleted session ${id}`)
   return 0
 }
+
+/** `sbx agent run "<prompt>"`: starts an agent run on the server and streams its events. */
+export async function agentRunCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const usage =
+    'usage: sbx agent run "<prompt>" [--session id] [--model name] [--max-iterations n] [--url u] [--key k] [--json]'
+  let parsed
+  try {
+    parsed = parseArgs({
+      args: [...args],
+      options: {
+        ...CLIENT_OPTIONS,
+        session: { type: 'string' },
+        model: { type: 'string' },
+        'max-iterations': { type: 'string' },
+      },
+      allowPositionals: true,
+      strict: true,
+    })
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${usage}`)
+  }
+  const { values, positionals } = parsed
+  if (values.help) return (io.out(usage), 0)
+  const input = positionals.join(' ').trim()
+  if (!input) throw new UsageError(usage)
+  const t = serverTarget(values)
+  const body = {
+    input,
+    ...(values.session ? { sessionId: values.session } : {}),
+    ...(values.model ? { model: values.model } : {}),
+    ...(values['max-iterations'] ? { maxIterations: Number(values['max-iterations']) } : {}),
+  }
+  const run = (await (
+    await callApi(t, '/v1/agent-runs', { method: 'POST', body: JSON.stringify(body) })
+  ).json()) as { id: string }
+  if (!values.json) io.err(`run ${run.id} queued`)
+  const res = await callApi(t, `/v1/agent-runs/${run.id}/events`)
+  const reader = res.body?.getReader()
+  const decoder = new TextDecoder()
+  let buffer = ''
+  let final:
+    { state: string; output?: string; finishReason?: string; error?: { message: string } } | undefined
+  while (reader) {
+    const { value, done } = await reader.read()
+    if (done) break
+    buffer += decoder.decode(value, { stream: true })
+    let at: number
+    while ((at = buffer.indexOf('\n\n')) >= 0) {
+      const frame = buffer.slice(0, at)
+      buffer = buffer.slice(at + 2)
+      const event = /^event: (.*)$/m.exec(frame)?.[1]
+      const data = /^data: (.*)$/m.exec(frame)?.[1]
+      if (!data) continue
+      if (values.json) io.out(data)
+      if (event === 'end') final = JSON.parse(data) as typeof final
+      else if (!values.json) {
+        const e = JSON.parse(data) as { type: string; step: number; message?: string }
+        io.err(`[step ${e.step}] ${e.type}${e.message ? ` ${e.message}` : ''}`)
+      }
+    }
+  }
+  if (!final)
+    throw new AppError(
+      'UNAVAILABLE',
+      'the event stream ended before the run did; check GET /v1/agent-runs/' + run.id,
+    )
+  if (!values.json) {
+    if (final.output) io.out(final.output)
+    io.err(
+      `finished: ${final.state} (${final.finishReason ?? '-'})${final.error ? `: ${final.error.message}` : ''}`,
+    )
+  }
+  return final.state === 'completed' ? 0 : 1
+}

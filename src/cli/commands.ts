@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { sessionsCommand } from './client-commands.js'
+import { agentRunCommand, sessionsCommand } from './client-commands.js'
 import { extensionInspect } from './extension-inspect.js'
 import {
   configCheckCommand,
@@ -50,6 +50,11 @@ export const commands: CliCommand[] = [
     name: 'sessions rm',
     summary: 'delete a session and its sandbox (through the API)',
     run: (a, io) => sessionsCommand('rm', a, io),
+  },
+  {
+    name: 'agent run',
+    summary: 'start an agent run on the server and stream its events',
+    run: agentRunCommand,
   },
   { name: 'providers', summary: 'providers, their health and profiles', run: providersCommand },
   { name: 'reap', summary: 'destroy every owned sandbox without a live lease', run: reapCommand },

@@ -93,7 +93,8 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
 
 /** `sbx worker`: a fleet exec worker. */
 export async function workerCommand(args: readonly string[], io: CliIO): Promise<number> {
-  const usage = 'usage: sbx worker [--config file] [--redis url] [--concurrency n]'
+  const usage =
+    'usage: sbx worker [--agent] [--config file] [--redis url] [--concurrency n]\n  (without --agent: an exec worker; with --agent: an agent-run worker, whose shell calls go through the exec queue)'
   const { values } = parse(args, { concurrency: { type: 'string' }, agent: { type: 'boolean' } }, usage)
   if (values.help) return (io.out(usage), 0)
   const loaded = loadFor(values)

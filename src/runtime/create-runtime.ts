@@ -53,7 +53,7 @@ export interface RuntimeOptions {
   concurrency?: number
   /** Overrides `config.queue.prefix` (tests isolate with a unique prefix). */
   prefix?: string
-  /** Run agent runs in this process (fleet: consume `sbx-agent-runs`). @default role !== 'api' */
+  /** Run agent runs in this process (fleet: consume `sbx-agent-runs`). @default role === 'all' */
   agentWorker?: boolean
   /** Environment for model API keys. @default process.env */
   env?: Readonly<Record<string, string | undefined>>
@@ -209,7 +209,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       },
     }
     let dispatcher: AgentRunDispatcher
-    const agentWorker = opts.agentWorker ?? role !== 'api'
+    const agentWorker = opts.agentWorker ?? role === 'all'
     if (!fleet) {
       const inProcess = await createInProcessAgentRunner(agentDeps)
       dispatcher = inProcess

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { runCli } from '../../src/cli/run.js'
 import { loadConfig } from '../../src/config/load.js'
 import { createLogger } from '../../src/logger.js'
 import { createRuntime } from '../../src/runtime/create-runtime.js'
@@ -204,5 +205,31 @@ describe('MCP endpoint with the SDK client', () => {
       headers: { 'content-type': 'application/json' },
     })
     expect(r.status).toBe(401)
+  })
+})
+
+describe('CLI client commands against the server', () => {
+  test('sbx agent run streams events and prints the output; sbx sessions ls/rm', async () => {
+    model.reply(
+      chatCompletion({ content: 'hello from the model', usage: { prompt_tokens: 5, completion_tokens: 3 } }),
+    )
+    const out: string[] = []
+    const err: string[] = []
+    const io = { tty: false, out: (l: string) => void out.push(l), err: (l: string) => void err.push(l) }
+    const code = await runCli(
+      ['agent', 'run', 'say hello', '--session', 'cli-s1', '--url', server.url, '--key', ACME],
+      io,
+    )
+    expect(code).toBe(0)
+    expect(out).toContain('hello from the model')
+    expect(err.join('\n')).toMatch(/BEFORE_MODEL_REQUEST/)
+    expect(err.join('\n')).toMatch(/finished: completed \(natural_stop\)/)
+    out.length = 0
+    expect(await runCli(['sessions', 'ls', '--url', server.url, '--key', ACME, '--json'], io)).toBe(0)
+    expect((JSON.parse(out[0] ?? '[]') as { id: string }[]).map((s) => s.id)).toContain('cli-s1')
+    expect(await runCli(['sessions', 'rm', 'cli-s1', '--url', server.url, '--key', ACME], io)).toBe(0)
+    err.length = 0
+    expect(await runCli(['sessions', 'rm', 'cli-s1', '--url', server.url, '--key', ACME], io)).toBe(1)
+    expect(err.join('\n')).toMatch(/NOT_FOUND/)
   })
 })
