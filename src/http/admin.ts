@@ -187,6 +187,9 @@ class DashboardSessions {
   }
 }
 
+/** The service's BullMQ queues: routed commands, and agent runs (`sbx worker --agent`). */
+export const DASHBOARD_QUEUE_NAMES: readonly string[] = ['sbx-exec', 'sbx-agent-runs']
+
 /** Queue handles for the dashboard and how to release them. */
 export interface DashboardQueues {
   readonly queues: readonly Queue[]
@@ -200,7 +203,7 @@ export interface DashboardQueuesOptions {
   redisUrl: string
   /** BullMQ key prefix (config `queue.prefix`). @default 'sbx' */
   prefix?: string
-  /** Queues to show. @default ['sbx-exec'] */
+  /** Queues to show. @default DASHBOARD_QUEUE_NAMES (sbx-exec, sbx-agent-runs) */
   queueNames?: readonly string[]
   /** Give up connecting after this long (ms). @default 5000 */
   connectTimeoutMs?: number
@@ -217,7 +220,7 @@ export async function openDashboardQueues(opts: DashboardQueuesOptions): Promise
   const client = createRedisClient(opts.redisUrl, 'command', 'sbx-dashboard')
   await connectRedis(client, opts.redisUrl, opts.connectTimeoutMs ?? 5_000)
   const onError = opts.onError ?? (() => undefined)
-  const queues = (opts.queueNames ?? ['sbx-exec']).map((name) => {
+  const queues = (opts.queueNames ?? DASHBOARD_QUEUE_NAMES).map((name) => {
     const q = new Queue(name, { connection: client, prefix: opts.prefix ?? 'sbx' })
     q.on('error', onError)
     return q

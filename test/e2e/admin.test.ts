@@ -199,8 +199,9 @@ describe('queue dashboard at /admin/queues (real BullMQ on local Redis)', () => 
         expect(api.status).toBe(200)
         expect(api.headers.get('cache-control')).toBe('no-store')
         const body = (await api.json()) as { queues: { name: string; jobs: { id: string }[] }[] }
-        expect(body.queues.map((q) => q.name)).toEqual(['sbx-exec'])
-        expect(body.queues[0]?.jobs.map((j) => j.id)).toEqual([board.jobId])
+        expect(body.queues.map((q) => q.name).sort()).toEqual(['sbx-agent-runs', 'sbx-exec'])
+        const exec = body.queues.find((q) => q.name === 'sbx-exec')
+        expect(exec?.jobs.map((j) => j.id)).toEqual([board.jobId])
       } finally {
         await new Promise<void>((resolve) => server.close(() => resolve()))
       }
