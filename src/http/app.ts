@@ -8,6 +8,7 @@ import type { AppDeps } from './deps.js'
 import { toErrorResponse } from './errors.js'
 import type { Principal } from './keyring.js'
 import { RateLimiter } from './rate-limit.js'
+import { registerAdminRoutes } from './admin.js'
 import { registerAgentRunRoutes } from './routes/agent-runs.js'
 import { registerExecRoutes } from './routes/exec.js'
 import { registerSessionRoutes } from './routes/sessions.js'
@@ -98,6 +99,7 @@ export function createApp(deps: AppDeps): App {
   registerExecRoutes(app, deps)
   registerSessionRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
+  if (deps.admin) registerAdminRoutes(app, { keyring: deps.keyring, logger: deps.logger, ...deps.admin })
   const mcp = deps.mcp
   if (mcp) app.all('/mcp', (c) => mcp.handle(c.req.raw, c.get('principal')))
 

@@ -1,6 +1,7 @@
 import type { ToolCallRequest } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import type { ExecResult, SandboxHealth } from '../sandbox/types.js'
+import type { AdminRoutesOptions } from './admin.js'
 import type { Keyring, Principal } from './keyring.js'
 
 /** A command submitted over the API. */
@@ -179,6 +180,8 @@ export interface AppDeps {
   readiness(): Promise<Record<string, SandboxHealth>>
   /** Prometheus text exposition. */
   metrics(): Promise<string>
+  /** The queue dashboard at `/admin/queues` (fleet mode). */
+  admin?: Pick<AdminRoutesOptions, 'queues'>
   /** The MCP endpoint at `/mcp`, when enabled. */
   mcp?: { handle(req: Request, principal: Principal): Promise<Response> }
   limits?: {

@@ -64,6 +64,8 @@ export interface RuntimeOptions {
 /** Everything a process of the service holds, wired from one config. */
 export interface Runtime {
   readonly loaded: LoadedConfig
+  /** The Redis key prefix in use (config `queue.prefix` unless overridden). */
+  readonly prefix: string
   readonly logger: Logger
   readonly registry: ProviderRegistry
   readonly pool: SandboxSessionPool
@@ -243,6 +245,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
 
     const runtime: Runtime = {
       agentRuns,
+      prefix,
       loaded,
       logger,
       registry,

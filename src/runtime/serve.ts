@@ -1,5 +1,6 @@
 import { serve } from '@hono/node-server'
 import type { AddressInfo } from 'node:net'
+import { openDashboardQueues } from '../http/admin.js'
 import { createApp } from '../http/app.js'
 import { Keyring } from '../http/keyring.js'
 import { McpEndpoint } from '../http/mcp.js'
@@ -22,6 +23,10 @@ export async function startServer(
     { toolCalls: runtime.toolCalls, sessions: runtime.sessions, logger: runtime.logger },
     { providerId: config.routing.shell.providerId, profile: config.routing.shell.profile },
   )
+  const dashboard =
+    config.queue.driver === 'bullmq'
+      ? await openDashboardQueues({ redisUrl: config.queue.redisUrl, prefix: runtime.prefix })
+      : undefined
   const app = createApp({
     keyring: new Keyring(opts.keys),
     logger: runtime.logger,
@@ -30,6 +35,7 @@ export async function startServer(
     sessions: runtime.sessions,
     agentRuns: runtime.agentRuns,
     mcp,
+    ...(dashboard ? { admin: { queues: dashboard.queues } } : {}),
     providers: async () =>
       Promise.all(
         runtime.registry.providerIds().map(async (id) => {
@@ -78,6 +84,7 @@ export async function startServer(
       // Open SSE streams would hold the server open: end every connection.
       if ('closeAllConnections' in server) server.closeAllConnections()
       await closed
+      await dashboard?.close()
     },
   }
 }
