@@ -1,5 +1,4 @@
 import { z } from '@hono/zod-openapi'
-import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
 
 export const ErrorSchema = z
   .object({ error: z.object({ code: z.string().openapi({ example: 'NOT_FOUND' }), message: z.string() }) })
@@ -25,8 +24,18 @@ export const ExecInputSchema = z
   .strict()
   .openapi('ExecInput')
 
-/** The normalised command result (the queue's schema, documented as `ExecResult`). */
-export const ExecResultSchema = QueueExecResultSchema.openapi('ExecResult')
+export const ExecResultSchema = z
+  .object({
+    exitCode: z.number().int().nullable(),
+    signal: z.string().optional(),
+    stdout: z.string(),
+    stderr: z.string(),
+    timedOut: z.boolean(),
+    truncated: z.boolean(),
+    durationMs: z.number(),
+    sandboxId: z.string(),
+  })
+  .openapi('ExecResult')
 
 export const JobSchema = z
   .object({
