@@ -62,8 +62,6 @@ export function createApp(deps: AppDeps): App {
     await next()
   })
 
-  registerSystemRoutes(app, deps)
-
   const fileLimitBytes = deps.limits?.fileLimitBytes ?? 10_485_760
   const limitBody = (maxSize: number, what: string) =>
     bodyLimit({
@@ -96,6 +94,9 @@ export function createApp(deps: AppDeps): App {
   app.use('/v1/*', authenticate)
   app.use('/mcp', authenticate)
 
+  // After the auth middleware: Hono runs handlers in registration order, so `GET /v1/providers`
+  // registered earlier answered without a key.
+  registerSystemRoutes(app, deps)
   registerExecRoutes(app, deps)
   registerSessionRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
