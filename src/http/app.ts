@@ -76,6 +76,7 @@ export function createApp(deps: AppDeps): App {
   const jsonLimit = limitBody(bodyLimitBytes, 'request body')
   const fileLimit = limitBody(fileLimitBytes, 'file')
   app.use('/v1/*', (c, next) => (c.req.path.endsWith('/files') ? fileLimit(c, next) : jsonLimit(c, next)))
+  app.use('/mcp', jsonLimit)
   const authenticate: MiddlewareHandler<HttpEnv> = async (c, next) => {
     const header = c.req.header('authorization') ?? ''
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
