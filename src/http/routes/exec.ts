@@ -150,7 +150,7 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
     }),
     async (c) => {
       const body = c.req.valid('json')
-      const args = typeof body.arguments === 'string' ? body.arguments : JSON.stringify(body.arguments)
+      const args = typeof body.arguments === 'string' ? body.arguments : stringifyArguments(body.arguments)
       const evaluation = await deps.toolCalls.evaluate(
         c.get('principal').tenant,
         {
@@ -164,6 +164,17 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       return c.json(evaluation, 200)
     },
   )
+}
+
+/** `arguments` as JSON text; nesting too deep to serialise (a stack overflow) is the caller's error. */
+function stringifyArguments(args: Record<string, unknown>): string {
+  try {
+    return JSON.stringify(args)
+  } catch (err) {
+    throw new AppError('BAD_REQUEST', 'invalid request at "arguments": nested too deeply; flatten it', {
+      cause: err,
+    })
+  }
 }
 
 function isTerminal(job: JobView): boolean {
