@@ -79,7 +79,12 @@ function findFile(explicit: string | undefined, cwd: string): string | undefined
 }
 
 function readConfigFile(file: string): unknown {
-  const text = readFileSync(file, 'utf8')
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (err) {
+    throw new AppError('CONFIG_INVALID', `${file}: cannot read it: ${(err as Error).message}`, { cause: err })
+  }
   const ext = extname(file).toLowerCase()
   try {
     if (ext === '.yaml' || ext === '.yml') return parseYaml(text) ?? {}
@@ -102,10 +107,11 @@ function readConfigFile(file: string): unknown {
 /** Env overrides: REDIS_URL (switches the queue to bullmq unless the file sets a driver), DOCKER_HOST, PORT. */
 function applyEnv(raw: unknown, env: Readonly<Record<string, string | undefined>>): unknown {
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw
-  const out = structuredClone(raw) as Record<string, Record<string, unknown> | undefined>
+  // Copies only what it changes: a deep clone overflows the stack on deeply nested input.
+  const out = { ...raw } as Record<string, Record<string, unknown> | undefined>
   const section = (k: string): Record<string, unknown> => {
     const v = out[k]
-    if (v && typeof v === 'object' && !Array.isArray(v)) return v
+    if (v && typeof v === 'object' && !Array.isArray(v)) return (out[k] = { ...v })
     const fresh: Record<string, unknown> = {}
     out[k] = fresh
     return fresh
