@@ -118,7 +118,12 @@ export function fileError(sandboxId: string, path: string, err: ErrFrame): AppEr
         `cannot ${err.op} ${where}: ${name}; pass the path of a regular file`,
       )
     default:
-      return new AppError('INTERNAL', `cannot ${err.op} ${where}: ${name} ${err.detail}`.trim())
+      // Any other errno (EIO on /proc files, ELOOP, EFBIG…) comes from the path the caller chose
+      // inside their own sandbox: a request error, not a service fault.
+      return new AppError(
+        'BAD_REQUEST',
+        `cannot ${err.op} ${where}: ${name} ${err.detail}`.trim() + '; pass the path of a regular file',
+      )
   }
 }
 

@@ -391,9 +391,8 @@ describe('fuzzing the HTTP API (live server, real Docker)', () => {
     )
   }, 60_000)
 
-  // Open bug (providers/docker/errors.ts, outside this suite's fix scope): `fileError` maps errnos it
-  // does not know, such as EIO from /proc/1/mem, to INTERNAL. `test.fails` flips when it is fixed.
-  test.fails('reading /proc/1/mem of a session is a 4xx (today: 500 INTERNAL for EIO)', async () => {
+  // Found by this suite: `fileError` mapped errnos it did not know (EIO from /proc/1/mem) to a 500.
+  test('reading /proc/1/mem of a session is a 4xx (EIO is the caller’s path, not a service fault)', async () => {
     const res = await api(`/v1/sessions/${SESSION}/files?path=${encodeSegment('/proc/1/mem')}`)
     await expectClientError(res, 'GET files?path=/proc/1/mem')
   })
