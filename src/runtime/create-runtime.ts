@@ -28,6 +28,7 @@ import { MemorySessionDirectory, RedisSessionDirectory } from './session-directo
 import type { SessionDirectory } from './session-directory.js'
 import { PooledSessionService } from './session-service.js'
 import { ChainToolCallService } from './tool-call-service.js'
+import { TenantJobLimiter } from './tenant-jobs.js'
 import type { AgentRunDeps } from './agent-runs/execute.js'
 import { MemoryAgentRunStore } from './agent-runs/memory-store.js'
 import { modelFor } from './agent-runs/models.js'
@@ -135,6 +136,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       providers: registry,
       store,
       scope: prefix,
+      maxSandboxesPerTenant: config.quotas.maxSandboxes,
       ...(opts.pool ?? {}),
       onError: (err, context) => logger.warn({ err, context }, 'session pool background error'),
     })
@@ -254,7 +256,12 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       router,
       chains,
       directory,
-      exec: new QueueExecService(queue, router, directory),
+      exec: new QueueExecService(
+        queue,
+        router,
+        directory,
+        new TenantJobLimiter(config.quotas.maxConcurrentJobs),
+      ),
       sessions: new PooledSessionService(directory, pool, registry),
       toolCalls: new ChainToolCallService(chains, router, directory),
       metrics,

@@ -4,6 +4,7 @@ import type { ExecJobResult } from '../queue/schemas.js'
 import type { JobInfo, JobQueue } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import type { SessionDirectory } from './session-directory.js'
+import type { TenantJobLimiter } from './tenant-jobs.js'
 
 /** Maps a queue job to the API's view of it. */
 export function jobView(info: JobInfo): JobView {
@@ -38,6 +39,7 @@ export class QueueExecService implements ExecService {
     private readonly queue: JobQueue,
     private readonly router: QueueRouteExecutor,
     private readonly directory: SessionDirectory,
+    private readonly limiter?: TenantJobLimiter,
   ) {}
 
   async submit(tenant: string, input: ExecInput, opts: { callId: string }): Promise<JobView> {
@@ -67,7 +69,23 @@ export class QueueExecService implements ExecService {
         { ifAbsent: true },
       )
     }
-    await this.queue.submit(job)
+    const existing = await this.queue.inspect(job.jobId)
+    if (!existing) {
+      const release = this.limiter?.take(tenant)
+      try {
+        await this.queue.submit(job)
+      } catch (err) {
+        release?.()
+        throw err
+      }
+      if (release) {
+        // The slot is held until the job is over, whoever waits for it.
+        this.queue
+          .wait(job.jobId, { timeoutMs: job.timeoutMs + 15 * 60_000 })
+          .catch(() => undefined)
+          .finally(release)
+      }
+    }
     const info = await this.queue.inspect(job.jobId)
     if (info && info.job.tenant !== tenant)
       throw new AppError('CONFLICT', 'job id collision; retry with another key')

@@ -1,0 +1,118 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { loadConfig } from '../../src/config/load.js'
+import { createLogger } from '../../src/logger.js'
+import { createRuntime } from '../../src/runtime/create-runtime.js'
+import type { Runtime } from '../../src/runtime/create-runtime.js'
+import { startServer } from '../../src/runtime/serve.js'
+import type { RunningServer } from '../../src/runtime/serve.js'
+
+const KEY = 'quota-key-0123456789abcdef'
+const OTHER = 'other-key-0123456789abcdef'
+let runtime: Runtime
+let server: RunningServer
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sbx-quota-'))
+  writeFileSync(
+    join(dir, 'sandbox-router.config.json'),
+    JSON.stringify({ quotas: { maxConcurrentJobs: 1, maxSandboxes: 1, requestsPerSecond: 5 } }),
+  )
+  runtime = await createRuntime(loadConfig({ cwd: dir, env: {} }), {
+    prefix: `quota${process.pid}`,
+    logger: createLogger({ level: 'silent' }),
+  })
+  server = await startServer(runtime, {
+    port: 0,
+    host: '127.0.0.1',
+    keys: [
+      { key: KEY, tenant: 'small' },
+      { key: OTHER, tenant: 'other' },
+    ],
+  })
+}, 120_000)
+
+afterAll(async () => {
+  await server?.close()
+  await runtime?.close({ deadlineMs: 5_000 })
+}, 60_000)
+
+const post = (path: string, body: unknown, key = KEY): Promise<Response> =>
+  fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+
+describe('per-tenant quotas', () => {
+  test('concurrent jobs: the second job of a tenant at its cap is a 429 with Retry-After; other tenants are unaffected', async () => {
+    const first = await post('/v1/exec?wait=false', {
+      provider: 'docker',
+      profile: 'default',
+      command: 'sleep 20',
+    })
+    expect(first.status).toBe(202)
+    const { id } = (await first.json()) as { id: string }
+    const second = await post('/v1/exec?wait=false', {
+      provider: 'docker',
+      profile: 'default',
+      command: 'true',
+    })
+    expect(second.status).toBe(429)
+    expect(second.headers.get('retry-after')).toBeTruthy()
+    expect(((await second.json()) as { error: { code: string } }).error.code).toBe('QUOTA_EXCEEDED')
+    const other = await post(
+      '/v1/exec',
+      { provider: 'docker', profile: 'default', command: 'echo ok' },
+      OTHER,
+    )
+    expect(other.status).toBe(200)
+    // cancelling frees the slot once the job is over
+    await fetch(`${server.url}/v1/jobs/${id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${KEY}` },
+    })
+    await runtime.queue.wait(id, { timeoutMs: 20_000 })
+    const third = await post('/v1/exec', { provider: 'docker', profile: 'default', command: 'echo again' })
+    expect(third.status).toBe(200)
+  })
+
+  test('concurrent sandboxes: a second session over the cap fails with QUOTA_EXCEEDED', async () => {
+    const a = await post(
+      '/v1/exec',
+      { provider: 'docker', profile: 'default', sessionId: 'q-a', command: 'true' },
+      OTHER,
+    )
+    expect(((await a.json()) as { state: string }).state).toBe('completed')
+    const b = (await (
+      await post(
+        '/v1/exec',
+        { provider: 'docker', profile: 'default', sessionId: 'q-b', command: 'true' },
+        OTHER,
+      )
+    ).json()) as {
+      state: string
+      error?: { code: string; message: string }
+    }
+    expect(b.state).toBe('failed')
+    expect(b.error?.code).toBe('QUOTA_EXCEEDED')
+    await fetch(`${server.url}/v1/sessions/q-a`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${OTHER}` },
+    })
+  })
+
+  test('requests per second: a burst past the bucket gets 429 with Retry-After', async () => {
+    const statuses = await Promise.all(
+      Array.from({ length: 25 }, () =>
+        fetch(`${server.url}/v1/sessions`, { headers: { authorization: `Bearer ${KEY}` } }),
+      ),
+    )
+    const limited = statuses.filter((r) => r.status === 429)
+    expect(limited.length).toBeGreaterThan(0)
+    expect(limited[0]?.headers.get('retry-after')).toMatch(/^\d+$/)
+    expect(statuses.filter((r) => r.status === 200).length).toBeGreaterThan(0)
+  })
+})
