@@ -23,15 +23,26 @@ export function sessionKeyOf(job: ExecJob): SessionKey {
   return job.sessionId === undefined ? key : { ...key, sessionId: job.sessionId }
 }
 
+/** The exec processor plus a way to wait for its background lease releases. */
+export interface ExecProcessor extends JobProcessor {
+  /** Resolves when every lease release started so far has finished. */
+  idle(): Promise<void>
+}
+
 /**
  * The processor of exec jobs: lease the session's sandbox, pass the fence right before the command
  * (so a redelivery after a crash reports `interrupted` instead of running it twice), run the command
  * with the job's deadline and the job's signal (a cancel kills the process group in the sandbox),
- * publish live output, and release the lease — `lost` when the sandbox vanished.
+ * publish live output, and release the lease — `lost` when the sandbox vanished. The release runs
+ * after the result is handed back (leases of a session are not exclusive), off the caller's path.
  */
-export function createExecProcessor(options: ExecProcessorOptions): JobProcessor {
+export function createExecProcessor(options: ExecProcessorOptions): ExecProcessor {
   const onError = options.onError ?? (() => {})
-  return async function processExecJob(job: ExecJob, ctx: JobContext): Promise<ExecJobResult> {
+  const releasing = new Set<Promise<void>>()
+  const processExecJob = async function processExecJob(
+    job: ExecJob,
+    ctx: JobContext,
+  ): Promise<ExecJobResult> {
     const lease = await options.pool.acquire(sessionKeyOf(job), {
       signal: ctx.signal,
       ...(options.acquireTimeoutMs === undefined ? {} : { timeoutMs: options.acquireTimeoutMs }),
@@ -60,9 +71,16 @@ export function createExecProcessor(options: ExecProcessorOptions): JobProcessor
       if (err instanceof AppError && err.code === 'SANDBOX_LOST') outcome = 'lost'
       throw err
     } finally {
-      await lease
+      const p: Promise<void> = lease
         .release(outcome)
         .catch((err: unknown) => onError(err, `releasing the lease of job ${job.jobId}`))
+        .finally(() => releasing.delete(p))
+      releasing.add(p)
     }
   }
+  return Object.assign(processExecJob, {
+    idle: async () => {
+      while (releasing.size > 0) await Promise.all(releasing)
+    },
+  })
 }

@@ -81,6 +81,9 @@ export async function startExecWorker(options: ExecWorkerOptions): Promise<ExecW
     get activeCount() {
       return consumer.activeCount
     },
-    close: (opts) => consumer.close(opts),
+    close: async (opts) => {
+      await consumer.close(opts)
+      await inner.idle()
+    },
   }
 }

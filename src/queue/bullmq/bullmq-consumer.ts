@@ -80,7 +80,7 @@ export async function startBullmqConsumer(
       signal: controller.signal,
       attempt,
       workerId,
-      fence: deps.fences.fence(data, attempt, workerId),
+      fence: deps.fences.fence(data, attempt, workerId, { pipelinedFinish: true }),
       publish: (chunk) => deps.fences.publishChunk(data.jobId, chunk),
     }
     active += 1

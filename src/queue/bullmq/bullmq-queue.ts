@@ -1,4 +1,5 @@
 import { Queue, QueueEvents } from 'bullmq'
+import type { Redis } from 'ioredis'
 import { AppError } from '../../errors.js'
 import { interruptedResult } from '../fence.js'
 import { ExecJobResultSchema, ExecJobSchema } from '../schemas.js'
@@ -66,9 +67,11 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       return new Subscriber(client)
     })())
   let events: Promise<QueueEvents> | undefined
+  let eventsClient: Redis | undefined
   const getEvents = (): Promise<QueueEvents> =>
     (events ??= (async () => {
       const client = createRedisClient(redisUrl, 'blocking', `sbx-events:${queueName}`)
+      eventsClient = client
       await connectRedis(client, redisUrl, connectTimeoutMs)
       // Start reading right after the newest event, so nothing between "now" and the first XREAD is missed.
       const last = await command.xrevrange(`${prefix}:${queueName}:events`, '+', '-', 'COUNT', 1)
@@ -97,10 +100,10 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     })())
 
   const finishedResult = async (jobId: string): Promise<ExecJobResult | undefined> => {
+    const stored = await fences.result(jobId)
+    if (stored) return stored
     const job = await queue.getJob(jobId)
     if (!job) {
-      const stored = await fences.result(jobId)
-      if (stored) return stored
       throw new AppError('NOT_FOUND', `No job ${jobId} in the queue (never submitted, or past retention).`)
     }
     if (!job.finishedOn) return undefined
@@ -136,7 +139,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         if (!set) waiters.set(jobId, (set = new Set()))
         set.add(waiter)
         pendingWaits.add(reject)
-        // The job may have finished before the listeners existed.
+        // The job may have finished before the listener existed.
         finishedResult(jobId).then((r) => {
           if (r) resolve(r)
         }, reject)
@@ -173,8 +176,10 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
 
     async subscribeOutput(jobId, listener) {
       const sub = await getSubscriber()
-      return sub.on(fences.keys.outputChannel(jobId), (message) => {
-        listener({ stream: message.startsWith('o') ? 'stdout' : 'stderr', data: message.slice(1) })
+      return sub.on(fences.keys.jobChannel(jobId), (message) => {
+        const kind = message[0]
+        if (kind === 'o' || kind === 'e')
+          listener({ stream: kind === 'o' ? 'stdout' : 'stderr', data: message.slice(1) })
       })
     },
 
@@ -216,6 +221,8 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       const err = new AppError('QUEUE_UNAVAILABLE', 'The job queue closed before the job finished.')
       for (const reject of pendingWaits) reject(err)
       if (events) await (await events).close()
+      // BullMQ leaves connections it was handed open: quit ours.
+      if (eventsClient) await quitRedis(eventsClient)
       if (subscriber) await quitRedis((await subscriber).connection)
       await queue.close()
       await quitRedis(command)

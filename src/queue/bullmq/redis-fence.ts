@@ -76,8 +76,8 @@ export class FenceKeys {
     return [`${k}:done`, `${k}:cancel`, `${k}:fence`, `${k}:out`, `${k}:err`]
   }
   /** Live output of one job: messages are `o<data>` (stdout) or `e<data>` (stderr). */
-  outputChannel(jobId: string): string {
-    return `${this.base}:output:${jobId}`
+  jobChannel(jobId: string): string {
+    return `${this.base}:job:${jobId}`
   }
   /** Cancel broadcast to every consumer: messages are `<jobId>\n<reason>`. */
   get cancelChannel(): string {
@@ -105,8 +105,13 @@ export class RedisFenceStore {
     this.cmd = defineScripts(client)
   }
 
-  /** The fence of one delivery of a job. */
-  fence(job: ExecJob, attempt: number, workerId: string): JobFence {
+  /**
+   * The fence of one delivery of a job. With `pipelinedFinish`, `finish` sends the result record
+   * without waiting for Redis and returns the caller's result: for BullMQ consumers, whose completion
+   * is already guarded by the job lock (a stale attempt's moveToFinished fails), this takes a round
+   * trip off every job while the record still lands before the job is marked completed.
+   */
+  fence(job: ExecJob, attempt: number, workerId: string, opts: { pipelinedFinish?: boolean } = {}): JobFence {
     const keys = this.keys.job(job.jobId)
     const idem = job.idempotent ? '1' : '0'
     const ttl = this.opts.retentionMs
@@ -124,6 +129,10 @@ export class RedisFenceStore {
       inspect: () => decide('inspect'),
       begin: (start) => decide('begin', start.sandboxId),
       finish: async (result) => {
+        if (opts.pipelinedFinish) {
+          this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl).catch(() => undefined)
+          return result
+        }
         const existing = (await this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl)) as
           string | null
         return existing === null ? result : ExecJobResultSchema.parse(JSON.parse(existing))
@@ -151,7 +160,7 @@ export class RedisFenceStore {
     this.cmd
       .sbxFenceChunk(
         s === 'o' ? out : err,
-        this.keys.outputChannel(jobId),
+        this.keys.jobChannel(jobId),
         s + chunk.data,
         chunk.data,
         this.opts.tailCapBytes,
