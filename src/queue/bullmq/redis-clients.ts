@@ -14,14 +14,14 @@ export type RedisRole =
 /** Creates an unconnected ioredis client for `role` (call {@link connectRedis}). */
 export function createRedisClient(url: string, role: RedisRole, name: string): Redis {
   const base: RedisOptions = { lazyConnect: true, connectionName: name, connectTimeout: 5_000 }
-  switch (role) {
-    case 'command':
-      return new Redis(url, { ...base, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
-    case 'blocking':
-      return new Redis(url, { ...base, maxRetriesPerRequest: null })
-    case 'subscriber':
-      return new Redis(url, { ...base, maxRetriesPerRequest: null })
-  }
+  const client =
+    role === 'command'
+      ? new Redis(url, { ...base, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+      : new Redis(url, { ...base, maxRetriesPerRequest: null })
+  // Connection errors surface as rejected commands (QUEUE_UNAVAILABLE) and ioredis reconnects by
+  // itself; without a listener ioredis would print every failed reconnect.
+  client.on('error', () => undefined)
+  return client
 }
 
 /** Connects and waits until ready; rejects with QUEUE_UNAVAILABLE (and disconnects) on failure. */

@@ -141,6 +141,33 @@ describe('two worker processes on one Redis (BullMQ)', () => {
     expect(((await done) as AppError).code).toBe('JOB_CANCELLED')
   })
 
+  test('a cancel from the producer process reaches the worker process holding the job and kills the command', async () => {
+    const [w, a, b] = await setup()
+    const route = w.route('echo started; sleep 31337; touch marker', { sessionId: 'x' })
+    const jobId = jobIdOf(route)
+    const ac = new AbortController()
+    const err = await w.executor
+      .execute(route, {
+        signal: ac.signal,
+        onStdout: (c) => {
+          if (c.includes('started')) ac.abort('stop from the API process')
+        },
+      })
+      .catch((e: unknown) => e)
+    expect((err as AppError).code).toBe('JOB_CANCELLED')
+    expect([a, b].filter((x) => x.ran(jobId))).toHaveLength(1)
+    expect(await w.queue.getResult(jobId)).toEqual({
+      status: 'cancelled',
+      reason: 'stop from the API process',
+    })
+    const check = await w.executor.execute(
+      w.route('pidof sleep || echo no-sleep; test -e marker && echo marker || echo no-marker', {
+        sessionId: 'x',
+      }),
+    )
+    expect(check.stdout).toBe('no-sleep\nno-marker\n')
+  })
+
   test('graceful shutdown past its drain deadline hands the job back; the other worker reports it interrupted', async () => {
     const [w, a, b] = await setup({ SBX_DRAIN_MS: '300' })
     const route = w.route('echo started; sleep 600', { sessionId: 'g' })

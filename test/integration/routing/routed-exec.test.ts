@@ -150,3 +150,30 @@ describe.each(['in-process', 'bullmq'] as const)('routed execution through the %
     expect(bad.blocked).toBe(false)
   })
 })
+
+describe('routed execution when the sandbox dies mid-command', () => {
+  let world: World | undefined
+  afterEach(async () => {
+    await world?.close()
+    expect(await world?.containers()).toEqual([])
+    world = undefined
+  })
+
+  test('the call fails with SANDBOX_LOST and the next call of the session gets a fresh sandbox', async () => {
+    const w = (world = await createWorld({ driver: 'bullmq' }))
+    const first = await w.executor.execute(w.route('echo here > f; echo ok', { sessionId: 'l' }))
+    let killing: Promise<unknown> | undefined
+    const err = await failure(
+      w.executor.execute(w.route('echo started; sleep 31337', { sessionId: 'l' }), {
+        onStdout: (c) => {
+          if (c.includes('started')) killing ??= w.docker.docker.getContainer(first.sandboxId).kill()
+        },
+      }),
+    )
+    await killing
+    expect(err.code).toBe('SANDBOX_LOST')
+    const next = await w.executor.execute(w.route('test -e f && echo old || echo fresh', { sessionId: 'l' }))
+    expect(next.stdout).toBe('fresh\n')
+    expect(next.sandboxId).not.toBe(first.sandboxId)
+  })
+})

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { AppError } from '../../../src/errors.js'
+import { createBullmqJobQueue } from '../../../src/queue/index.js'
 import type { Consumer, OutputChunk } from '../../../src/queue/index.js'
 import { DRIVERS, makeJob } from './drivers.js'
 import type { QueueUnderTest } from './drivers.js'
@@ -176,5 +177,19 @@ describe.each(DRIVERS)('JobQueue driver: %s', (_name, factory) => {
     expect((err as AppError).code).toBe('QUEUE_UNAVAILABLE')
     const missing = await q.queue.wait(makeJob('x').jobId, WAIT).catch((e: unknown) => e)
     expect((missing as AppError).code).toBe('NOT_FOUND')
+  })
+})
+
+describe('BullMQ driver without Redis', () => {
+  test('fails fast with QUEUE_UNAVAILABLE naming the fix', async () => {
+    const t = performance.now()
+    const err = await createBullmqJobQueue({
+      redisUrl: 'redis://127.0.0.1:1',
+      connectTimeoutMs: 2_000,
+    }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(AppError)
+    expect((err as AppError).code).toBe('QUEUE_UNAVAILABLE')
+    expect((err as AppError).message).toMatch(/REDIS_URL/)
+    expect(performance.now() - t).toBeLessThan(3_000)
   })
 })
