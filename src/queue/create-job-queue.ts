@@ -4,16 +4,24 @@ import { createInProcessJobQueue } from './in-process-queue.js'
 import type { InProcessQueueOptions } from './in-process-queue.js'
 import type { JobQueue } from './types.js'
 
-/** Which queue to build: the embedded default, or BullMQ on Redis for a fleet. */
+/**
+ * Which queue to build: the embedded default (`in-process`; `memory` is its name in the config file),
+ * or BullMQ on Redis for a fleet.
+ */
 export type JobQueueConfig =
-  ({ driver: 'in-process' } & InProcessQueueOptions) | ({ driver: 'bullmq' } & BullmqQueueOptions)
+  ({ driver: 'in-process' | 'memory' } & InProcessQueueOptions) | ({ driver: 'bullmq' } & BullmqQueueOptions)
 
 /** Builds the configured {@link JobQueue} (connecting to Redis for `bullmq`; fails fast when it is down). */
 export async function createJobQueue(config: JobQueueConfig): Promise<JobQueue> {
   switch (config.driver) {
     case 'in-process':
-      return createInProcessJobQueue(config)
-    case 'bullmq':
-      return createBullmqJobQueue(config)
+    case 'memory': {
+      const { driver: _driver, ...options } = config
+      return createInProcessJobQueue(options)
+    }
+    case 'bullmq': {
+      const { driver: _driver, ...options } = config
+      return createBullmqJobQueue(options)
+    }
   }
 }

@@ -36,6 +36,15 @@ interface LocalConsumer {
   onIdle?: () => void
 }
 
+/** A listener's exception must not reach the sandbox's output callback. */
+function deliverSafely(listener: (chunk: OutputChunk) => void, chunk: OutputChunk): void {
+  try {
+    listener(chunk)
+  } catch {
+    // The listener's problem; the job goes on and its result carries the whole output.
+  }
+}
+
 /**
  * The embedded single-process queue: no Redis, same semantics as the BullMQ driver (job ids, retention,
  * fencing, cancellation, hand-back on shutdown). Jobs live only as long as the process.
@@ -98,7 +107,7 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
       publish(chunk: OutputChunk) {
         fences.appendTail(jobId, chunk)
         const ls = listeners.get(jobId)
-        if (ls) for (const l of ls) l(chunk)
+        if (ls) for (const l of ls) deliverSafely(l, chunk)
       },
     }
     runJob(c.processor, entry.job, ctx).then(

@@ -65,6 +65,8 @@ export interface ConsumeOptions {
   concurrency?: number
   /** Id recorded in fence records and results. @default `<hostname>-<pid>-<random>` */
   workerId?: string
+  /** Errors of the consumer's own machinery (e.g. Redis connection trouble). @default ignore */
+  onError?: (err: unknown, context: string) => void
 }
 
 /** A running consumer of a queue. */

@@ -82,8 +82,12 @@ export class QueueRouteExecutor implements RouteExecutor {
     const deliver = (c: OutputChunk): void => {
       if (finished) return
       emitted[c.stream] += c.data.length
-      if (c.stream === 'stdout') ctx.onStdout?.(c.data)
-      else ctx.onStderr?.(c.data)
+      try {
+        if (c.stream === 'stdout') ctx.onStdout?.(c.data)
+        else ctx.onStderr?.(c.data)
+      } catch {
+        // A failing output callback must not fail the command; the result carries the whole output.
+      }
     }
     // Subscribe before submitting, so no chunk is published before anyone listens.
     const off = ctx.onStdout || ctx.onStderr ? await queue.subscribeOutput(job.jobId, deliver) : undefined

@@ -75,6 +75,7 @@ export async function startExecWorker(options: ExecWorkerOptions): Promise<ExecW
   const consumer = await options.queue.consume(processor, {
     concurrency: options.concurrency ?? 16,
     ...(options.workerId ? { workerId: options.workerId } : {}),
+    ...(options.onError ? { onError: options.onError } : {}),
   })
   return {
     workerId: consumer.workerId,

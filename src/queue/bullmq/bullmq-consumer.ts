@@ -106,8 +106,8 @@ export async function startBullmqConsumer(
     maxStalledCount: deps.tuning.maxStalledCount ?? 3,
     autorun: true,
   })
-  // Errors here are transient connection problems BullMQ retries itself; an unhandled 'error' would crash.
-  worker.on('error', () => undefined)
+  // Mostly transient connection problems BullMQ retries itself; an unhandled 'error' would crash.
+  worker.on('error', (err) => opts.onError?.(err, `queue worker ${workerId}`))
 
   const offCancel = await deps.subscriber.on(deps.fences.keys.cancelChannel, (message) => {
     const nl = message.indexOf('\n')

@@ -21,7 +21,14 @@ export class Subscriber {
   constructor(private readonly client: Redis) {
     client.on('message', (channel: string, message: string) => {
       const hs = this.handlers.get(channel)
-      if (hs) for (const h of hs) h(message)
+      if (!hs) return
+      for (const h of hs) {
+        try {
+          h(message)
+        } catch {
+          // One handler's exception must not starve the others or break the connection's events.
+        }
+      }
     })
   }
 
