@@ -159,10 +159,8 @@ describe('fuzzing job payloads from a foreign producer (BullMQ, real worker)', (
     expect(result).toMatchObject({ status: 'completed', result: { exitCode: 0, stdout: 'still-alive\n' } })
   }, 60_000)
 
-  // Open bug (src/queue/bullmq/bullmq-queue.ts, outside this suite's fix scope): `inspect` parses the
-  // stored payload with `ExecJobSchema.parse`, so a foreign malformed job makes it throw a ZodError —
-  // a 500 on GET /v1/jobs/:id in fleet mode. `test.fails` flips when it is fixed.
-  test.fails('inspecting a foreign malformed job answers instead of throwing', async () => {
+  // Found by this suite: `inspect` threw a ZodError on a foreign malformed job (a 500 on GET /v1/jobs/:id).
+  test('inspecting a foreign malformed job answers instead of throwing', async () => {
     const { id } = await addForeign('exec', { command: 'echo pwned' })
     const info = await queue.inspect(id)
     expect(info === undefined || info.state === 'finished').toBe(true)

@@ -160,7 +160,10 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     async inspect(jobId) {
       const job = await queue.getJob(jobId)
       if (!job) return undefined
-      const data = ExecJobSchema.parse(job.data)
+      // A payload from a foreign producer is nobody's job: it is not described (and ends `failed` on a worker).
+      const parsed = ExecJobSchema.safeParse(job.data)
+      if (!parsed.success) return undefined
+      const data = parsed.data
       const state = await job.getState()
       if (state === 'completed' || state === 'failed') {
         const result = await finishedResult(jobId)
