@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { agentRunCommand, sessionsCommand } from './client-commands.js'
+import { loadConfig } from '../config/load.js'
 import { extensionInspect } from './extension-inspect.js'
 import {
   configCheckCommand,
@@ -76,9 +77,10 @@ export const commands: CliCommand[] = [
       const { positionals, values } = parseArgs({
         args: [...args],
         allowPositionals: true,
-        options: { json: { type: 'boolean' } },
+        options: { json: { type: 'boolean' }, config: { type: 'string', short: 'c' } },
       })
-      return extensionInspect(positionals, io, { json: values.json === true })
+      const configured = loadConfig(values.config ? { file: values.config } : {}).config.extensions
+      return extensionInspect(positionals, io, { json: values.json === true, configured })
     },
   },
 ]

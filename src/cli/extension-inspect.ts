@@ -16,17 +16,22 @@ export function toModuleSpecifier(arg: string): string {
 /**
  * `sbx extension inspect <module-or-id> [--json]`: loads the extension, applies it, prints its
  * manifest, capabilities and one line per contribution kind (incl. `lifecycleHooks=<n>`).
- * `configured` maps ids of extensions listed in the config to their module specifiers.
+ * `configured` are the module specifiers the config lists: an id among them is inspected by id.
  */
 export async function extensionInspect(
   args: readonly string[],
   io: CliIO,
-  opts: { json?: boolean; configured?: Readonly<Record<string, string>> } = {},
+  opts: { json?: boolean; configured?: readonly string[] } = {},
 ): Promise<number> {
   const target = args[0]
   if (!target) throw new UsageError('usage: sbx extension inspect <module-or-id> [--json]')
-  const spec = opts.configured?.[target] ?? toModuleSpecifier(target)
-  const registry = await ExtensionRegistry.of().load([spec])
+  let registry: ExtensionRegistry | undefined
+  // An id of an extension listed in the config, e.g. `sbx extension inspect safety-pack`.
+  if (opts.configured?.length && /^[a-z0-9][a-z0-9._-]*$/.test(target)) {
+    const all = await ExtensionRegistry.of().load(opts.configured, { enable: false })
+    if (all.get(target)) registry = all.enable(target)
+  }
+  registry ??= await ExtensionRegistry.of().load([toModuleSpecifier(target)])
   const snap = registry.snapshot()
   for (const ext of snap.extensions) {
     if (opts.json) {

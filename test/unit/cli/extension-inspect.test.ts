@@ -71,3 +71,18 @@ describe('sbx extension inspect', () => {
     expect(stdout).toContain('lifecycleHooks=2')
   })
 })
+
+describe('sbx extension inspect <id> from the config', () => {
+  test('an id listed in the config file is found by id', async () => {
+    const cfgDir = mkdtempSync(join(tmpdir(), 'sbx-cli-cfg-'))
+    writeFileSync(join(cfgDir, 'sandbox-router.config.json'), JSON.stringify({ extensions: [file] }))
+    const io = capture()
+    expect(
+      await runCli(
+        ['extension', 'inspect', 'safety-pack', '--config', join(cfgDir, 'sandbox-router.config.json')],
+        io,
+      ),
+    ).toBe(0)
+    expect(io.lines.join('\n')).toContain('id=safety-pack')
+  })
+})
