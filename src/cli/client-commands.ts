@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { AppError } from '../errors.js'
 import type { CliIO } from './output.js'
-import { UsageError } from './output.js'
+import { paint, UsageError } from './output.js'
 
 /** Where the CLI's HTTP commands talk to, and with which key. */
 export interface ServerTarget {
@@ -139,7 +139,9 @@ export async function agentRunCommand(args: readonly string[], io: CliIO): Promi
       if (event === 'end') final = JSON.parse(data) as typeof final
       else if (!values.json) {
         const e = JSON.parse(data) as { type: string; step: number; message?: string }
-        io.err(`[step ${e.step}] ${e.type}${e.message ? ` ${e.message}` : ''}`)
+        io.err(
+          `${paint(io, 'dim', `[step ${e.step}]`)} ${paint(io, e.type === 'ERROR' ? 'red' : 'cyan', e.type)}${e.message ? ` ${e.message}` : ''}`,
+        )
       }
     }
   }
@@ -150,9 +152,8 @@ export async function agentRunCommand(args: readonly string[], io: CliIO): Promi
     )
   if (!values.json) {
     if (final.output) io.out(final.output)
-    io.err(
-      `finished: ${final.state} (${final.finishReason ?? '-'})${final.error ? `: ${final.error.message}` : ''}`,
-    )
+    const line = `finished: ${final.state} (${final.finishReason ?? '-'})${final.error ? `: ${final.error.message}` : ''}`
+    io.err(paint(io, final.state === 'completed' ? 'green' : 'red', line))
   }
   return final.state === 'completed' ? 0 : 1
 }

@@ -17,3 +17,11 @@ export const processIO: CliIO = {
 export class UsageError extends Error {
   override readonly name = 'UsageError'
 }
+
+const CODES = { red: 31, green: 32, yellow: 33, dim: 2, cyan: 36 } as const
+
+/** Colours `text` on a TTY (unless NO_COLOR is set); plain text otherwise. */
+export function paint(io: CliIO, colour: keyof typeof CODES, text: string): string {
+  if (!io.tty || process.env['NO_COLOR']) return text
+  return `\u001b[${CODES[colour]}m${text}\u001b[0m`
+}

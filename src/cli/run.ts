@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { AppError } from '../errors.js'
 import { commands, helpText } from './commands.js'
-import { processIO, UsageError } from './output.js'
+import { paint, processIO, UsageError } from './output.js'
 
 /** Runs the `sbx` CLI with `argv` (without node and script); resolves to the exit code. */
 export async function runCli(argv: readonly string[], io = processIO): Promise<number> {
@@ -28,10 +28,10 @@ export async function runCli(argv: readonly string[], io = processIO): Promise<n
       return 2
     }
     if (err instanceof AppError) {
-      io.err(`error: ${err.code}: ${err.message}`)
+      io.err(paint(io, 'red', `error: ${err.code}: ${err.message}`))
       return 1
     }
-    io.err(`error: ${err instanceof Error ? err.message : String(err)}`)
+    io.err(paint(io, 'red', `error: ${err instanceof Error ? err.message : String(err)}`))
     return 1
   }
 }
