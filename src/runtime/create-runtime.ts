@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { createDockerProvider } from '../../providers/docker/index.js'
 import type { LoadedConfig } from '../config/load.js'
@@ -15,6 +16,7 @@ import { createJobQueue } from '../queue/create-job-queue.js'
 import type { JobQueue } from '../queue/types.js'
 import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import { ProviderRegistry } from '../sandbox/registry.js'
+import { LABELS } from '../sandbox/types.js'
 import type { SandboxHealth } from '../sandbox/types.js'
 import { createSessionPool } from '../sessions/pool.js'
 import type { SandboxSessionPool } from '../sessions/pool.js'
@@ -132,15 +134,22 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const store = redis
       ? new RedisSessionStore({ redis, prefix: `${prefix}:sessions:` })
       : new MemorySessionStore()
+    const instanceId = `${prefix}-${randomUUID().slice(0, 8)}`
     const pool = createSessionPool({
       providers: registry,
       store,
       scope: prefix,
+      instanceId,
       maxSandboxesPerTenant: config.quotas.maxSandboxes,
       ...(opts.pool ?? {}),
       onError: (err, context) => logger.warn({ err, context }, 'session pool background error'),
     })
-    cleanups.push(() => pool.shutdown({ destroyIdle: true }))
+    cleanups.push(async () => {
+      await pool.shutdown({ destroyIdle: true })
+      // Embedded mode keeps bindings in memory: they die with this process, so its sandboxes go too
+      // (a fleet's bindings live in Redis and outlive any one process).
+      if (!fleet) await destroyInstanceSandboxes(registry, instanceId)
+    })
 
     const queue = await createJobQueue(
       fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },
@@ -292,6 +301,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     for (const c of cleanups.reverse()) await c().catch(() => undefined)
     await registry.close().catch(() => undefined)
     throw err
+  }
+}
+
+/** Destroys every sandbox this process's pool created (by its instance label), on every provider. */
+async function destroyInstanceSandboxes(registry: ProviderRegistry, instanceId: string): Promise<void> {
+  for (const id of registry.providerIds()) {
+    const provider = registry.get(id)
+    const refs = await provider.list({ labels: { [LABELS.instance]: instanceId } }).catch(() => [])
+    await Promise.allSettled(refs.map((ref) => provider.destroy(ref)))
   }
 }
 
