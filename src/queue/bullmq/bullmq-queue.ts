@@ -4,7 +4,7 @@ import { AppError } from '../../errors.js'
 import { interruptedResult } from '../fence.js'
 import { ExecJobResultSchema, ExecJobSchema } from '../schemas.js'
 import type { ExecJobResult } from '../schemas.js'
-import type { Consumer, JobQueue } from '../types.js'
+import type { Consumer, JobQueue, Unsubscribe } from '../types.js'
 import { boundedWait } from '../wait-for.js'
 import { startBullmqConsumer } from './bullmq-consumer.js'
 import type { BullmqConsumerTuning } from './bullmq-consumer.js'
@@ -132,23 +132,48 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     },
 
     async wait(jobId, opts) {
-      await getEvents()
-      return boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
-        const waiter: Waiter = (o) => ('result' in o ? resolve(o.result) : reject(o.error))
-        let set = waiters.get(jobId)
-        if (!set) waiters.set(jobId, (set = new Set()))
-        set.add(waiter)
-        pendingWaits.add(reject)
-        // The job may have finished before the listener existed.
-        finishedResult(jobId).then((r) => {
-          if (r) resolve(r)
-        }, reject)
-        return () => {
-          set.delete(waiter)
-          if (set.size === 0 && waiters.get(jobId) === set) waiters.delete(jobId)
-          pendingWaits.delete(reject)
+      // Two paths to the result: the fence's 'done' publish on the job channel (first, usually), and
+      // BullMQ's event stream (also covers jobs BullMQ gave up on). Both listen before the check below.
+      const [, sub] = await Promise.all([getEvents(), getSubscriber()])
+      const onDone = (resolve: (r: ExecJobResult) => void) => (message: string) => {
+        if (message[0] !== 'd') return
+        let raw: unknown
+        try {
+          raw = JSON.parse(message.slice(1))
+        } catch {
+          return
         }
-      })
+        const parsed = ExecJobResultSchema.safeParse(raw)
+        if (parsed.success) resolve(parsed.data)
+      }
+      let resolveEarly: ((r: ExecJobResult) => void) | undefined
+      const offDone: Unsubscribe = await sub.on(
+        fences.keys.jobChannel(jobId),
+        onDone((r) => resolveEarly?.(r)),
+      )
+      try {
+        return await boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
+          resolveEarly = resolve
+          const waiter: Waiter = (o) => ('result' in o ? resolve(o.result) : reject(o.error))
+          let set = waiters.get(jobId)
+          if (!set) waiters.set(jobId, (set = new Set()))
+          set.add(waiter)
+          pendingWaits.add(reject)
+          // The job may have finished before the listeners existed.
+          finishedResult(jobId).then((r) => {
+            if (r) resolve(r)
+          }, reject)
+          return () => {
+            set.delete(waiter)
+            if (set.size === 0 && waiters.get(jobId) === set) waiters.delete(jobId)
+            pendingWaits.delete(reject)
+          }
+        })
+      } finally {
+        resolveEarly = undefined
+        // Off the caller's path: the result is already in hand.
+        offDone().catch(() => undefined)
+      }
     },
 
     getResult: (jobId) =>
@@ -164,6 +189,9 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       const parsed = ExecJobSchema.safeParse(job.data)
       if (!parsed.success) return undefined
       const data = parsed.data
+      // The fence's result record lands before BullMQ marks the job completed: it decides first.
+      const stored = await fences.result(jobId)
+      if (stored) return { job: data, state: 'finished', result: stored }
       const state = await job.getState()
       if (state === 'completed' || state === 'failed') {
         const result = await finishedResult(jobId)

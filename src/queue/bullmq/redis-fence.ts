@@ -26,9 +26,14 @@ end
 return {'run', prev or ''}
 `
 
-// KEYS: done. ARGV: resultJson ttlMs. Returns the stored result when another attempt finished first.
+// KEYS: done. ARGV: resultJson ttlMs channel. Returns the stored result when another attempt finished
+// first. The first result is also published ('d' + result) on the job's channel, so waiters learn it
+// before BullMQ's own completion round trip and event stream.
 const FINISH = `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('PUBLISH', ARGV[3], 'd' .. ARGV[1])
+  return false
+end
 return redis.call('GET', KEYS[1])
 `
 
@@ -115,6 +120,7 @@ export class RedisFenceStore {
     const keys = this.keys.job(job.jobId)
     const idem = job.idempotent ? '1' : '0'
     const ttl = this.opts.retentionMs
+    const channel = this.keys.jobChannel(job.jobId)
     const decide = async (mode: 'inspect' | 'begin', sandboxId?: string): Promise<FenceOutcome> => {
       const record = JSON.stringify({
         attempt,
@@ -130,10 +136,10 @@ export class RedisFenceStore {
       begin: (start) => decide('begin', start.sandboxId),
       finish: async (result) => {
         if (opts.pipelinedFinish) {
-          this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl).catch(() => undefined)
+          this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl, channel).catch(() => undefined)
           return result
         }
-        const existing = (await this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl)) as
+        const existing = (await this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl, channel)) as
           string | null
         return existing === null ? result : ExecJobResultSchema.parse(JSON.parse(existing))
       },
