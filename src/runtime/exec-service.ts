@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js'
 import type { ExecInput, ExecService, JobEvent, JobView } from '../http/deps.js'
-import type { ExecJobResult } from '../queue/schemas.js'
+import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
 import type { JobInfo, JobQueue } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import type { SessionDirectory } from './session-directory.js'
@@ -70,6 +70,12 @@ export class QueueExecService implements ExecService {
       )
     }
     const existing = await this.queue.inspect(job.jobId)
+    if (existing && !sameRequest(existing.job, job)) {
+      throw new AppError(
+        'CONFLICT',
+        `Idempotency-Key already used for a different request (job ${job.jobId}); use a new key for a new command`,
+      )
+    }
     if (!existing) {
       const release = this.limiter?.take(tenant)
       try {
@@ -179,4 +185,18 @@ export class QueueExecService implements ExecService {
     const info = await this.queue.inspect(id)
     return info && info.job.tenant === tenant ? info : undefined
   }
+}
+
+/** Whether a resubmission asks for the same thing as the stored job (what the caller sent, not timestamps). */
+function sameRequest(a: ExecJob, b: ExecJob): boolean {
+  return (
+    a.tenant === b.tenant &&
+    a.command === b.command &&
+    a.providerId === b.providerId &&
+    a.profile === b.profile &&
+    a.sessionId === b.sessionId &&
+    a.cwd === b.cwd &&
+    a.stdin === b.stdin &&
+    JSON.stringify(a.env ?? {}) === JSON.stringify(b.env ?? {})
+  )
 }

@@ -172,6 +172,14 @@ describe('HTTP API (embedded runtime, real Docker)', () => {
       })
     ).json()) as { id: string }
     expect(again.id).toBe(job.id)
+    const reused = await api('/v1/exec?wait=false', {
+      method: 'POST',
+      key: ACME,
+      body: JSON.stringify({ provider: 'docker', profile: 'default', command: 'echo something else' }),
+      headers: { 'idempotency-key': 'k-1' },
+    })
+    expect(reused.status).toBe(409)
+    expect(((await reused.json()) as { error: { code: string } }).error.code).toBe('CONFLICT')
     expect((await api(`/v1/jobs/${job.id}`, { key: GLOBEX })).status).toBe(404)
     const sse = await api(`/v1/jobs/${job.id}/events`, { key: ACME })
     expect(sse.headers.get('content-type')).toContain('text/event-stream')
