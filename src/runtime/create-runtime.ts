@@ -26,7 +26,7 @@ import { startExecWorker } from '../worker/exec-worker.js'
 import type { ExecWorkerHandle } from '../worker/exec-worker.js'
 import { dockerOptionsOf } from './docker-options.js'
 import { QueueExecService } from './exec-service.js'
-import { MemorySessionDirectory, RedisSessionDirectory } from './session-directory.js'
+import { MemorySessionDirectory, RedisSessionDirectory, ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import { PooledSessionService } from './session-service.js'
 import { ChainToolCallService } from './tool-call-service.js'
@@ -244,14 +244,11 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       agentStore,
       dispatcher,
       (input) => void agentDeps.model(input.model),
-      async (tenant, input) => {
-        if (!input.sessionId) return
-        const { providerId, profile } = config.routing.shell
-        await directory.create(
-          { id: input.sessionId, tenant, provider: providerId, profile, createdAt: Date.now() },
-          { ifAbsent: true },
-        )
-      },
+      (tenant, input) =>
+        ensureSessionRecord(directory, tenant, input.sessionId, {
+          provider: config.routing.shell.providerId,
+          profile: config.routing.shell.profile,
+        }),
     )
 
     const runtime: Runtime = {

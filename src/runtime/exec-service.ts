@@ -3,6 +3,7 @@ import type { ExecInput, ExecService, JobEvent, JobView } from '../http/deps.js'
 import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
 import type { JobInfo, JobQueue } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
+import { ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import type { TenantJobLimiter } from './tenant-jobs.js'
 
@@ -57,18 +58,10 @@ export class QueueExecService implements ExecService {
       ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
       ...(input.idempotent !== undefined ? { idempotent: input.idempotent } : {}),
     })
-    if (input.sessionId) {
-      await this.directory.create(
-        {
-          id: input.sessionId,
-          tenant,
-          provider: input.provider,
-          profile: input.profile,
-          createdAt: Date.now(),
-        },
-        { ifAbsent: true },
-      )
-    }
+    await ensureSessionRecord(this.directory, tenant, input.sessionId, {
+      provider: input.provider,
+      profile: input.profile,
+    })
     const existing = await this.queue.inspect(job.jobId)
     if (existing && !sameRequest(existing.job, job)) {
       throw new AppError(

@@ -81,3 +81,17 @@ export class RedisSessionDirectory implements SessionDirectory {
     return (await this.redis.hdel(this.key(tenant), id)) === 1
   }
 }
+
+/**
+ * Records a session that a routed call names implicitly (exec, tool call, agent run) so the API lists
+ * and can delete it. No-op without a session id; an existing record is kept.
+ */
+export async function ensureSessionRecord(
+  directory: SessionDirectory,
+  tenant: string,
+  sessionId: string | undefined,
+  target: { provider: string; profile: string },
+): Promise<void> {
+  if (!sessionId) return
+  await directory.create({ id: sessionId, tenant, ...target, createdAt: Date.now() }, { ifAbsent: true })
+}

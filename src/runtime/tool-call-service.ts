@@ -4,6 +4,7 @@ import { evaluateToolCall } from '../interceptors/chains.js'
 import type { ToolCallRequest } from '../interceptors/types.js'
 import { executeRoutedToolCall } from '../routing/execute-routed-tool-call.js'
 import type { RouteExecutor } from '../routing/types.js'
+import { ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 
 /**
@@ -39,18 +40,10 @@ export class ChainToolCallService implements ToolCallService {
         }
       case 'routeTo': {
         const { route } = verdict
-        if (opts.sessionId) {
-          await this.directory.create(
-            {
-              id: opts.sessionId,
-              tenant,
-              provider: route.providerId,
-              profile: route.profile,
-              createdAt: Date.now(),
-            },
-            { ifAbsent: true },
-          )
-        }
+        await ensureSessionRecord(this.directory, tenant, opts.sessionId, {
+          provider: route.providerId,
+          profile: route.profile,
+        })
         const cwd = cwdOf(verdict.request.arguments)
         const outcome = await executeRoutedToolCall({
           executor: this.router,
