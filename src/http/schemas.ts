@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi'
+import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
 
 export const ErrorSchema = z
   .object({ error: z.object({ code: z.string().openapi({ example: 'NOT_FOUND' }), message: z.string() }) })
@@ -24,18 +25,8 @@ export const ExecInputSchema = z
   .strict()
   .openapi('ExecInput')
 
-export const ExecResultSchema = z
-  .object({
-    exitCode: z.number().int().nullable(),
-    signal: z.string().optional(),
-    stdout: z.string(),
-    stderr: z.string(),
-    timedOut: z.boolean(),
-    truncated: z.boolean(),
-    durationMs: z.number(),
-    sandboxId: z.string(),
-  })
-  .openapi('ExecResult')
+/** The normalised command result: the queue's schema, re-declared with OpenAPI metadata. */
+export const ExecResultSchema = z.object(QueueExecResultSchema.shape).openapi('ExecResult')
 
 export const JobSchema = z
   .object({
