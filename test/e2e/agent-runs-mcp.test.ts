@@ -1,15 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { startLiveService } from '../support/live-service.js'
+import type { LiveService } from '../support/live-service.js'
 import { runCli } from '../../src/cli/run.js'
-import { loadConfig } from '../../src/config/load.js'
-import { createLogger } from '../../src/logger.js'
-import { createRuntime } from '../../src/runtime/create-runtime.js'
-import type { Runtime } from '../../src/runtime/create-runtime.js'
-import { startServer } from '../../src/runtime/serve.js'
 import type { RunningServer } from '../../src/runtime/serve.js'
 import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
 import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
@@ -18,15 +12,15 @@ const ACME = 'acme-key-0123456789abcdef'
 const GLOBEX = 'globex-key-0123456789abcdef'
 
 let model: OpenAIFakeServer
-let runtime: Runtime
 let server: RunningServer
+
+let live: LiveService
 
 beforeAll(async () => {
   model = await startOpenAIServer()
-  const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-'))
-  writeFileSync(
-    join(dir, 'sandbox-router.config.json'),
-    JSON.stringify({
+  live = await startLiveService({
+    prefix: `e2eagent${process.pid}`,
+    config: {
       models: {
         default: {
           kind: 'openai-compatible',
@@ -35,27 +29,18 @@ beforeAll(async () => {
           apiKeyEnv: 'E2E_OPENAI_KEY',
         },
       },
-    }),
-  )
-  runtime = await createRuntime(loadConfig({ cwd: dir, env: {} }), {
-    role: 'all',
-    prefix: `e2eagent${process.pid}`,
-    logger: createLogger({ level: 'silent' }),
+    },
     env: { E2E_OPENAI_KEY: OPENAI_TEST_KEY },
-  })
-  server = await startServer(runtime, {
-    port: 0,
-    host: '127.0.0.1',
     keys: [
       { key: ACME, tenant: 'acme' },
       { key: GLOBEX, tenant: 'globex' },
     ],
   })
+  server = live.server
 }, 120_000)
 
 afterAll(async () => {
-  await server?.close()
-  await runtime?.close({ deadlineMs: 5_000 })
+  await live?.close()
   await model?.close()
 }, 60_000)
 

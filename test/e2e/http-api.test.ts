@@ -1,35 +1,28 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { loadConfig } from '../../src/config/load.js'
-import { createRuntime } from '../../src/runtime/create-runtime.js'
-import type { Runtime } from '../../src/runtime/create-runtime.js'
-import { startServer } from '../../src/runtime/serve.js'
+import { startLiveService } from '../support/live-service.js'
+import type { LiveService } from '../support/live-service.js'
 import type { RunningServer } from '../../src/runtime/serve.js'
-import { createLogger } from '../../src/logger.js'
 
 const ACME = 'acme-key-0123456789abcdef'
 const GLOBEX = 'globex-key-0123456789abcdef'
 
-let runtime: Runtime
 let server: RunningServer
 const prefix = `e2e${process.pid}${Date.now().toString(36)}`
 
+let live: LiveService
+
 beforeAll(async () => {
-  const loaded = loadConfig({ cwd: '/nonexistent-dir-for-defaults', env: {} })
-  runtime = await createRuntime(loaded, { role: 'all', prefix, logger: createLogger({ level: 'silent' }) })
-  server = await startServer(runtime, {
-    port: 0,
-    host: '127.0.0.1',
+  live = await startLiveService({
+    prefix,
     keys: [
       { key: ACME, tenant: 'acme' },
       { key: GLOBEX, tenant: 'globex' },
     ],
   })
+  server = live.server
 }, 120_000)
 
-afterAll(async () => {
-  await server?.close()
-  await runtime?.close({ deadlineMs: 5_000 })
-}, 60_000)
+afterAll(() => live?.close(), 60_000)
 
 function api(path: string, init: RequestInit & { key?: string } = {}): Promise<Response> {
   const headers = new Headers(init.headers)

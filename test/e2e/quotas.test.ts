@@ -1,12 +1,7 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { loadConfig } from '../../src/config/load.js'
-import { createLogger } from '../../src/logger.js'
-import { createRuntime } from '../../src/runtime/create-runtime.js'
+import { startLiveService } from '../support/live-service.js'
+import type { LiveService } from '../support/live-service.js'
 import type { Runtime } from '../../src/runtime/create-runtime.js'
-import { startServer } from '../../src/runtime/serve.js'
 import type { RunningServer } from '../../src/runtime/serve.js'
 
 const KEY = 'quota-key-0123456789abcdef'
@@ -14,30 +9,21 @@ const OTHER = 'other-key-0123456789abcdef'
 let runtime: Runtime
 let server: RunningServer
 
+let live: LiveService
+
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'sbx-quota-'))
-  writeFileSync(
-    join(dir, 'sandbox-router.config.json'),
-    JSON.stringify({ quotas: { maxConcurrentJobs: 1, maxSandboxes: 1, requestsPerSecond: 5 } }),
-  )
-  runtime = await createRuntime(loadConfig({ cwd: dir, env: {} }), {
+  live = await startLiveService({
     prefix: `quota${process.pid}`,
-    logger: createLogger({ level: 'silent' }),
-  })
-  server = await startServer(runtime, {
-    port: 0,
-    host: '127.0.0.1',
+    config: { quotas: { maxConcurrentJobs: 1, maxSandboxes: 1, requestsPerSecond: 5 } },
     keys: [
       { key: KEY, tenant: 'small' },
       { key: OTHER, tenant: 'other' },
     ],
   })
+  ;({ runtime, server } = live)
 }, 120_000)
 
-afterAll(async () => {
-  await server?.close()
-  await runtime?.close({ deadlineMs: 5_000 })
-}, 60_000)
+afterAll(() => live?.close(), 60_000)
 
 const post = (path: string, body: unknown, key = KEY): Promise<Response> =>
   fetch(`${server.url}${path}`, {

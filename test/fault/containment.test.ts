@@ -1,33 +1,21 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { loadConfig } from '../../src/config/load.js'
-import { createLogger } from '../../src/logger.js'
-import { createRuntime } from '../../src/runtime/create-runtime.js'
-import type { Runtime } from '../../src/runtime/create-runtime.js'
-import { startServer } from '../../src/runtime/serve.js'
+import { startLiveService } from '../support/live-service.js'
+import type { LiveService } from '../support/live-service.js'
 import type { RunningServer } from '../../src/runtime/serve.js'
 
 // Attacks a model-written command might make, run through the whole service (HTTP → queue → worker →
 // pooled sandbox) on the default profile. After each, the same session must still answer.
 const KEY = 'contain-key-0123456789abcdef'
-let runtime: Runtime
 let server: RunningServer
 
+let live: LiveService
+
 beforeAll(async () => {
-  runtime = await createRuntime(loadConfig({ cwd: '/nonexistent-dir-for-defaults', env: {} }), {
-    prefix: `contain${process.pid}`,
-    logger: createLogger({ level: 'silent' }),
-  })
-  server = await startServer(runtime, {
-    port: 0,
-    host: '127.0.0.1',
-    keys: [{ key: KEY, tenant: 'attacker' }],
-  })
+  live = await startLiveService({ prefix: `contain${process.pid}`, keys: [{ key: KEY, tenant: 'attacker' }] })
+  server = live.server
 }, 120_000)
 
-afterAll(async () => {
-  await server?.close()
-  await runtime?.close({ deadlineMs: 5_000 })
-}, 60_000)
+afterAll(() => live?.close(), 60_000)
 
 interface Job {
   state: string
