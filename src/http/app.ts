@@ -49,6 +49,23 @@ export function createApp(deps: AppDeps): App {
     const { status, body } = toErrorResponse(err)
     if (status >= 500)
       deps.logger.error({ err, path: c.req.path, requestId: c.get('requestId') }, 'request failed')
+    if (status === 404) {
+      // Another tenant's session, job, run or MCP session answers exactly like an unknown one; the
+      // refusal is logged with the caller's tenant, so cross-tenant probing shows in the log.
+      const principal = c.get('principal') as Principal | undefined
+      deps.logger.info(
+        {
+          tenant: principal?.tenant,
+          method: c.req.method,
+          route: c.req.routePath,
+          path: c.req.path,
+          status,
+          code: body.error.code,
+          requestId: c.get('requestId'),
+        },
+        'not found for this tenant',
+      )
+    }
     if (err instanceof RateLimitedError) c.header('Retry-After', String(err.retryAfterS))
     else if (status === 429) c.header('Retry-After', '1')
     return c.json(body, status)
