@@ -1,0 +1,165 @@
+import { randomBytes } from 'node:crypto'
+import { constants } from 'node:os'
+import { CommandExitError, type CommandHandle, type Sandbox as E2BSdkSandbox, TimeoutError } from 'e2b'
+import { AppError } from '../../src/errors.js'
+import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
+import { CappedSink } from './output.js'
+import { type WrapperReport, TokenFilter, buildWrapper } from './wrapper.js'
+
+/** An exec request with every default applied by the sandbox handle. */
+export interface ResolvedExec {
+  command: string
+  /** Absolute. */
+  cwd: string
+  env: Record<string, string>
+  stdin: Uint8Array
+  timeoutMs: number
+  outputCapBytes: number
+}
+
+/** What a command needs from its sandbox handle. */
+export interface ExecContext {
+  sdk: E2BSdkSandbox
+  sandboxId: string
+  requestTimeoutMs: number
+  deadlineBufferMs: number
+  stdinChunkBytes: number
+  helperTimeoutMs: number
+  /** Maps a failure to an AppError, probing the sandbox when the SDK error cannot tell a lost one. */
+  classify(err: unknown, what: string): Promise<AppError>
+}
+
+/** A command in flight. */
+export interface ExecRun {
+  /** The normalised result; rejects with the abort reason on cancel, or an AppError. */
+  result: Promise<ExecResult>
+  /** Resolves once the command no longer runs in the sandbox (its concurrency slot is free). */
+  settled: Promise<void>
+}
+
+const signalNames = new Map<number, string>(Object.entries(constants.signals).map(([name, n]) => [n, name]))
+
+/** Exit code and signal from the wrapper's status and report (see wrapper.ts). */
+function outcome(status: number, report: WrapperReport): Pick<ExecResult, 'exitCode' | 'signal'> {
+  if (report.timedOut) return { exitCode: null, signal: 'SIGKILL' }
+  if (report.exit === status) return { exitCode: status }
+  if (status > 128 && signalNames.has(status - 128))
+    return { exitCode: null, signal: signalNames.get(status - 128) }
+  // envd reports -1 when the wrapper itself was killed by a signal.
+  if (status < 0) return { exitCode: null }
+  return { exitCode: status }
+}
+
+/** Sends SIGTERM to the wrapper, whose trap kills the command's process group (best effort). */
+async function cancelInSandbox(ctx: ExecContext, pid: number): Promise<void> {
+  await ctx.sdk.commands
+    .run(`kill -s TERM ${pid} 2>/dev/null; true`, {
+      timeoutMs: ctx.helperTimeoutMs,
+      requestTimeoutMs: ctx.requestTimeoutMs,
+    })
+    .catch(() => undefined)
+}
+
+async function feedStdin(ctx: ExecContext, pid: number, data: Uint8Array): Promise<void> {
+  const opts = { requestTimeoutMs: ctx.requestTimeoutMs }
+  try {
+    for (let off = 0; off < data.length; off += ctx.stdinChunkBytes) {
+      await ctx.sdk.commands.sendStdin(pid, data.subarray(off, off + ctx.stdinChunkBytes), opts)
+    }
+    await ctx.sdk.commands.closeStdin(pid, opts)
+  } catch {
+    // The command exited without reading all of its stdin: nothing left to feed.
+  }
+}
+
+/**
+ * Runs one command through the wrapper. The wrapper enforces the timeout inside the sandbox
+ * (partial output is kept); the SDK's stream deadline is the timeout plus a buffer, past which the
+ * sandbox is presumed wedged. Output caps are applied here, as output arrives.
+ */
+export function startExec(ctx: ExecContext, req: ResolvedExec, opts: ExecOptions): ExecRun {
+  const started = performance.now()
+  const nonce = randomBytes(8).toString('hex')
+  const filter = new TokenFilter(nonce)
+  const stdout = new CappedSink(req.outputCapBytes, opts.onStdout)
+  const stderr = new CappedSink(req.outputCapBytes, opts.onStderr)
+  const signal = opts.signal
+  let cancelled = false
+
+  const startP: Promise<CommandHandle> = ctx.sdk.commands
+    .run(buildWrapper({ nonce, command: req.command, cwd: req.cwd, timeoutMs: req.timeoutMs }), {
+      background: true,
+      envs: req.env,
+      stdin: req.stdin.length > 0,
+      timeoutMs: req.timeoutMs + ctx.deadlineBufferMs,
+      requestTimeoutMs: ctx.requestTimeoutMs,
+      onStdout: (text) => {
+        if (!cancelled) stdout.push(filter.push(text))
+      },
+      onStderr: (text) => {
+        if (!cancelled) stderr.push(text)
+      },
+    })
+    .catch(async (err: unknown) => {
+      throw await ctx.classify(err, `starting a command in sandbox ${ctx.sandboxId}`)
+    })
+
+  const runP = (async (): Promise<ExecResult> => {
+    const handle = await startP
+    const fed = req.stdin.length > 0 ? feedStdin(ctx, handle.pid, req.stdin) : Promise.resolve()
+    let status: number
+    try {
+      status = (await handle.wait()).exitCode
+    } catch (err) {
+      if (err instanceof CommandExitError) status = err.exitCode
+      else {
+        await cancelInSandbox(ctx, handle.pid)
+        const mapped = await ctx.classify(err, `running a command in sandbox ${ctx.sandboxId}`)
+        if (err instanceof TimeoutError && mapped.code === 'SANDBOX_TIMEOUT') {
+          throw new AppError(
+            'SANDBOX_TIMEOUT',
+            `sandbox ${ctx.sandboxId}: no result ${ctx.deadlineBufferMs} ms after the ${req.timeoutMs} ms timeout; ` +
+              `the sandbox may be overloaded; destroy it and create a new sandbox`,
+            { retryable: true, cause: mapped.cause },
+          )
+        }
+        throw mapped
+      }
+    }
+    await fed
+    stdout.push(filter.end())
+    if (filter.report.cwdFailed) {
+      throw new AppError(
+        'BAD_REQUEST',
+        `cannot use working directory ${req.cwd} in sandbox ${ctx.sandboxId}; create it first or pass an existing cwd`,
+      )
+    }
+    return {
+      ...outcome(status, filter.report),
+      stdout: stdout.finish(),
+      stderr: stderr.finish(),
+      timedOut: filter.report.timedOut,
+      truncated: stdout.truncated || stderr.truncated,
+      durationMs: Math.round(performance.now() - started),
+      sandboxId: ctx.sandboxId,
+    }
+  })()
+
+  const settled = runP.then(
+    () => undefined,
+    () => undefined,
+  )
+  const result = new Promise<ExecResult>((resolve, reject) => {
+    if (!signal) return runP.then(resolve, reject)
+    const onAbort = (): void => {
+      cancelled = true
+      reject(signal.reason)
+      // Kill the command group inside the sandbox once its pid is known; `settled` follows the wrapper's end.
+      startP.then((handle) => cancelInSandbox(ctx, handle.pid)).catch(() => undefined)
+    }
+    if (signal.aborted) return onAbort()
+    signal.addEventListener('abort', onAbort, { once: true })
+    runP.finally(() => signal.removeEventListener('abort', onAbort)).then(resolve, reject)
+  })
+  return { result, settled }
+}

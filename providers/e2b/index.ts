@@ -1,0 +1,5 @@
+export { createE2BProvider, E2B_PROVIDER_ID } from './provider.js'
+export type { E2BProvider } from './provider.js'
+export { DEFAULT_TEMPLATE, E2BProviderOptionsSchema } from './options.js'
+export type { E2BProviderOptions, ResolvedE2BProviderOptions } from './options.js'
+export { OWNER } from './metadata.js'

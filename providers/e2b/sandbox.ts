@@ -1,0 +1,232 @@
+import { posix } from 'node:path'
+import { type Sandbox as E2BSdkSandbox, SandboxError, SandboxNotFoundError, TimeoutError } from 'e2b'
+import { AppError } from '../../src/errors.js'
+import type {
+  ExecOptions,
+  ExecRequest,
+  ExecResult,
+  Sandbox,
+  SandboxHealth,
+  SandboxRef,
+} from '../../src/sandbox/types.js'
+import { type ErrorContext, type ErrorSite, mapE2BError, networkCode } from './errors.js'
+import { type ExecContext, startExec } from './exec.js'
+import type { Lifetime } from './lifetime.js'
+import type { ResolvedE2BProviderOptions } from './options.js'
+import { Semaphore } from './semaphore.js'
+
+/** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
+export interface E2BSandboxSettings {
+  /** Default working directory; relative paths resolve against it. */
+  cwd: string
+  /** Commands run at once through this handle; more wait for a slot. */
+  maxConcurrentExecs: number
+  lifetime: Lifetime
+  options: ResolvedE2BProviderOptions
+  errors: ErrorContext
+}
+
+/** The wrapped command must fit in one argv string of the sandbox (Linux MAX_ARG_STRLEN is 128 KiB). */
+const MAX_COMMAND_BYTES = 100 * 1024
+
+/** `promise`, or the abort reason as soon as `signal` aborts. */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as unknown)
+    if (signal.aborted) return onAbort()
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.finally(() => signal.removeEventListener('abort', onAbort)).then(resolve, reject)
+  })
+}
+
+/**
+ * A handle to one E2B sandbox: commands through the in-sandbox wrapper (our timeout, caps and
+ * cancel), files through envd's `/files`, and the sandbox's server-side lifetime refreshed on use.
+ */
+export class E2BSandbox implements Sandbox {
+  private closed = false
+  private readonly slots: Semaphore
+  private readonly execContext: ExecContext
+
+  constructor(
+    private readonly sdk: E2BSdkSandbox,
+    readonly ref: SandboxRef,
+    private readonly settings: E2BSandboxSettings,
+    private readonly onClose?: (sandbox: E2BSandbox) => void,
+  ) {
+    this.slots = new Semaphore(settings.maxConcurrentExecs)
+    const o = settings.options
+    this.execContext = {
+      sdk,
+      sandboxId: ref.id,
+      requestTimeoutMs: o.requestTimeoutMs,
+      deadlineBufferMs: o.commandDeadlineBufferMs,
+      stdinChunkBytes: o.stdinChunkBytes,
+      helperTimeoutMs: o.helperTimeoutMs,
+      classify: (err, what) => this.classify(err, { what, sandboxId: ref.id, envd: true }),
+    }
+  }
+
+  /**
+   * Maps an error of an operation on this sandbox. The SDK reports a vanished sandbox on envd
+   * calls as SandboxNotFoundError on a command start, but as TimeoutError (HTTP 502) or a generic
+   * SandboxError elsewhere; those are settled by asking the control plane whether it still runs.
+   */
+  async classify(err: unknown, site: ErrorSite): Promise<AppError> {
+    if (err instanceof AppError) return err
+    const ambiguous =
+      !(err instanceof SandboxNotFoundError) &&
+      (err instanceof TimeoutError || err instanceof SandboxError || networkCode(err) !== undefined)
+    if (ambiguous) {
+      try {
+        const info = await this.sdk.getInfo({ requestTimeoutMs: this.settings.options.requestTimeoutMs })
+        if (info.state === 'paused') {
+          return new AppError(
+            'SANDBOX_LOST',
+            `sandbox ${this.ref.id} is paused in E2B; destroy it and create a new sandbox`,
+          )
+        }
+      } catch (probeErr) {
+        if (probeErr instanceof SandboxNotFoundError) return mapE2BError(probeErr, site, this.settings.errors)
+      }
+    }
+    return mapE2BError(err, site, this.settings.errors)
+  }
+
+  private assertOpen(): void {
+    if (this.closed) {
+      throw new AppError(
+        'BAD_REQUEST',
+        `handle of sandbox ${this.ref.id} is closed; call provider.connect(ref) again`,
+      )
+    }
+  }
+
+  /** Refreshes the server-side lifetime in the background (failures surface on the operation itself). */
+  private keepAlive(minMs = 0): void {
+    this.settings.lifetime.touch(minMs).catch(() => undefined)
+  }
+
+  async exec(request: ExecRequest, opts: ExecOptions = {}): Promise<ExecResult> {
+    this.assertOpen()
+    if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
+      throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
+    }
+    if (request.command.includes('\0') || request.cwd?.includes('\0')) {
+      throw new AppError('BAD_REQUEST', 'command and cwd must not contain NUL bytes')
+    }
+    if (Buffer.byteLength(request.command) > MAX_COMMAND_BYTES) {
+      throw new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `command of ${Buffer.byteLength(request.command)} bytes exceeds ${MAX_COMMAND_BYTES}; write a script file and run it instead`,
+      )
+    }
+    for (const [key, value] of Object.entries(request.env ?? {})) {
+      if (!/^[^=\0]+$/.test(key) || value.includes('\0')) {
+        throw new AppError(
+          'BAD_REQUEST',
+          `invalid env variable ${JSON.stringify(key)}: names are non-empty without '=' or NUL`,
+        )
+      }
+    }
+    const stdin =
+      typeof request.stdin === 'string'
+        ? Buffer.from(request.stdin, 'utf8')
+        : (request.stdin ?? new Uint8Array())
+    const release = await this.slots.acquire(opts.signal)
+    this.keepAlive(request.timeoutMs + this.settings.options.commandDeadlineBufferMs)
+    const run = startExec(
+      this.execContext,
+      {
+        command: request.command,
+        cwd: request.cwd ? posix.resolve(this.settings.cwd, request.cwd) : this.settings.cwd,
+        env: request.env ?? {},
+        stdin,
+        timeoutMs: request.timeoutMs,
+        outputCapBytes: request.outputCapBytes,
+      },
+      opts,
+    )
+    // The slot is free once the command stops running in the sandbox, not when an abort rejects early.
+    void run.settled.then(release)
+    return run.result
+  }
+
+  private absolute(path: string): string {
+    if (!path || path.includes('\0'))
+      throw new AppError('BAD_REQUEST', 'a file path must be non-empty without NUL bytes')
+    return posix.resolve(this.settings.cwd, path)
+  }
+
+  async writeFile(
+    path: string,
+    data: string | Uint8Array,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<void> {
+    this.assertOpen()
+    const absolute = this.absolute(path)
+    opts.signal?.throwIfAborted()
+    this.keepAlive()
+    const body = typeof data === 'string' ? data : new Blob([data])
+    try {
+      await raceAbort(
+        this.sdk.files.write(absolute, body, {
+          useOctetStream: true,
+          requestTimeoutMs: this.settings.options.requestTimeoutMs,
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        }),
+        opts.signal,
+      )
+    } catch (err) {
+      if (opts.signal?.aborted) throw opts.signal.reason
+      throw await this.classify(err, { what: `writing ${absolute}`, sandboxId: this.ref.id, envd: true })
+    }
+  }
+
+  async readFile(path: string, opts: { signal?: AbortSignal } = {}): Promise<Uint8Array> {
+    this.assertOpen()
+    const absolute = this.absolute(path)
+    opts.signal?.throwIfAborted()
+    this.keepAlive()
+    try {
+      return await raceAbort(
+        this.sdk.files.read(absolute, {
+          format: 'bytes',
+          requestTimeoutMs: this.settings.options.requestTimeoutMs,
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        }),
+        opts.signal,
+      )
+    } catch (err) {
+      if (opts.signal?.aborted) throw opts.signal.reason
+      const mapped = await this.classify(err, {
+        what: `reading ${absolute}`,
+        sandboxId: this.ref.id,
+        envd: true,
+      })
+      if (mapped.code === 'NOT_FOUND') {
+        throw new AppError('NOT_FOUND', `no such file: ${absolute} in sandbox ${this.ref.id}`, {
+          cause: mapped.cause,
+        })
+      }
+      throw mapped
+    }
+  }
+
+  async health(): Promise<SandboxHealth> {
+    try {
+      const running = await this.sdk.isRunning({ requestTimeoutMs: this.settings.options.requestTimeoutMs })
+      return running ? { ok: true } : { ok: false, reason: `sandbox ${this.ref.id} is not running in E2B` }
+    } catch (err) {
+      const mapped = await this.classify(err, { what: 'checking health', sandboxId: this.ref.id, envd: true })
+      return { ok: false, reason: mapped.message }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.onClose?.(this)
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * The shell wrapper every command runs in. E2B starts commands as `/bin/bash -l -c <script>` and
+ * its own deadline only ends the client's stream (the process keeps running, E2B#500), so the
+ * wrapper enforces ours inside the sandbox:
+ *
+ * - the command runs in a new session (`setsid`), so its whole process group can be killed;
+ * - a sleeper in its own session signals the wrapper (USR1) at the deadline, which kills the group;
+ * - SIGTERM to the wrapper (our cancel) kills the group too;
+ * - when the command ends, whatever it left in its group is killed (nothing keeps the pipes open).
+ *
+ * It reports on stdout with tokens `\x1e<nonce><kind><digits>\n` that {@link TokenFilter} strips:
+ * `x<code>` (the command's shell exited normally, from its EXIT trap), `t` (deadline reached),
+ * `c` (the working directory is unusable). The random nonce keeps output from forging tokens.
+ * POSIX sh syntax throughout: it runs under bash on E2B and under busybox sh as well.
+ */
+
+/** Token separator: ASCII record separator. */
+const RS = '\x1e'
+
+/** Single-quotes a string for POSIX sh. */
+export function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`
+}
+
+/** What {@link buildWrapper} needs. */
+export interface WrapperSpec {
+  /** 16 hex digits, fresh for every command. */
+  nonce: string
+  command: string
+  /** Absolute working directory. */
+  cwd: string
+  timeoutMs: number
+}
+
+/** The script passed to `commands.run`. */
+export function buildWrapper({ nonce, command, cwd, timeoutMs }: WrapperSpec): string {
+  const token = (kind: string): string => `printf "\\036${nonce}${kind}\\n"`
+  // The EXIT trap tells a normal exit from a signal death that 128+n alone cannot.
+  const inner = `trap 'printf "\\036${nonce}x%d\\n" "$?"' EXIT; ${command}`
+  const seconds = (timeoutMs / 1000).toFixed(3)
+  return [
+    `trap 'kill -s KILL -$c -$w 2>/dev/null; exit 143' TERM`,
+    `cd ${shellQuote(cwd)} 2>/dev/null || { ${token('c')}; exit 1; }`,
+    `exec 3<&0`,
+    `setsid /bin/bash -c ${shellQuote(inner)} 0<&3 3<&- &`,
+    `c=$!`,
+    `exec 3<&- 0</dev/null 2>/dev/null`,
+    `t=`,
+    `trap 't=1; ${token('t')}; kill -s KILL -$c' USR1`,
+    `setsid /bin/sh -c "sleep ${seconds}; kill -s USR1 $$" </dev/null >/dev/null 2>&1 &`,
+    `w=$!`,
+    `wait $c; s=$?`,
+    `[ -z "$t" ] || { wait $c; s=137; }`,
+    `kill -s KILL -$c -$w 2>/dev/null`,
+    `exit $s`,
+  ].join('\n')
+}
+
+/** What the wrapper reported. */
+export interface WrapperReport {
+  /** Exit code from the command shell's EXIT trap (absent when it died of a signal). */
+  exit?: number
+  timedOut: boolean
+  cwdFailed: boolean
+}
+
+/**
+ * Strips the wrapper's tokens from the stdout text stream. Text that might be the start of a token
+ * is held back until the next chunk decides (only a partial `\x1e<nonce>` at a chunk's end).
+ */
+export class TokenFilter {
+  private readonly marker: string
+  private held = ''
+  readonly report: WrapperReport = { timedOut: false, cwdFailed: false }
+
+  constructor(nonce: string) {
+    this.marker = RS + nonce
+  }
+
+  /** Returns the text of `chunk` that belongs to the command's output. */
+  push(chunk: string): string {
+    let s = this.held + chunk
+    this.held = ''
+    let out = ''
+    for (;;) {
+      const i = s.indexOf(this.marker)
+      if (i < 0) {
+        const keep = this.partialTail(s)
+        this.held = s.slice(s.length - keep)
+        return out + s.slice(0, s.length - keep)
+      }
+      out += s.slice(0, i)
+      const rest = s.slice(i + this.marker.length)
+      const m = /^([xtc])(\d*)\n/.exec(rest)
+      if (m) {
+        this.record(m[1] ?? '', m[2] ?? '')
+        s = rest.slice(m[0].length)
+        continue
+      }
+      if (/^(?:[xtc]\d{0,10})?$/.test(rest)) {
+        this.held = s.slice(i)
+        return out
+      }
+      // Not a token after all: pass the separator through and look further.
+      out += RS
+      s = s.slice(i + 1)
+    }
+  }
+
+  /** The text still held back (at the end of the stream it is output). */
+  end(): string {
+    const rest = this.held
+    this.held = ''
+    return rest
+  }
+
+  /** Length of the longest suffix of `s` that is a proper prefix of the marker. */
+  private partialTail(s: string): number {
+    const from = Math.max(0, s.length - this.marker.length + 1)
+    for (let i = s.indexOf(RS, from); i >= 0; i = s.indexOf(RS, i + 1)) {
+      if (this.marker.startsWith(s.slice(i))) return s.length - i
+    }
+    return 0
+  }
+
+  private record(kind: string, digits: string): void {
+    if (kind === 'x') this.report.exit = Number(digits)
+    else if (kind === 't') this.report.timedOut = true
+    else this.report.cwdFailed = true
+  }
+}
