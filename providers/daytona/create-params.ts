@@ -1,0 +1,53 @@
+import type { CreateSandboxFromImageParams, CreateSandboxFromSnapshotParams } from '@daytonaio/sdk'
+import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
+import type { Labels } from '../../src/sandbox/types.js'
+import type { ResolvedDaytonaProviderOptions } from './options.js'
+
+/** Value of the owner label on every sandbox this service creates. */
+export const OWNER = 'sandbox-router'
+/** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
+export const CWD_LABEL = 'sandbox-router.cwd'
+export const MAX_EXECS_LABEL = 'sandbox-router.max-execs'
+/** A per-create id: finds a sandbox whose create call failed half-way, so it can be deleted. */
+export const CREATE_LABEL = 'sandbox-router.create-id'
+
+const MINUTE_MS = 60_000
+const GIB_MB = 1024
+
+/** Sandbox parameters of one create call. */
+export type CreateParams = CreateSandboxFromSnapshotParams | CreateSandboxFromImageParams
+
+/**
+ * Maps a profile onto Daytona's create parameters: `snapshot` wins, else `image` with resources
+ * (cpu rounded up to whole cores, memory to whole GiB), else the default snapshot. The profile's
+ * env becomes the sandbox env; `network: 'none'` blocks all egress. A server-side lifetime is always
+ * set: auto-stop after the profile's idle TTL (or `autoStopMinutes`), then auto-delete, so a sandbox
+ * whose worker died does not outlive it for long.
+ */
+export function buildCreateParams(
+  profile: ResolvedProfile,
+  labels: Labels,
+  options: ResolvedDaytonaProviderOptions,
+): CreateParams {
+  const base = {
+    labels: { ...labels },
+    envVars: { ...profile.env },
+    public: false,
+    networkBlockAll: profile.network === 'none',
+    autoStopInterval: options.autoStopMinutes ?? Math.max(1, Math.ceil(profile.idleTtlMs / MINUTE_MS)),
+    autoDeleteInterval: options.autoDeleteMinutes,
+    ...(options.ttlMinutes !== undefined ? { ttlMinutes: options.ttlMinutes } : {}),
+  }
+  if (profile.snapshot) return { ...base, snapshot: profile.snapshot }
+  if (profile.image) {
+    return {
+      ...base,
+      image: profile.image,
+      resources: {
+        cpu: Math.max(1, Math.ceil(profile.cpu)),
+        memory: Math.max(1, Math.ceil(profile.memoryMb / GIB_MB)),
+      },
+    }
+  }
+  return options.defaultSnapshot ? { ...base, snapshot: options.defaultSnapshot } : base
+}

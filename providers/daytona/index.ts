@@ -1,0 +1,6 @@
+export { createDaytonaProvider, DAYTONA_PROVIDER_ID } from './provider.js'
+export type { DaytonaProvider } from './provider.js'
+export { API_KEY_ENV, DEFAULT_API_URL, DaytonaProviderOptionsSchema } from './options.js'
+export type { DaytonaProviderOptions, ResolvedDaytonaProviderOptions } from './options.js'
+export { OWNER, buildCreateParams } from './create-params.js'
+export type { CreateParams } from './create-params.js'

@@ -1,0 +1,265 @@
+import { Daytona, DaytonaRateLimitError, type Sandbox as RemoteSandbox } from '@daytonaio/sdk'
+import { randomUUID } from 'node:crypto'
+import { AppError } from '../../src/errors.js'
+import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
+import {
+  type CreateOptions,
+  LABELS,
+  type Labels,
+  type Sandbox,
+  type SandboxHealth,
+  type SandboxProvider,
+  type SandboxRef,
+} from '../../src/sandbox/types.js'
+import { CREATE_LABEL, CWD_LABEL, MAX_EXECS_LABEL, OWNER, buildCreateParams } from './create-params.js'
+import { type ErrorScope, isSandboxGone, mapCreateError, mapDaytonaError, redactUrl } from './errors.js'
+import { type DaytonaProviderOptions, DaytonaProviderOptionsSchema } from './options.js'
+import { DaytonaSandbox, type HandleContext, raceAbort } from './sandbox.js'
+import { classifyState } from './states.js'
+
+/** Provider id of the Daytona provider. */
+export const DAYTONA_PROVIDER_ID = 'daytona'
+
+/** `SANDBOX_LOST` for a sandbox in a state commands cannot run in (and that will not change by waiting). */
+function lostError(sandboxId: string, remote: RemoteSandbox): AppError {
+  const state = remote.state ?? 'unknown'
+  const why = remote.errorReason ? ` (${remote.errorReason})` : ''
+  const fix =
+    state === 'destroyed' || state === 'destroying'
+      ? 'create a new sandbox'
+      : 'destroy it and create a new sandbox'
+  return new AppError('SANDBOX_LOST', `Daytona sandbox ${sandboxId} is ${state}${why}; ${fix}`)
+}
+
+/** The Daytona provider: the SPI plus the SDK client it uses (for diagnostics and tests). */
+export interface DaytonaProvider extends SandboxProvider {
+  readonly daytona: Daytona
+  health(): Promise<SandboxHealth>
+  /** Releases the SDK client (its event socket); sandboxes stay. */
+  close(): Promise<void>
+}
+
+/**
+ * Creates the Daytona provider (id `daytona`) on the official `@daytonaio/sdk` client. Commands run
+ * under an in-sandbox wrapper that separates stdout and stderr, enforces our timeout on the whole
+ * process group (keeping partial output) and caps each stream; every sandbox carries the create
+ * labels and a server-side lifetime (auto-stop, then auto-delete). SDK errors are mapped to
+ * `AppError`s by class: 429 → retryable, 404 → `SANDBOX_LOST`, 401/403 → `CONFIG_INVALID`.
+ */
+export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaProvider {
+  const opts = DaytonaProviderOptionsSchema.parse(options)
+  const scope: ErrorScope = { apiUrl: redactUrl(opts.apiUrl), apiKey: opts.apiKey }
+  const daytona = new Daytona({
+    apiKey: opts.apiKey,
+    apiUrl: opts.apiUrl,
+    ...(opts.target ? { target: opts.target } : {}),
+    requestTimeoutMs: opts.requestTimeoutMs,
+    useDeprecatedPolling: !opts.eventStreaming,
+  })
+  const createTimeoutSec = Math.ceil(opts.createTimeoutMs / 1000)
+  const handles = new Set<DaytonaSandbox>()
+
+  async function checkLost(sandboxId: string): Promise<AppError | undefined> {
+    try {
+      const remote = await daytona.get(sandboxId)
+      const state = classifyState(remote.state)
+      if (state === 'running' || state === 'transient') return undefined
+      return lostError(sandboxId, remote)
+    } catch (err) {
+      return isSandboxGone(err) ? mapDaytonaError(err, scope, 'checking the sandbox', sandboxId) : undefined
+    }
+  }
+
+  const context: HandleContext = { scope, options: opts, checkLost }
+
+  const handle = (ref: SandboxRef, remote: RemoteSandbox, labels: Labels): DaytonaSandbox => {
+    const maxExecs = Number(labels[MAX_EXECS_LABEL])
+    const sandbox = new DaytonaSandbox(
+      ref,
+      remote,
+      {
+        cwd: labels[CWD_LABEL] ?? '/tmp',
+        maxConcurrentExecs: Number.isInteger(maxExecs) && maxExecs > 0 ? maxExecs : 8,
+      },
+      context,
+      (closed) => handles.delete(closed),
+    )
+    handles.add(sandbox)
+    return sandbox
+  }
+
+  const deleteQuietly = async (remote: RemoteSandbox): Promise<void> => {
+    await remote.delete(createTimeoutSec).catch(() => undefined)
+  }
+
+  /** Deletes whatever a failed create call may have left behind (found by its create label). */
+  const cleanupCreate = async (createId: string): Promise<void> => {
+    try {
+      for await (const remote of daytona.list({ labels: { [CREATE_LABEL]: createId } })) {
+        if (remote.labels?.[CREATE_LABEL] === createId) await deleteQuietly(remote)
+      }
+    } catch {
+      // Best effort: the labels and the server-side lifetime still let the reaper find it.
+    }
+  }
+
+  async function create(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
+    if (profile.provider !== DAYTONA_PROVIDER_ID) {
+      throw new AppError(
+        'CONFIG_INVALID',
+        `profile ${profile.name} targets provider '${profile.provider}', not 'daytona'`,
+      )
+    }
+    signal?.throwIfAborted()
+    const createId = randomUUID()
+    const allLabels: Labels = {
+      ...labels,
+      [LABELS.owner]: OWNER,
+      [LABELS.profile]: profile.name,
+      ...(opts.instanceId ? { [LABELS.instance]: opts.instanceId } : {}),
+      [CWD_LABEL]: profile.cwd,
+      [MAX_EXECS_LABEL]: String(profile.maxConcurrentExecs),
+      [CREATE_LABEL]: createId,
+    }
+    const what = `creating a Daytona sandbox for profile ${profile.name}`
+    let remote: RemoteSandbox
+    try {
+      // Not abortable: an aborted create could still leave a sandbox. The abort is honoured after.
+      remote = await daytona.create(buildCreateParams(profile, allLabels, opts), {
+        timeout: createTimeoutSec,
+      })
+    } catch (err) {
+      const mapped = mapCreateError(err, scope, what)
+      // A refused create (429, other 4xx) left nothing; a timeout, 5xx or failed start may have.
+      if (mapped.retryable && !(err instanceof DaytonaRateLimitError)) await cleanupCreate(createId)
+      throw mapped
+    }
+    const ref: SandboxRef = {
+      providerId: DAYTONA_PROVIDER_ID,
+      id: remote.id,
+      profile: profile.name,
+      labels: allLabels,
+    }
+    const sandbox = handle(ref, remote, allLabels)
+    try {
+      signal?.throwIfAborted()
+      await sandbox.ensureDir(profile.cwd)
+      signal?.throwIfAborted()
+      return sandbox
+    } catch (err) {
+      await sandbox.close()
+      await deleteQuietly(remote)
+      if (signal?.aborted) throw signal.reason
+      const mapped = err instanceof AppError ? err : mapCreateError(err, scope, what)
+      if (mapped.code === 'CONFIG_INVALID') throw mapped
+      throw new AppError('SANDBOX_CREATE_FAILED', `${what}: ${mapped.message}`, {
+        retryable: mapped.retryable,
+        cause: err,
+      })
+    }
+  }
+
+  async function connect(ref: SandboxRef, { signal }: { signal?: AbortSignal } = {}): Promise<Sandbox> {
+    if (ref.providerId !== DAYTONA_PROVIDER_ID) {
+      throw new AppError(
+        'CONFIG_INVALID',
+        `ref ${ref.id} belongs to provider '${ref.providerId}', not 'daytona'`,
+      )
+    }
+    const what = `connecting to sandbox ${ref.id}`
+    let remote: RemoteSandbox
+    try {
+      remote = await raceAbort(daytona.get(ref.id), signal)
+    } catch (err) {
+      signal?.throwIfAborted()
+      throw mapDaytonaError(err, scope, what, ref.id)
+    }
+    const labels = remote.labels ?? {}
+    if (labels[LABELS.owner] !== OWNER) {
+      throw new AppError(
+        'BAD_REQUEST',
+        `Daytona sandbox ${ref.id} is not a sandbox-router sandbox (no ${LABELS.owner} label)`,
+      )
+    }
+    try {
+      switch (classifyState(remote.state)) {
+        case 'running':
+          break
+        case 'transient':
+          await raceAbort(remote.waitUntilStarted(createTimeoutSec), signal)
+          break
+        case 'resumable':
+          // Auto-stop keeps the files: start it again rather than lose the session's state.
+          await raceAbort(remote.start(createTimeoutSec), signal)
+          break
+        case 'lost':
+          throw lostError(ref.id, remote)
+      }
+    } catch (err) {
+      signal?.throwIfAborted()
+      throw mapDaytonaError(err, scope, what, ref.id)
+    }
+    return handle(
+      {
+        providerId: DAYTONA_PROVIDER_ID,
+        id: remote.id,
+        profile: labels[LABELS.profile] ?? ref.profile,
+        labels,
+      },
+      remote,
+      labels,
+    )
+  }
+
+  async function list(filter: { labels: Labels }): Promise<SandboxRef[]> {
+    const wanted: Labels = { ...filter.labels, [LABELS.owner]: OWNER }
+    const refs: SandboxRef[] = []
+    try {
+      for await (const remote of daytona.list({ labels: wanted })) {
+        const labels = remote.labels ?? {}
+        // Checked here too: a filter the server ignored must never hand others' sandboxes to a reaper.
+        if (!Object.entries(wanted).every(([k, v]) => labels[k] === v)) continue
+        if (remote.state === 'destroyed' || remote.state === 'destroying') continue
+        refs.push({
+          providerId: DAYTONA_PROVIDER_ID,
+          id: remote.id,
+          profile: labels[LABELS.profile] ?? '',
+          labels,
+        })
+      }
+    } catch (err) {
+      throw mapDaytonaError(err, scope, 'listing Daytona sandboxes')
+    }
+    return refs
+  }
+
+  async function destroy(ref: SandboxRef): Promise<void> {
+    try {
+      const remote = await daytona.get(ref.id)
+      if (remote.state === 'destroyed' || remote.state === 'destroying') return
+      await remote.delete(createTimeoutSec)
+    } catch (err) {
+      if (isSandboxGone(err)) return
+      throw mapDaytonaError(err, scope, `destroying sandbox ${ref.id}`)
+    }
+  }
+
+  async function health(): Promise<SandboxHealth> {
+    try {
+      // A filter nothing matches: one authenticated round trip, no sandboxes materialised.
+      await daytona
+        .list({ labels: { [LABELS.owner]: OWNER, 'sandbox-router.probe': randomUUID() }, limit: 1 })
+        .next()
+      return { ok: true }
+    } catch (err) {
+      return { ok: false, reason: mapDaytonaError(err, scope, 'probing the Daytona API').message }
+    }
+  }
+
+  async function close(): Promise<void> {
+    await Promise.all([...handles].map((h) => h.close()))
+    await daytona[Symbol.asyncDispose]()
+  }
+
+  return { id: DAYTONA_PROVIDER_ID, daytona, create, connect, list, destroy, health, close }
+}

@@ -1,0 +1,256 @@
+import type { Sandbox as RemoteSandbox } from '@daytonaio/sdk'
+import { DaytonaError, DaytonaInvalidFilePathError, DaytonaNotFoundError } from '@daytonaio/sdk'
+import { posix } from 'node:path'
+import { AppError } from '../../src/errors.js'
+import type {
+  ExecOptions,
+  ExecRequest,
+  ExecResult,
+  Sandbox,
+  SandboxHealth,
+  SandboxRef,
+} from '../../src/sandbox/types.js'
+import { type ErrorScope, mapDaytonaError, mayBeLost } from './errors.js'
+import { type ExecContext, startRun } from './exec.js'
+import type { ResolvedDaytonaProviderOptions } from './options.js'
+import { Slots } from './slots.js'
+import { type DaemonCall, mkdirCall, probeCall } from './wrapper.js'
+
+/** Daytona accepts only these names in an exec's environment. */
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+/** One env string is an exec argument: Linux caps each at 128 KiB. */
+const MAX_COMMAND_BYTES = 120 * 1024
+
+/** What a handle knows about its sandbox (from the profile, or from labels on connect). */
+export interface DaytonaSandboxSettings {
+  /** Default working directory; relative paths resolve against it. */
+  cwd: string
+  /** Commands this handle runs at once; more wait for a slot. */
+  maxConcurrentExecs: number
+}
+
+/** What handles share with their provider. */
+export interface HandleContext {
+  scope: ErrorScope
+  options: ResolvedDaytonaProviderOptions
+  /** `SANDBOX_LOST` when the sandbox is gone or not running, else undefined (state unknown or fine). */
+  checkLost(sandboxId: string): Promise<AppError | undefined>
+}
+
+/** `promise`, or the abort reason as soon as `signal` aborts (the promise itself keeps going). */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  if (signal.aborted) return Promise.reject(signal.reason as unknown)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as unknown)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
+}
+
+/**
+ * A handle to one Daytona sandbox. Commands go through the toolbox `/process/execute` endpoint
+ * under the wrapper of `wrapper.ts`; files through the toolbox upload/download endpoints.
+ */
+export class DaytonaSandbox implements Sandbox {
+  private closed = false
+  private readonly slots: Slots
+  private readonly execContext: ExecContext
+
+  constructor(
+    readonly ref: SandboxRef,
+    /** The SDK's sandbox object (exposed for diagnostics and tests). */
+    readonly remote: RemoteSandbox,
+    private readonly settings: DaytonaSandboxSettings,
+    private readonly context: HandleContext,
+    private readonly onClose?: (sandbox: DaytonaSandbox) => void,
+  ) {
+    this.slots = new Slots(settings.maxConcurrentExecs)
+    this.execContext = {
+      remote,
+      sandboxId: ref.id,
+      options: context.options,
+      call: (call, timeoutSec) => this.call(call, timeoutSec),
+      fail: (err, what) => this.fail(err, what),
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) {
+      throw new AppError(
+        'BAD_REQUEST',
+        `handle of sandbox ${this.ref.id} is closed; call provider.connect(ref) again`,
+      )
+    }
+  }
+
+  /** Maps a toolbox failure; a sandbox that is gone or stopped becomes `SANDBOX_LOST`. */
+  async fail(err: unknown, what: string): Promise<AppError> {
+    if (err instanceof AppError) return err
+    if (mayBeLost(err)) {
+      const lost = await this.context.checkLost(this.ref.id).catch(() => undefined)
+      if (lost) return lost
+    }
+    return mapDaytonaError(err, this.context.scope, what, this.ref.id)
+  }
+
+  /** One raw daemon call (no slot, no wrapper). */
+  async call(call: DaemonCall, timeoutSec: number): Promise<{ exitCode: number; result: string }> {
+    const response = await this.remote.process.executeCommand(call.command, undefined, call.env, timeoutSec)
+    return { exitCode: response.exitCode, result: response.result }
+  }
+
+  /** Makes sure `dir` exists and is writable (create time: the profile cwd). */
+  async ensureDir(dir: string): Promise<void> {
+    let response: { exitCode: number; result: string }
+    try {
+      response = await this.call(mkdirCall(dir), 30)
+    } catch (err) {
+      throw await this.fail(err, `creating ${dir} in sandbox ${this.ref.id}`)
+    }
+    if (response.exitCode !== 0) {
+      throw new AppError(
+        'CONFIG_INVALID',
+        `cannot create the profile cwd ${dir} in sandbox ${this.ref.id} (${response.result.trim()}); ` +
+          `set the profile's cwd to a directory the sandbox user can create (e.g. under /tmp or its home)`,
+      )
+    }
+  }
+
+  async exec(request: ExecRequest, opts: ExecOptions = {}): Promise<ExecResult> {
+    this.assertOpen()
+    if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
+      throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
+    }
+    if (request.command.includes('\0') || request.cwd?.includes('\0')) {
+      throw new AppError('BAD_REQUEST', 'command and cwd must not contain NUL bytes')
+    }
+    if (Buffer.byteLength(request.command) > MAX_COMMAND_BYTES) {
+      throw new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `command of ${Buffer.byteLength(request.command)} bytes exceeds ${MAX_COMMAND_BYTES}; ` +
+          'write the script with writeFile and run the file instead',
+      )
+    }
+    for (const [key, value] of Object.entries(request.env ?? {})) {
+      if (!ENV_NAME.test(key) || key.startsWith('__SBX_') || value.includes('\0')) {
+        throw new AppError(
+          'BAD_REQUEST',
+          `invalid env variable ${JSON.stringify(key)}: Daytona accepts names of letters, digits and '_' ` +
+            `not starting with a digit (and not __SBX_*), values without NUL`,
+        )
+      }
+    }
+    const stdin =
+      typeof request.stdin === 'string'
+        ? Buffer.from(request.stdin, 'utf8')
+        : (request.stdin ?? new Uint8Array())
+    const release = await this.slots.take(opts.signal)
+    const run = startRun(
+      this.execContext,
+      {
+        command: request.command,
+        cwd: request.cwd ? posix.resolve(this.settings.cwd, request.cwd) : this.settings.cwd,
+        env: request.env ?? {},
+        stdin,
+        timeoutMs: request.timeoutMs,
+        outputCapBytes: request.outputCapBytes,
+      },
+      opts,
+    )
+    // The slot frees when the daemon is done with the command, not when an abort rejects early.
+    void run.settled.then(release)
+    return run.result
+  }
+
+  private absolute(path: string): string {
+    if (!path || path.includes('\0')) {
+      throw new AppError('BAD_REQUEST', 'a file path must be non-empty without NUL bytes')
+    }
+    return posix.resolve(this.settings.cwd, path)
+  }
+
+  async writeFile(
+    path: string,
+    data: string | Uint8Array,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<void> {
+    this.assertOpen()
+    const absolute = this.absolute(path)
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data)
+    const timeoutSec = Math.ceil(this.context.options.requestTimeoutMs / 1000)
+    try {
+      await raceAbort(this.remote.fs.uploadFile(bytes, absolute, timeoutSec), opts.signal)
+    } catch (err) {
+      if (opts.signal?.aborted) throw opts.signal.reason
+      throw await this.fail(err, `writing ${absolute} in sandbox ${this.ref.id}`)
+    }
+  }
+
+  async readFile(path: string, opts: { signal?: AbortSignal } = {}): Promise<Uint8Array> {
+    this.assertOpen()
+    const absolute = this.absolute(path)
+    const timeoutSec = Math.ceil(this.context.options.requestTimeoutMs / 1000)
+    try {
+      return await raceAbort(this.remote.fs.downloadFile(absolute, timeoutSec), opts.signal)
+    } catch (err) {
+      if (opts.signal?.aborted) throw opts.signal.reason
+      throw await this.readError(err, absolute)
+    }
+  }
+
+  private async readError(err: unknown, absolute: string): Promise<AppError> {
+    const where = `${absolute} in sandbox ${this.ref.id}`
+    if (err instanceof DaytonaNotFoundError && err.code?.startsWith('FILE_')) {
+      return new AppError('NOT_FOUND', `no such file: ${where}`, { cause: err })
+    }
+    if (err instanceof DaytonaInvalidFilePathError) {
+      return new AppError(
+        'BAD_REQUEST',
+        `cannot read ${where}: not a regular file; pass the path of a file`,
+        {
+          cause: err,
+        },
+      )
+    }
+    // A per-file error without structured details (older daemons): ask the sandbox what is there.
+    if (err instanceof DaytonaError && err.statusCode === undefined && !mayBeLost(err)) {
+      const kind = await this.call(probeCall(absolute), 30).then(
+        (r) => r.result.trim(),
+        () => undefined,
+      )
+      if (kind === 'missing') return new AppError('NOT_FOUND', `no such file: ${where}`, { cause: err })
+      if (kind === 'dir') {
+        return new AppError('BAD_REQUEST', `cannot read ${where}: it is a directory; pass the path of a file`)
+      }
+    }
+    return this.fail(err, `reading ${where}`)
+  }
+
+  async health(): Promise<SandboxHealth> {
+    if (this.closed) return { ok: false, reason: `handle of sandbox ${this.ref.id} is closed` }
+    try {
+      const response = await this.remote.process.executeCommand('true', undefined, undefined, 10)
+      return response.exitCode === 0
+        ? { ok: true }
+        : { ok: false, reason: `probe exited ${response.exitCode}` }
+    } catch (err) {
+      return { ok: false, reason: (await this.fail(err, `probing sandbox ${this.ref.id}`)).message }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.onClose?.(this)
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * A local stand-in for Daytona: the control-plane routes the SDK calls for create / get / list
+ * (cursor pages) / delete / start / stop, and the toolbox routes for `/process/execute` and file
+ * upload / download. Every sandbox is a real Docker container made by the project's Docker
+ * provider (image `sandbox-router/base:latest`), so commands really run; the daemon's behaviour
+ * the adapter relies on is kept (merged output, 408 with output discarded on timeout, process
+ * group kill, env-name validation, multipart downloads with JSON error parts).
+ *
+ * Not covered: sessions, PTY, code-run, git, LSP, previews, snapshots/volumes and the Socket.IO
+ * event stream (its path answers 404, so the SDK falls back to polling, as on a network that
+ * blocks WebSockets). Lifetimes (auto-stop/-delete/ttl) are recorded, not enforced.
+ */
+import { randomUUID } from 'node:crypto'
+import { type IncomingMessage, type ServerResponse, createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { createDockerProvider } from '../../../providers/docker/index.js'
+import { type FakeContext, destroyRecord, handleApi } from './control-plane.js'
+import { sendError } from './http-util.js'
+import type { FakeSandboxRecord } from './records.js'
+import { type Timings, handleToolbox } from './toolbox.js'
+
+/** Label on every container of the fake (value `daytona`), for cleanup by tests. */
+export const FAKE_LABEL = 'sandbox-router.fake'
+/** Label carrying the id of one fake server instance. */
+export const FAKE_RUN_LABEL = 'sandbox-router.fake-run'
+
+/** Options of {@link startFakeDaytona}. */
+export interface FakeDaytonaOptions {
+  /** The key the fake accepts. @default a random one */
+  apiKey?: string
+  /** Image of the backing containers. @default 'sandbox-router/base:latest' */
+  image?: string
+  /** Items per list page (small, so the SDK's cursor loop is exercised). @default 3 */
+  listPageSize?: number
+}
+
+/** A view of one fake sandbox, for assertions. */
+export type FakeSandboxView = Omit<FakeSandboxRecord, 'backend'> & { containerId?: string }
+
+/** Fault injection. */
+export interface FakeDaytonaFaults {
+  /** The next `count` creates answer 429 with `Retry-After-Sandbox-Create: retryAfterSec`. */
+  rateLimitCreates(count: number, retryAfterSec?: number): void
+  /** Removes the sandbox and its container behind the client's back: every later call gets 404. */
+  vanish(sandboxId: string): Promise<void>
+  /** Marks the sandbox stopped (as Daytona's auto-stop would); the toolbox answers 409 until started. */
+  stop(sandboxId: string): void
+  /** Whether a 401 quotes the presented bearer token back (to test that it never leaks further). */
+  echoCredentialsOn401(on: boolean): void
+}
+
+/** A running fake. */
+export interface FakeDaytona {
+  /** Base URL of the server. */
+  url: string
+  /** What the SDK takes as `apiUrl` (`{url}/api`). */
+  apiUrl: string
+  /** The accepted API key. */
+  apiKey: string
+  faults: FakeDaytonaFaults
+  /** Sandboxes known to the fake (destroyed ones stay as tombstones until vanished). */
+  sandboxes(): FakeSandboxView[]
+  /** Ids of the live backing containers. */
+  containers(): string[]
+  /** Handling time of each toolbox route (ms), e.g. `timings.get('POST /process/execute')`. */
+  timings: Timings
+  /** Removes every container and stops the server. */
+  close(): Promise<void>
+}
+
+/** Starts the fake on 127.0.0.1 (a free port). */
+export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promise<FakeDaytona> {
+  const runId = randomUUID()
+  const apiKey = options.apiKey ?? `fake-daytona-${randomUUID()}`
+  const docker = createDockerProvider({ instanceId: `fake-daytona-${runId}` })
+  const timings: Timings = new Map()
+  const ctx: FakeContext = {
+    apiKey,
+    records: new Map(),
+    docker,
+    image: options.image ?? 'sandbox-router/base:latest',
+    toolboxUrl: '',
+    pageSize: options.listPageSize ?? 3,
+    faults: { rateLimitedCreates: 0, retryAfterSec: 7, echoCredentialsOn401: false },
+    containerLabels: { [FAKE_LABEL]: 'daytona', [FAKE_RUN_LABEL]: runId },
+  }
+
+  const authorised = (req: IncomingMessage, res: ServerResponse): boolean => {
+    const header = req.headers.authorization ?? ''
+    if (header === `Bearer ${apiKey}`) return true
+    const quoted = ctx.faults.echoCredentialsOn401 ? ` (got '${header}')` : ''
+    sendError(res, req, 401, `Unauthorized: invalid API key${quoted}`)
+    return false
+  }
+
+  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://fake')
+    if (url.pathname.startsWith('/api/socket.io')) {
+      sendError(res, req, 404, 'event stream not available in the fake')
+      return
+    }
+    if (!authorised(req, res)) return
+    if (url.pathname.startsWith('/api/')) return handleApi(ctx, req, res, url)
+    if (url.pathname.startsWith('/toolbox/')) return handleToolbox(ctx, req, res, url, timings)
+    sendError(res, req, 404, `fake Daytona: no route ${req.method} ${url.pathname}`)
+  }
+
+  const server = createServer((req, res) => {
+    route(req, res).catch((err: unknown) => {
+      if (!res.headersSent)
+        sendError(res, req, 500, `fake Daytona: ${err instanceof Error ? err.message : String(err)}`)
+      else res.destroy()
+    })
+  })
+  // WebSocket upgrades (the SDK's Socket.IO event stream) are refused like a proxy without WS.
+  server.on('upgrade', (_req, socket) => {
+    socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  ctx.toolboxUrl = `${url}/toolbox`
+
+  const find = (id: string): FakeSandboxRecord => {
+    const record = ctx.records.get(id)
+    if (!record) throw new Error(`fake Daytona: no sandbox ${id}`)
+    return record
+  }
+
+  return {
+    url,
+    apiUrl: `${url}/api`,
+    apiKey,
+    timings,
+    faults: {
+      rateLimitCreates(count, retryAfterSec = 7) {
+        ctx.faults.rateLimitedCreates = count
+        ctx.faults.retryAfterSec = retryAfterSec
+      },
+      vanish: (id) => destroyRecord(ctx, find(id), true),
+      stop(id) {
+        find(id).state = 'stopped'
+      },
+      echoCredentialsOn401(on) {
+        ctx.faults.echoCredentialsOn401 = on
+      },
+    },
+    sandboxes: () =>
+      [...ctx.records.values()].map(({ backend, ...rest }) => ({
+        ...rest,
+        ...(backend ? { containerId: backend.ref.id } : {}),
+      })),
+    containers: () => [...ctx.records.values()].flatMap((r) => (r.backend ? [r.backend.ref.id] : [])),
+    async close() {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await Promise.all([...ctx.records.values()].map((r) => destroyRecord(ctx, r, true)))
+      // Anything a crashed handler left behind.
+      for (const ref of await docker.list({ labels: { [FAKE_RUN_LABEL]: runId } })) await docker.destroy(ref)
+      await docker.close()
+    },
+  }
+}
