@@ -196,8 +196,7 @@ async function connectSandbox(ctx: ApiContext, s: FakeSandbox, req: IncomingMess
   const ms = seconds(body.timeout, 300) * 1000
   // A running sandbox's lifetime is only ever extended by connect.
   if (wasPaused || Date.now() + ms > s.endAt.getTime()) {
-    ctx.store.setLifetime(s, ms)
-    s.timeoutUpdates++
+    ctx.store.updateLifetime(s, ms)
   }
   send(res, wasPaused ? 201 : 200, sandboxJson(ctx, s))
 }
@@ -234,8 +233,7 @@ export async function handleApi(
     }
     if (action === 'timeout' && method === 'POST') {
       const body = await jsonBody(req)
-      ctx.store.setLifetime(sandbox, seconds(body.timeout, 15) * 1000)
-      sandbox.timeoutUpdates++
+      ctx.store.updateLifetime(sandbox, seconds(body.timeout, 15) * 1000)
       return send(res, 204)
     }
     if (action === 'connect' && method === 'POST') return await connectSandbox(ctx, sandbox, req, res)

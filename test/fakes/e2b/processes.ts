@@ -44,6 +44,7 @@ export class FakeProcess {
   private readonly listeners = new Set<ProcessListener>()
   private exitEvent: ProcessEvent | undefined
   private pidLine: Buffer[] = []
+  private readonly earlyStderr: Buffer[] = []
   /** Resolves with the exit code once the process ended and its output is drained. */
   readonly exited: Promise<number>
   private resolveExit!: (code: number) => void
@@ -85,7 +86,7 @@ export class FakeProcess {
     const started = new Promise<void>((resolve, reject) => {
       const demux = createDemuxer((id, payload) => {
         if (id === 1) proc.onStdout(payload, resolve)
-        else proc.emit({ data: { stderr: payload.toString('base64') } })
+        else proc.onStderr(payload)
       })
       stream.on('data', demux)
       stream.on('error', reject)
@@ -133,6 +134,12 @@ export class FakeProcess {
     for (const l of [...this.listeners]) l(event)
   }
 
+  /** docker copies stdout and stderr separately: stderr can overtake the pid line, so it waits for it. */
+  private onStderr(payload: Buffer): void {
+    if (this.pid === 0) this.earlyStderr.push(payload)
+    else this.emit({ data: { stderr: payload.toString('base64') } })
+  }
+
   private onStdout(payload: Buffer, onPid: () => void): void {
     if (this.pid === 0) {
       const nl = payload.indexOf(0x0a)
@@ -149,6 +156,8 @@ export class FakeProcess {
       this.pid = pid
       this.pidLine = []
       this.emit({ start: { pid: this.pid } })
+      for (const early of this.earlyStderr.splice(0))
+        this.emit({ data: { stderr: early.toString('base64') } })
       onPid()
       payload = payload.subarray(nl + 1)
     }

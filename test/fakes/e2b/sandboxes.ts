@@ -42,11 +42,12 @@ export interface FakeSandbox extends FakeSandboxRecord {
   timer?: NodeJS.Timeout
 }
 
-/** Events of {@link SandboxStore}: `created`, `killed` and `paused`, each with the record. */
+/** Events of {@link SandboxStore}, each with the record: `lifetime` when a timeout or connect call set it. */
 export interface SandboxStoreEvents {
   created: [FakeSandboxRecord]
   killed: [FakeSandboxRecord]
   paused: [FakeSandboxRecord]
+  lifetime: [FakeSandboxRecord]
 }
 
 /** Options of a new sandbox. */
@@ -132,6 +133,13 @@ export class SandboxStore extends EventEmitter<SandboxStoreEvents> {
   record(sandbox: FakeSandbox): FakeSandboxRecord {
     const { container: _c, processes: _p, timer: _t, ...rest } = sandbox
     return { ...rest, metadata: { ...rest.metadata }, envVars: { ...rest.envVars } }
+  }
+
+  /** Sets the lifetime of a running sandbox to `ms` from now, as asked by a timeout or connect call. */
+  updateLifetime(sandbox: FakeSandbox, ms: number): void {
+    this.setLifetime(sandbox, ms)
+    sandbox.timeoutUpdates++
+    this.emit('lifetime', this.record(sandbox))
   }
 
   /** Sets the lifetime to `ms` from now (E2B rounds to whole seconds). */

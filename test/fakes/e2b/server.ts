@@ -52,7 +52,7 @@ export interface FakeE2B {
   readonly apiKey: string
   /** Value of the `sandbox-router.fake-e2b` label on this fake's containers. */
   readonly instanceId: string
-  /** `created`, `killed` (with `killedBy`) and `paused` events, each with the sandbox record. */
+  /** `created`, `killed` (with `killedBy`), `paused` and `lifetime` events, each with the sandbox record. */
   readonly events: SandboxStore
   /** Every request served so far, oldest first. */
   readonly requests: FakeRequest[]

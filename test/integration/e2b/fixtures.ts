@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto'
+import { on } from 'node:events'
+import { type E2BProvider, type E2BProviderOptions, createE2BProvider } from '../../../providers/e2b/index.js'
+import { type ProfileInput, resolveProfile } from '../../../src/sandbox/profiles.js'
+import type { ExecRequest, Labels, Sandbox } from '../../../src/sandbox/types.js'
+import type { FakeE2B, FakeSandboxRecord } from '../../fakes/e2b/index.js'
+
+/** Label that scopes one test file's sandboxes. */
+export const TEST_RUN_LABEL = 'sandbox-router.test-run'
+
+/** A provider on `fake` plus a unique label, and a cleanup that destroys what carries it. */
+export function e2bFixture(
+  fake: FakeE2B,
+  options: Partial<E2BProviderOptions> = {},
+): {
+  provider: E2BProvider
+  labels: Labels
+  create: (profile?: Omit<ProfileInput, 'provider'>) => Promise<Sandbox>
+  cleanup: () => Promise<number>
+} {
+  const provider = createE2BProvider({
+    apiKey: fake.apiKey,
+    apiUrl: fake.apiUrl,
+    sandboxUrl: fake.sandboxUrl,
+    instanceId: 'e2b-integration-test',
+    ...options,
+  })
+  const labels = { [TEST_RUN_LABEL]: randomUUID() }
+  return {
+    provider,
+    labels,
+    create: (profile = {}) =>
+      provider.create(resolveProfile('test', { provider: 'e2b', ...profile }), { labels }),
+    cleanup: async () => {
+      await Promise.all((await provider.list({ labels })).map((ref) => provider.destroy(ref)))
+      await provider.close()
+      return (await provider.list({ labels })).length
+    },
+  }
+}
+
+/** Resolves with the first `event` of the fake about `sandboxId`. */
+export async function nextEvent(
+  fake: FakeE2B,
+  event: 'killed' | 'lifetime' | 'created',
+  sandboxId: string,
+): Promise<FakeSandboxRecord> {
+  for await (const [record] of on(fake.events, event) as AsyncIterableIterator<[FakeSandboxRecord]>) {
+    if (record.sandboxId === sandboxId) return record
+  }
+  throw new Error('event stream ended')
+}
+
+/** Defaults for quick commands. */
+export const quick: Pick<ExecRequest, 'timeoutMs' | 'outputCapBytes'> = {
+  timeoutMs: 20_000,
+  outputCapBytes: 1 << 20,
+}
+
+/** The error a promise rejects with (fails when it resolves). */
+export async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise
+  } catch (err) {
+    return err
+  }
+  throw new Error('expected the promise to reject')
+}

@@ -1,0 +1,144 @@
+import { E2B } from 'e2b'
+import { afterAll, describe, expect, test } from 'vitest'
+import { resolveProfile } from '../../../src/sandbox/profiles.js'
+import { LABELS } from '../../../src/sandbox/types.js'
+import { startFakeE2B } from '../../fakes/e2b/index.js'
+import { e2bFixture, nextEvent, quick, rejectionOf } from './fixtures.js'
+
+const T = 120_000
+// Small pages, so listing has to follow x-next-token.
+const fake = await startFakeE2B({ maxPageSize: 2 })
+const fx = e2bFixture(fake)
+
+afterAll(async () => {
+  expect(await fx.cleanup()).toBe(0)
+  await fake.close()
+  expect(await fake.containers()).toEqual([])
+}, T)
+
+describe('e2b provider lifecycle', () => {
+  test(
+    'a created sandbox carries the labels as metadata, the profile env, and a kill-on-timeout lifetime',
+    async () => {
+      const sb = await fx.create({
+        env: { SBX_PROFILE_VAR: 'profile', SBX_BOTH: 'profile' },
+        idleTtlMs: 600_000,
+      })
+      const record = fake.sandbox(sb.ref.id)
+      expect(record?.metadata).toMatchObject({
+        ...fx.labels,
+        [LABELS.owner]: 'sandbox-router',
+        [LABELS.profile]: 'test',
+        [LABELS.instance]: 'e2b-integration-test',
+      })
+      expect(sb.ref.labels).toMatchObject(fx.labels)
+      expect(record?.envVars).toEqual({ SBX_PROFILE_VAR: 'profile', SBX_BOTH: 'profile' })
+      expect(record?.templateId).toBe('base')
+      expect(record?.autoPause).toBe(false)
+      // network 'none' (the profile default) becomes allowInternetAccess: false.
+      expect(record?.allowInternetAccess).toBe(false)
+      // The idle TTL plus the refresh slack (60 s, at most a quarter of the TTL).
+      expect(record?.timeoutMs).toBe(660_000)
+      const r = await sb.exec({
+        ...quick,
+        command: 'echo "$SBX_PROFILE_VAR $SBX_BOTH"',
+        env: { SBX_BOTH: 'request' },
+      })
+      expect(r.stdout).toBe('profile request\n')
+    },
+    T,
+  )
+
+  test(
+    'use refreshes the lifetime: a command longer than the idle TTL is not cut off',
+    async () => {
+      // idle TTL 3 s: created with a 4 s lifetime (3 s + a quarter of the TTL, rounded up to seconds).
+      const sb = await fx.create({ idleTtlMs: 3000 })
+      const refreshed = nextEvent(fake, 'lifetime', sb.ref.id)
+      const r = await sb.exec({ ...quick, timeoutMs: 15_000, command: 'sleep 6; echo survived' })
+      expect(r).toMatchObject({ exitCode: 0, stdout: 'survived\n', timedOut: false })
+      const record = await refreshed
+      // Asked for the command's deadline (timeout + buffer) plus slack, not just the idle TTL.
+      expect(record.endAt.getTime() - record.startedAt.getTime()).toBeGreaterThan(20_000)
+      expect(fake.sandbox(sb.ref.id)?.state).toBe('running')
+    },
+    T,
+  )
+
+  test(
+    'an idle sandbox is killed by E2B when its lifetime ends; the handle then reports SANDBOX_LOST',
+    async () => {
+      const sb = await fx.create({ idleTtlMs: 2000 })
+      const killed = nextEvent(fake, 'killed', sb.ref.id)
+      expect((await killed).killedBy).toBe('timeout')
+      expect(await rejectionOf(sb.exec({ ...quick, command: 'echo hi' }))).toMatchObject({
+        code: 'SANDBOX_LOST',
+      })
+      expect(await rejectionOf(fx.provider.connect(sb.ref))).toMatchObject({ code: 'SANDBOX_LOST' })
+    },
+    T,
+  )
+
+  test(
+    'list follows pagination and filters by every given label',
+    async () => {
+      const extra = { ...fx.labels, 'sandbox-router.test-group': 'paged' }
+      const profile = resolveProfile('test', { provider: 'e2b' })
+      const refs = await Promise.all([0, 1, 2].map(() => fx.provider.create(profile, { labels: extra })))
+      const listed = await fx.provider.list({ labels: extra })
+      expect(listed.map((r) => r.id).sort()).toEqual(refs.map((s) => s.ref.id).sort())
+      expect(listed.every((r) => r.profile === 'test' && r.providerId === 'e2b')).toBe(true)
+      expect(
+        fake.requests.filter((r) => r.method === 'GET' && r.path === '/v2/sandboxes').length,
+      ).toBeGreaterThan(1)
+    },
+    T,
+  )
+
+  test(
+    'connect from another provider instance keeps cwd, concurrency and TTL from metadata',
+    async () => {
+      const sb = await fx.create({ cwd: '/tmp/work', maxConcurrentExecs: 1 })
+      const other = e2bFixture(fake)
+      const again = await other.provider.connect({ ...sb.ref, labels: {} })
+      expect((await again.exec({ ...quick, command: 'pwd' })).stdout).toBe('/tmp/work\n')
+      // maxConcurrentExecs 1: two commands that would collide on a lock directory both succeed.
+      const locked = 'mkdir /tmp/lock || exit 9; sleep 0.3; rmdir /tmp/lock'
+      const results = await Promise.all([0, 1].map(() => again.exec({ ...quick, command: locked })))
+      expect(results.map((r) => r.exitCode)).toEqual([0, 0])
+      await again.close()
+      await other.provider.close()
+    },
+    T,
+  )
+
+  test(
+    'a profile cwd the default user cannot create is made as root and handed to that user',
+    async () => {
+      const sb = await fx.create({ cwd: '/srv/app' })
+      const r = await sb.exec({ ...quick, command: "pwd; touch mine && ls -n mine | awk '{print $3}'" })
+      expect(r.stdout).toBe('/srv/app\n1000\n')
+    },
+    T,
+  )
+
+  test(
+    'a sandbox without the owner metadata is refused by connect',
+    async () => {
+      const foreign = await new E2B({
+        apiKey: fake.apiKey,
+        apiUrl: fake.apiUrl,
+        sandboxUrl: fake.sandboxUrl,
+      }).Sandbox.create()
+      try {
+        const err = await rejectionOf(
+          fx.provider.connect({ providerId: 'e2b', id: foreign.sandboxId, profile: 'x' }),
+        )
+        expect(err).toMatchObject({ code: 'BAD_REQUEST' })
+      } finally {
+        await foreign.kill()
+      }
+    },
+    T,
+  )
+})
