@@ -36,14 +36,17 @@ export function redactUrl(url: string): string {
   }
 }
 
+/** Shorter "secrets" are not keys, and scrubbing them would mangle ordinary words. */
+const MIN_SECRET_LENGTH = 8
+
 /** `text` with every occurrence of the secret replaced. */
 export function scrub(text: string, secret: string): string {
-  return secret ? text.split(secret).join('***') : text
+  return secret.length >= MIN_SECRET_LENGTH ? text.split(secret).join('***') : text
 }
 
 /** The error as a cause that is safe to keep: the original, or a scrubbed copy if it quotes the key. */
 function safeCause(err: unknown, secret: string): unknown {
-  if (!(err instanceof Error) || !secret) return err
+  if (!(err instanceof Error) || secret.length < MIN_SECRET_LENGTH) return err
   const text = `${err.message}\n${err.stack ?? ''}\n${safeJson(err)}`
   if (!text.includes(secret)) return err
   const copy = new Error(scrub(err.message, secret))

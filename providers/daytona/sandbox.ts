@@ -213,7 +213,10 @@ export class DaytonaSandbox implements Sandbox {
     if (err instanceof DaytonaNotFoundError && err.code?.startsWith('FILE_')) {
       return new AppError('NOT_FOUND', `no such file: ${where}`, { cause: err })
     }
-    if (err instanceof DaytonaInvalidFilePathError) {
+    if (
+      err instanceof DaytonaInvalidFilePathError ||
+      (err instanceof DaytonaError && err.code === 'INVALID_FILE_PATH')
+    ) {
       return new AppError(
         'BAD_REQUEST',
         `cannot read ${where}: not a regular file; pass the path of a file`,

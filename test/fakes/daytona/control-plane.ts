@@ -14,6 +14,8 @@ export interface FaultState {
   retryAfterSec: number
   /** Whether a 401 quotes the presented credentials back (a careless server). */
   echoCredentialsOn401: boolean
+  /** Creates still to accept as `starting` and then fail (state `error`), like a broken runner. */
+  failingStarts: number
 }
 
 /** State shared by the fake's handlers. */
@@ -78,6 +80,14 @@ async function createSandbox(ctx: FakeContext, req: IncomingMessage, res: Server
     ...(from?.[1] ? { image: from[1] } : {}),
     createdAt: now,
     updatedAt: now,
+  }
+  if (ctx.faults.failingStarts > 0) {
+    ctx.faults.failingStarts--
+    record.state = 'error'
+    record.errorReason = 'fake: the runner could not start the sandbox'
+    ctx.records.set(id, record)
+    sendJson(res, 200, { ...toDto(record, ctx.toolboxUrl), state: 'starting', errorReason: undefined })
+    return
   }
   const profile = resolveProfile('fake-daytona', {
     provider: 'docker',

@@ -47,6 +47,8 @@ export interface FakeDaytonaFaults {
   stop(sandboxId: string): void
   /** Whether a 401 quotes the presented bearer token back (to test that it never leaks further). */
   echoCredentialsOn401(on: boolean): void
+  /** The next `count` creates answer `starting`, then the sandbox turns to `error` (a failed start). */
+  failStarts(count: number): void
 }
 
 /** A running fake. */
@@ -81,7 +83,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     image: options.image ?? 'sandbox-router/base:latest',
     toolboxUrl: '',
     pageSize: options.listPageSize ?? 3,
-    faults: { rateLimitedCreates: 0, retryAfterSec: 7, echoCredentialsOn401: false },
+    faults: { rateLimitedCreates: 0, retryAfterSec: 7, echoCredentialsOn401: false, failingStarts: 0 },
     containerLabels: { [FAKE_LABEL]: 'daytona', [FAKE_RUN_LABEL]: runId },
   }
 
@@ -142,6 +144,9 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       },
       echoCredentialsOn401(on) {
         ctx.faults.echoCredentialsOn401 = on
+      },
+      failStarts(count) {
+        ctx.faults.failingStarts = count
       },
     },
     sandboxes: () =>

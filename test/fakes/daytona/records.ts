@@ -6,7 +6,9 @@ export interface FakeSandboxRecord {
   name: string
   labels: Record<string, string>
   env: Record<string, string>
-  state: 'started' | 'stopped' | 'destroyed'
+  state: 'started' | 'stopped' | 'error' | 'destroyed'
+  /** Why the sandbox is in the `error` state. */
+  errorReason?: string
   cpu: number
   memory: number
   disk: number
@@ -46,7 +48,8 @@ export function toDto(record: FakeSandboxRecord, toolboxProxyUrl: string): Recor
     memory: record.memory,
     disk: record.disk,
     state: record.state,
-    desiredState: record.state,
+    desiredState: record.state === 'error' ? 'started' : record.state,
+    ...(record.errorReason ? { errorReason: record.errorReason } : {}),
     autoStopInterval: record.autoStopInterval,
     autoArchiveInterval: record.autoArchiveInterval,
     autoDeleteInterval: record.autoDeleteInterval,
