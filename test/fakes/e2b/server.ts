@@ -41,6 +41,8 @@ export interface FakeRequest {
   path: string
   /** Set for envd requests. */
   sandboxId?: string
+  /** Time from the request's arrival to its response's end (ms), once it ended. */
+  durationMs?: number
 }
 
 /** A running fake; see {@link startFakeE2B}. */
@@ -100,15 +102,18 @@ export async function startFakeE2B(options: FakeE2BOptions = {}): Promise<FakeE2
   const envd: EnvdContext = { store, keepaliveScale: options.keepaliveScale ?? 1 }
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const started = performance.now()
     const url = new URL(req.url ?? '/', 'http://fake')
     const sandboxId = req.headers['e2b-sandbox-id']
-    if (typeof sandboxId === 'string') {
-      requests.push({ method: req.method ?? 'GET', path: url.pathname, sandboxId })
-      void handleEnvd(envd, sandboxId, req, res, url)
-    } else {
-      requests.push({ method: req.method ?? 'GET', path: url.pathname })
-      void handleApi(api, req, res, url)
+    const entry: FakeRequest = {
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      ...(typeof sandboxId === 'string' ? { sandboxId } : {}),
     }
+    requests.push(entry)
+    res.on('close', () => (entry.durationMs = performance.now() - started))
+    if (typeof sandboxId === 'string') void handleEnvd(envd, sandboxId, req, res, url)
+    else void handleApi(api, req, res, url)
   })
   server.keepAliveTimeout = 30_000
   const port = await listen(server)
