@@ -23,8 +23,9 @@
  * --run-timeout 60 (seconds per run; past it the run is aborted: its commands are cancelled, it is
  * cleaned up and the bench exits 1).
  */
-import { parseArgs } from 'node:util'
 import { randomUUID } from 'node:crypto'
+import { setMaxListeners } from 'node:events'
+import { parseArgs } from 'node:util'
 import { Redis } from 'ioredis'
 import { createDockerProvider } from '../providers/docker/index.js'
 import type { DockerProvider } from '../providers/docker/index.js'
@@ -197,6 +198,8 @@ async function run(label: string, kill: boolean, docker: DockerProvider, redis: 
   const names = runNames()
   const total = opts.sessions * opts.commands
   const abort = new AbortController()
+  // Every command in flight (and the checks after the run) listens on the run's signal.
+  setMaxListeners(opts.concurrency + opts.sessions + 16, abort.signal)
   const deadline = setTimeout(
     () => abort.abort(`the run passed --run-timeout ${opts.runTimeoutS} s`),
     opts.runTimeoutS * 1000,
