@@ -6,8 +6,8 @@
  * - starts the command with `bash -c` (else `sh -c`) in a new session (`setsid`), so the whole
  *   process group can be killed;
  * - sends stdout and stderr through FIFOs into readers that keep cap+1 bytes (`dd iflag=count_bytes`,
- *   which writes as it reads, so live polls see output at once; buffered `head -c` where dd lacks
- *   it) and then drain the rest, so output is capped per stream and a flooding process never blocks;
+ *   which writes as it reads, so live polls see output at once; `head -c`, which busybox buffers,
+ *   where dd lacks the flag) and then drain the rest, so output is capped per stream and a flooding process never blocks;
  * - kills the group at our timeout (TERM, then KILL 200 ms later) and keeps the partial output;
  * - after the leader exits, gives processes that still hold the pipes 100 ms, then kills the group;
  * - prints one header line and both streams base64-encoded between random markers, byte-exact.
@@ -36,14 +36,10 @@ command -v base64 >/dev/null || fail base64
 [ -n "$i" ] || i=/dev/null
 [ -r "$i" ] || fail stdin
 mkfifo "$D/o" "$D/e" || fail mkfifo
-if dd if=/dev/null of=/dev/null iflag=count_bytes count=0; then
-  cap() { dd bs=65536 iflag=count_bytes count=$((n+1)) of="$1"; }
-else
-  cap() { head -c $((n+1)) >"$1"; }
-fi
-{ cap "$D/out"; cat >/dev/null; } <"$D/o" &
+cap() { dd bs=65536 iflag=count_bytes count=$((n+1)) of="$1" || head -c $((n+1)) >"$1"; exec cat >/dev/null; }
+cap "$D/out" <"$D/o" &
 r1=$!
-{ cap "$D/err"; cat >/dev/null; } <"$D/e" &
+cap "$D/err" <"$D/e" &
 r2=$!
 if command -v bash >/dev/null; then s=bash; else s=sh; fi
 c="trap 'echo \$? >$D/rc' EXIT; $c"
@@ -69,10 +65,11 @@ wait $r1 $r2
 kill $l
 T=0; [ -e "$D/timedout" ] && T=1
 R=-; [ -e "$D/rc" ] && read -r R <"$D/rc"
-printf '%s exit %s %s %s %s %s\n' "$m" "$x" "$R" "$T" $(wc -c <"$D/out") $(wc -c <"$D/err")
-head -c "$n" "$D/out" | base64
+set -- $(wc -c "$D/out" "$D/err")
+printf '%s exit %s %s %s %s %s\n' "$m" "$x" "$R" "$T" "$1" "$3"
+if [ "$1" -gt "$n" ]; then head -c "$n" "$D/out" | base64; elif [ "$1" -gt 0 ]; then base64 "$D/out"; fi
 printf '%s\n' "$m"
-head -c "$n" "$D/err" | base64
+if [ "$3" -gt "$n" ]; then head -c "$n" "$D/err" | base64; elif [ "$3" -gt 0 ]; then base64 "$D/err"; fi
 printf '%s\n' "$m"
 rm -rf "$D"
 `
