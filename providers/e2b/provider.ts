@@ -167,14 +167,14 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
       return sandbox
     } catch (err) {
       await sandbox.close()
+      // Classified before the kill: the probe of an ambiguous error must still find the sandbox.
+      const mapped =
+        signal?.aborted || (err instanceof AppError && err.code === 'CONFIG_INVALID')
+          ? undefined
+          : await sandbox.classify(err, { what: 'preparing the sandbox', sandboxId: ref.id, envd: true })
       await client.Sandbox.kill(ref.id, request).catch(() => undefined)
       if (signal?.aborted) throw signal.reason
-      if (err instanceof AppError && err.code === 'CONFIG_INVALID') throw err
-      const mapped = await sandbox.classify(err, {
-        what: 'preparing the sandbox',
-        sandboxId: ref.id,
-        envd: true,
-      })
+      if (!mapped) throw err
       throw new AppError(
         'SANDBOX_CREATE_FAILED',
         `starting a sandbox from template '${template}' failed: ${mapped.message}`,

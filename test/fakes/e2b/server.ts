@@ -43,6 +43,8 @@ export interface FakeRequest {
   sandboxId?: string
   /** Time from the request's arrival to its response's end (ms), once it ended. */
   durationMs?: number
+  /** HTTP version the client used (`1.1`: the SDK's undici only negotiates HTTP/2 over TLS). */
+  httpVersion: string
 }
 
 /** A running fake; see {@link startFakeE2B}. */
@@ -108,6 +110,7 @@ export async function startFakeE2B(options: FakeE2BOptions = {}): Promise<FakeE2
     const entry: FakeRequest = {
       method: req.method ?? 'GET',
       path: url.pathname,
+      httpVersion: req.httpVersion,
       ...(typeof sandboxId === 'string' ? { sandboxId } : {}),
     }
     requests.push(entry)

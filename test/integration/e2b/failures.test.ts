@@ -150,6 +150,13 @@ describe('e2b provider failures', () => {
       expect((listed as Error).message).toContain(url)
       expect((listed as Error).message).toContain('ECONNREFUSED')
       expect(await down.health()).toMatchObject({ ok: false })
+      // API reachable, envd not: the sandbox is created, cannot be prepared, and is killed again.
+      const before = fake.sandboxes().filter((s) => s.state !== 'killed').length
+      const noEnvd = createE2BProvider({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, sandboxUrl: url })
+      const prepared = await rejectionOf(noEnvd.create(profile, { labels: fx.labels }))
+      expect(prepared).toMatchObject({ code: 'SANDBOX_CREATE_FAILED', retryable: true })
+      expect((prepared as Error).message).toContain(url)
+      expect(fake.sandboxes().filter((s) => s.state !== 'killed').length).toBe(before)
     },
     T,
   )

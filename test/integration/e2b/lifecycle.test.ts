@@ -91,6 +91,8 @@ describe('e2b provider lifecycle', () => {
       expect(
         fake.requests.filter((r) => r.method === 'GET' && r.path === '/v2/sandboxes').length,
       ).toBeGreaterThan(1)
+      // Plain http: the SDK's undici falls back to HTTP/1.1 for the API and envd alike.
+      expect(new Set(fake.requests.map((r) => r.httpVersion))).toEqual(new Set(['1.1']))
     },
     T,
   )
