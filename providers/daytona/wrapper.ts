@@ -9,7 +9,8 @@
  *   which writes as it reads, so live polls see output at once; `head -c`, which busybox buffers,
  *   where dd lacks the flag) and then drain the rest, so output is capped per stream and a flooding process never blocks;
  * - kills the group at our timeout (TERM, then KILL 200 ms later) and keeps the partial output;
- * - after the leader exits, gives processes that still hold the pipes 100 ms, then kills the group;
+ * - after the leader exits, gives processes that still hold the pipes 100 ms, then kills the group,
+ *   and stops reading 1 s later (a process that left the group with `setsid` cannot hold the result);
  * - prints one header line and both streams base64-encoded between random markers, byte-exact.
  *
  * Everything variable reaches the sandbox through the exec request's environment (`__SBX_*`,
@@ -59,7 +60,7 @@ wait $p
 x=$?
 kill $g
 [ -e "$D/timedout" ] && kill -KILL -$p
-( sleep 0.1; kill -KILL -$p ) </dev/null >/dev/null &
+( sleep 0.1; kill -KILL -$p; sleep 1; kill -KILL $r1 $r2 ) </dev/null >/dev/null &
 l=$!
 wait $r1 $r2
 kill $l

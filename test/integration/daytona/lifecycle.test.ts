@@ -167,6 +167,32 @@ describe('Daytona provider lifecycle (real SDK against the fake)', () => {
   )
 
   test(
+    'background processes: kept when they let go of the output, killed when they hold it; escaping the group cannot hang a command',
+    async () => {
+      const sb = await provider().create(resolveProfile('background', { provider: 'daytona' }), {
+        labels: {},
+      })
+      const detached = await sb.exec({
+        ...base,
+        command: 'sleep 30 >/dev/null 2>&1 & echo $! > detached.pid; echo ok',
+      })
+      expect(detached.stdout).toBe('ok\n')
+      expect((await sb.exec({ ...base, command: 'kill -0 $(cat detached.pid) && echo alive' })).stdout).toBe(
+        'alive\n',
+      )
+      const holding = await sb.exec({ ...base, command: 'sleep 30 & echo $! > holding.pid; echo ok' })
+      expect(holding.stdout).toBe('ok\n')
+      expect((await sb.exec({ ...base, command: 'kill -0 $(cat holding.pid) || echo gone' })).stdout).toBe(
+        'gone\n',
+      )
+      const escaped = await sb.exec({ ...base, command: 'setsid sleep 30 & echo ok' })
+      expect(escaped).toMatchObject({ stdout: 'ok\n', exitCode: 0, timedOut: false })
+      expect(escaped.durationMs).toBeLessThan(10_000)
+    },
+    TIMEOUT,
+  )
+
+  test(
     'an aborted create rejects with the reason and leaves no sandbox',
     async () => {
       const p = provider()
