@@ -103,15 +103,22 @@ export function isSandboxGone(err: unknown): boolean {
   return !err.code || !/^FILE_|^PROCESS_|^SESSION_|^COMMAND_/.test(err.code)
 }
 
-/** Whether a toolbox failure may mean the sandbox stopped or vanished (worth a state check). */
+/**
+ * Whether a toolbox failure is worth a state check (the sandbox may have stopped or gone, and the
+ * proxy's status for that is not a contract): any HTTP or connection failure that is not about
+ * credentials, rate limits or one file.
+ */
 export function mayBeLost(err: unknown): boolean {
-  return (
-    isSandboxGone(err) ||
-    err instanceof DaytonaConflictError ||
-    err instanceof DaytonaBadGatewayError ||
-    err instanceof DaytonaServiceUnavailableError ||
-    (err instanceof DaytonaConnectionError && !(err instanceof DaytonaConnectionTimeoutError))
-  )
+  if (!(err instanceof DaytonaError)) return false
+  if (
+    err instanceof DaytonaRateLimitError ||
+    err instanceof DaytonaAuthenticationError ||
+    err instanceof DaytonaForbiddenError
+  ) {
+    return false
+  }
+  if (err.code && /^(FILE_|INVALID_FILE_PATH$)/.test(err.code)) return false
+  return err.statusCode !== undefined || err instanceof DaytonaConnectionError
 }
 
 /**

@@ -31,6 +31,11 @@ function lostError(sandboxId: string, remote: RemoteSandbox): AppError {
   return new AppError('SANDBOX_LOST', `Daytona sandbox ${sandboxId} is ${state}${why}; ${fix}`)
 }
 
+/** Whether the sandbox is destroyed or on its way there (listing is eventually consistent). */
+function isGoing(remote: RemoteSandbox): boolean {
+  return remote.state === 'destroyed' || remote.state === 'destroying' || remote.desiredState === 'destroyed'
+}
+
 /** The Daytona provider: the SPI plus the SDK client it uses (for diagnostics and tests). */
 export interface DaytonaProvider extends SandboxProvider {
   readonly daytona: Daytona
@@ -219,7 +224,7 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
         const labels = remote.labels ?? {}
         // Checked here too: a filter the server ignored must never hand others' sandboxes to a reaper.
         if (!Object.entries(wanted).every(([k, v]) => labels[k] === v)) continue
-        if (remote.state === 'destroyed' || remote.state === 'destroying') continue
+        if (isGoing(remote)) continue
         refs.push({
           providerId: DAYTONA_PROVIDER_ID,
           id: remote.id,
@@ -236,8 +241,10 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
   async function destroy(ref: SandboxRef): Promise<void> {
     try {
       const remote = await daytona.get(ref.id)
-      if (remote.state === 'destroyed' || remote.state === 'destroying') return
-      await remote.delete(createTimeoutSec)
+      if (isGoing(remote)) return
+      // Waits until Daytona reports it destroyed: a caller that saw destroy resolve never finds
+      // the sandbox answering (or listed) afterwards.
+      await remote.delete(createTimeoutSec, true)
     } catch (err) {
       if (isSandboxGone(err)) return
       throw mapDaytonaError(err, scope, `destroying sandbox ${ref.id}`)

@@ -173,7 +173,8 @@ export async function handleApi(
       return
     case 'DELETE ':
       if (record.state !== 'destroyed') await destroyRecord(ctx, record, false)
-      sendJson(res, 200, dto())
+      // Like Daytona, the answer says `destroying`; the next GET says `destroyed`.
+      sendJson(res, 200, { ...dto(), state: 'destroying' })
       return
     case 'GET toolbox-proxy-url':
       sendJson(res, 200, { url: ctx.toolboxUrl })
