@@ -164,7 +164,13 @@ export function startRun(ctx: ExecContext, run: ResolvedRun, opts: ExecOptions):
         const call = pollCall(runId, mark, stdout.fetched, stderr.fetched, options.pollChunkBytes)
         const response = await ctx.call(call, 30)
         const chunk = done ? undefined : parsePoll(response.result, mark)
-        if (chunk && !guard(() => (stdout.polled(chunk.stdout), stderr.polled(chunk.stderr)))) return
+        const delivered =
+          !chunk ||
+          guard(() => {
+            stdout.polled(chunk.stdout)
+            stderr.polled(chunk.stderr)
+          })
+        if (!delivered) return
       } catch {
         // A failed poll is retried at the next tick; a lost sandbox fails the run itself.
       }
@@ -217,7 +223,11 @@ export function startRun(ctx: ExecContext, run: ResolvedRun, opts: ExecOptions):
           finish(() => reject(failure(sandboxId, report.step, run.cwd)))
           return
         }
-        if (!guard(() => (stdout.finish(report.stdout), stderr.finish(report.stderr)))) return
+        const flushed = guard(() => {
+          stdout.finish(report.stdout)
+          stderr.finish(report.stderr)
+        })
+        if (!flushed) return
         // 128+n with no matching EXIT-trap record: the shell itself died of signal n.
         const signalled =
           report.waitStatus > 128 && report.waitStatus <= 128 + 64 && report.trapStatus !== report.waitStatus
