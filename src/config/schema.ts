@@ -98,17 +98,37 @@ export const ConfigSchema = z
           .default({ enabled: true }),
         daytona: z
           .object({
-            enabled: z.boolean().default(false),
+            /** @default true when the API key variable is set, else false */
+            enabled: z.boolean().optional(),
+            /** Control plane; env DAYTONA_API_URL. @default 'https://app.daytona.io/api' */
             apiUrl: z.string().url().optional(),
-            apiKeyEnv: z.string().default('DAYTONA_API_KEY'),
+            /** Variable holding the API key (the key itself never goes in a config file). */
+            apiKeyEnv: z.string().min(1).default('DAYTONA_API_KEY'),
+            /** Region (`us`, `eu`); env DAYTONA_TARGET. @default the organisation's default */
+            target: z.string().min(1).optional(),
+            /** Stop a sandbox idle this many minutes (0 disables). @default the profile's idleTtlMs */
+            autoStopMinutes: z.number().int().min(0).optional(),
+            /** Snapshot for profiles that name neither `snapshot` nor `image`. @default Daytona's default */
+            defaultSnapshot: z.string().min(1).optional(),
+            /** Delete a stopped sandbox after this many minutes (0 = when it stops). @default 0 */
+            autoDeleteMinutes: z.number().int().min(0).optional(),
+            /** Hard lifetime from creation (minutes), whatever the activity. @default none */
+            ttlMinutes: z.number().int().positive().optional(),
           })
           .strict()
           .optional(),
         e2b: z
           .object({
-            enabled: z.boolean().default(false),
+            /** @default true when the API key variable is set, else false */
+            enabled: z.boolean().optional(),
+            /** Control plane; env E2B_API_URL. @default `https://api.<domain>` */
             apiUrl: z.string().url().optional(),
-            apiKeyEnv: z.string().default('E2B_API_KEY'),
+            /** One envd URL for every sandbox (proxies, self-hosted); env E2B_SANDBOX_URL. */
+            sandboxUrl: z.string().url().optional(),
+            /** E2B domain (self-hosted or compatible clouds); env E2B_DOMAIN. @default 'e2b.app' */
+            domain: z.string().min(1).optional(),
+            /** Variable holding the API key (the key itself never goes in a config file). */
+            apiKeyEnv: z.string().min(1).default('E2B_API_KEY'),
           })
           .strict()
           .optional(),

@@ -26,6 +26,7 @@ import { startExecWorker } from '../worker/exec-worker.js'
 import type { ExecWorkerHandle } from '../worker/exec-worker.js'
 import { dockerOptionsOf } from './docker-options.js'
 import { QueueExecService } from './exec-service.js'
+import { createRemoteProviders } from './remote-providers.js'
 import { MemorySessionDirectory, RedisSessionDirectory, ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import { PooledSessionService } from './session-service.js'
@@ -105,6 +106,8 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const dockerOptions = dockerOptionsOf(config.providers.docker.host)
     registry.register(createDockerProvider(dockerOptions ? { dockerOptions } : {}))
   }
+  for (const remote of createRemoteProviders(config.providers, opts.env ?? process.env))
+    registry.register(remote)
   for (const [name, p] of loaded.profiles) {
     const { name: _n, ...input } = p
     registry.addProfile(name, input)
