@@ -15,27 +15,22 @@ export class Lifetime {
    * @param ttlMs the idle TTL of the sandbox's profile
    * @param slackMs how far beyond the need the lifetime is set (capped at a quarter of the TTL)
    * @param set calls the API (`sandbox.setTimeout(ms)`)
-   * @param expiresAt when the sandbox expires as far as the caller knows (epoch ms); by default
-   *   now + {@link initialMs} (just created or connected with it)
+   * @param expiresAt when the sandbox expires as far as the caller knows (epoch ms): the time of
+   *   the create or connect call plus the lifetime it asked for ({@link Lifetime.initialFor})
    */
   constructor(
     readonly ttlMs: number,
     slackMs: number,
     private readonly set: (ms: number) => Promise<void>,
-    expiresAt?: number,
+    expiresAt: number,
   ) {
-    this.slackMs = Math.min(slackMs, Math.ceil(ttlMs / 4))
-    this.expiresAt = expiresAt ?? Date.now() + this.initialMs
+    this.slackMs = Lifetime.initialFor(ttlMs, slackMs) - ttlMs
+    this.expiresAt = expiresAt
   }
 
   /** The lifetime to ask for at create or connect for an idle TTL of `ttlMs` (ms). */
   static initialFor(ttlMs: number, slackMs: number): number {
     return ttlMs + Math.min(slackMs, Math.ceil(ttlMs / 4))
-  }
-
-  /** The lifetime to ask for at create or connect (ms). */
-  get initialMs(): number {
-    return Lifetime.initialFor(this.ttlMs, this.slackMs)
   }
 
   /** Ensures the sandbox lives at least `max(ttl, minMs)` from now; calls the API only when needed. */

@@ -80,8 +80,8 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
     return sandbox
   }
 
-  const lifetimeOf = (sdk: () => E2BSdkSandbox, ttlMs: number, expiresAt?: number): Lifetime =>
-    new Lifetime(ttlMs, opts.lifetimeSlackMs, (ms) => sdk().setTimeout(ms, request), expiresAt)
+  const lifetimeOf = (sdk: E2BSdkSandbox, ttlMs: number, expiresAt: number): Lifetime =>
+    new Lifetime(ttlMs, opts.lifetimeSlackMs, (ms) => sdk.setTimeout(ms, request), expiresAt)
 
   /** Creates the profile's cwd when missing: as the default user, else as root chowned to it. */
   async function ensureCwd(sdk: E2BSdkSandbox, cwd: string): Promise<void> {
@@ -134,14 +134,15 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
       [META.maxExecs]: String(profile.maxConcurrentExecs),
       [META.idleTtlMs]: String(profile.idleTtlMs),
     }
-    let sdk: E2BSdkSandbox | undefined
-    const lifetime = lifetimeOf(() => sdk as E2BSdkSandbox, profile.idleTtlMs)
+    const initialMs = Lifetime.initialFor(profile.idleTtlMs, opts.lifetimeSlackMs)
+    const start = Date.now()
+    let sdk: E2BSdkSandbox
     try {
       // No abort signal on the create call: an aborted request could still leave a sandbox behind.
       sdk = await client.Sandbox.create(template, {
         metadata,
         envs: profile.env,
-        timeoutMs: lifetime.initialMs,
+        timeoutMs: initialMs,
         lifecycle: { onTimeout: 'kill' },
         allowInternetAccess: profile.network === 'bridge',
         ...request,
@@ -158,7 +159,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
     const sandbox = handle(sdk, ref, {
       cwd: profile.cwd,
       maxConcurrentExecs: profile.maxConcurrentExecs,
-      lifetime,
+      lifetime: lifetimeOf(sdk, profile.idleTtlMs, start + initialMs),
     })
     try {
       signal?.throwIfAborted()
@@ -211,9 +212,8 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
       )
     }
     const ttl = positiveInt(info.metadata[META.idleTtlMs], opts.defaultIdleTtlMs)
-    const connected = sdk
     return handle(
-      connected,
+      sdk,
       {
         providerId: E2B_PROVIDER_ID,
         id: ref.id,
@@ -223,7 +223,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
       {
         cwd: info.metadata[META.cwd] ?? '/',
         maxConcurrentExecs: positiveInt(info.metadata[META.maxExecs], 8),
-        lifetime: lifetimeOf(() => connected, ttl, start + asked),
+        lifetime: lifetimeOf(sdk, ttl, start + asked),
       },
     )
   }
