@@ -25,6 +25,8 @@ export interface ExecContext {
   deadlineBufferMs: number
   stdinChunkBytes: number
   helperTimeoutMs: number
+  /** How long to wait for the stream's end after the wrapper's last word (ms). */
+  exitLingerMs: number
   /** Maps a failure to an AppError, probing the sandbox when the SDK error cannot tell a lost one. */
   classify(err: unknown, what: string): Promise<AppError>
 }
@@ -85,6 +87,8 @@ export function startExec(ctx: ExecContext, req: ResolvedExec, opts: ExecOptions
   const stderr = new CappedSink(req.outputCapBytes, opts.onStderr)
   const signal = opts.signal
   let cancelled = false
+  let sawStatus!: () => void
+  const statusSeen = new Promise<void>((resolve) => (sawStatus = resolve))
 
   const startP: Promise<CommandHandle> = ctx.sdk.commands
     .run(buildWrapper({ nonce, command: req.command, cwd: req.cwd, timeoutMs: req.timeoutMs }), {
@@ -94,7 +98,9 @@ export function startExec(ctx: ExecContext, req: ResolvedExec, opts: ExecOptions
       timeoutMs: req.timeoutMs + ctx.deadlineBufferMs,
       requestTimeoutMs: ctx.requestTimeoutMs,
       onStdout: (text) => {
-        if (!cancelled) stdout.push(filter.push(text))
+        if (cancelled) return
+        stdout.push(filter.push(text))
+        if (filter.report.status !== undefined) sawStatus()
       },
       onStderr: (text) => {
         if (!cancelled) stderr.push(text)
@@ -107,24 +113,38 @@ export function startExec(ctx: ExecContext, req: ResolvedExec, opts: ExecOptions
   const runP = (async (): Promise<ExecResult> => {
     const handle = await startP
     const fed = req.stdin.length > 0 ? feedStdin(ctx, handle.pid, req.stdin) : Promise.resolve()
+    const ended = handle.wait().then(
+      (r) => r.exitCode,
+      (err: unknown) => {
+        if (err instanceof CommandExitError) return err.exitCode
+        throw err
+      },
+    )
+    ended.catch(() => undefined)
+    let linger: NodeJS.Timeout | undefined
+    // Past the wrapper's last word, a process that escaped with setsid may hold the pipes open.
+    const lingered = statusSeen.then(
+      () => new Promise<void>((resolve) => (linger = setTimeout(resolve, ctx.exitLingerMs))),
+    )
     let status: number
     try {
-      status = (await handle.wait()).exitCode
+      const first = await Promise.race([ended, lingered.then(() => undefined)])
+      if (first === undefined) await handle.disconnect()
+      status = filter.report.status ?? first ?? -1
     } catch (err) {
-      if (err instanceof CommandExitError) status = err.exitCode
-      else {
-        await cancelInSandbox(ctx, handle.pid)
-        const mapped = await ctx.classify(err, `running a command in sandbox ${ctx.sandboxId}`)
-        if (err instanceof TimeoutError && mapped.code === 'SANDBOX_TIMEOUT') {
-          throw new AppError(
-            'SANDBOX_TIMEOUT',
-            `sandbox ${ctx.sandboxId}: no result ${ctx.deadlineBufferMs} ms after the ${req.timeoutMs} ms timeout; ` +
-              `the sandbox may be overloaded; destroy it and create a new sandbox`,
-            { retryable: true, cause: mapped.cause },
-          )
-        }
-        throw mapped
+      await cancelInSandbox(ctx, handle.pid)
+      const mapped = await ctx.classify(err, `running a command in sandbox ${ctx.sandboxId}`)
+      if (err instanceof TimeoutError && mapped.code === 'SANDBOX_TIMEOUT') {
+        throw new AppError(
+          'SANDBOX_TIMEOUT',
+          `sandbox ${ctx.sandboxId}: no result ${ctx.deadlineBufferMs} ms after the ${req.timeoutMs} ms timeout; ` +
+            `the sandbox may be overloaded; destroy it and create a new sandbox`,
+          { retryable: true, cause: mapped.cause },
+        )
       }
+      throw mapped
+    } finally {
+      clearTimeout(linger)
     }
     await fed
     stdout.push(filter.end())

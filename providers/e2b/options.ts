@@ -27,6 +27,11 @@ export const E2BProviderOptionsSchema = z
      * well before it; past it the sandbox is presumed wedged (SANDBOX_TIMEOUT). @default 10000
      */
     commandDeadlineBufferMs: z.number().int().positive().default(10_000),
+    /**
+     * After the wrapper's last word, how long to wait for the end of the command's stream before
+     * finishing without it (a process that escaped with `setsid` may hold the pipes) (ms). @default 1000
+     */
+    exitLingerMs: z.number().int().min(0).default(1000),
     /** Server-side lifetime of a sandbox whose profile is unknown (connect by a ref without metadata) (ms). @default 900000 */
     defaultIdleTtlMs: z.number().int().positive().default(900_000),
     /** The lifetime is set this much beyond the idle TTL, so refreshes can be spaced out (ms, at most a quarter of the TTL). @default 60000 */

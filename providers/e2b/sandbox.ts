@@ -64,6 +64,7 @@ export class E2BSandbox implements Sandbox {
       deadlineBufferMs: o.commandDeadlineBufferMs,
       stdinChunkBytes: o.stdinChunkBytes,
       helperTimeoutMs: o.helperTimeoutMs,
+      exitLingerMs: o.exitLingerMs,
       classify: (err, what) => this.classify(err, { what, sandboxId: ref.id, envd: true }),
     }
   }

@@ -6,11 +6,13 @@
  * - the command runs in a new session (`setsid`), so its whole process group can be killed;
  * - a sleeper in its own session signals the wrapper (USR1) at the deadline, which kills the group;
  * - SIGTERM to the wrapper (our cancel) kills the group too;
- * - when the command ends, whatever it left in its group is killed (nothing keeps the pipes open).
+ * - when the command ends, whatever it left in its group is killed.
  *
  * It reports on stdout with tokens `\x1e<nonce><kind><digits>\n` that {@link TokenFilter} strips:
  * `x<code>` (the command's shell exited normally, from its EXIT trap), `t` (deadline reached),
- * `c` (the working directory is unusable). The random nonce keeps output from forging tokens.
+ * `c` (the working directory is unusable), `s<status>` (the wrapper's own exit status, its last
+ * word: a process that escaped the group with `setsid` may still hold the pipes, so the client
+ * need not wait for the stream's end). The random nonce keeps output from forging tokens.
  * POSIX sh syntax throughout: it runs under bash on E2B and under busybox sh as well.
  */
 
@@ -52,6 +54,7 @@ export function buildWrapper({ nonce, command, cwd, timeoutMs }: WrapperSpec): s
     `wait $c; s=$?`,
     `[ -z "$t" ] || { wait $c; s=137; }`,
     `kill -s KILL -$c -$w 2>/dev/null`,
+    `printf "\\036${nonce}s%d\\n" "$s"`,
     `exit $s`,
   ].join('\n')
 }
@@ -60,6 +63,8 @@ export function buildWrapper({ nonce, command, cwd, timeoutMs }: WrapperSpec): s
 export interface WrapperReport {
   /** Exit code from the command shell's EXIT trap (absent when it died of a signal). */
   exit?: number
+  /** The wrapper's exit status, once it is about to exit. */
+  status?: number
   timedOut: boolean
   cwdFailed: boolean
 }
@@ -91,13 +96,13 @@ export class TokenFilter {
       }
       out += s.slice(0, i)
       const rest = s.slice(i + this.marker.length)
-      const m = /^([xtc])(\d*)\n/.exec(rest)
+      const m = /^([xtcs])(\d*)\n/.exec(rest)
       if (m) {
         this.record(m[1] ?? '', m[2] ?? '')
         s = rest.slice(m[0].length)
         continue
       }
-      if (/^(?:[xtc]\d{0,10})?$/.test(rest)) {
+      if (/^(?:[xtcs]\d{0,10})?$/.test(rest)) {
         this.held = s.slice(i)
         return out
       }
@@ -125,6 +130,7 @@ export class TokenFilter {
 
   private record(kind: string, digits: string): void {
     if (kind === 'x') this.report.exit = Number(digits)
+    else if (kind === 's') this.report.status = Number(digits)
     else if (kind === 't') this.report.timedOut = true
     else this.report.cwdFailed = true
   }

@@ -125,6 +125,21 @@ describe('e2b provider lifecycle', () => {
   )
 
   test(
+    'a process that escaped the group with setsid and holds stdout does not hold the result',
+    async () => {
+      const sb = await fx.create()
+      const r = await sb.exec({ ...quick, command: 'setsid sleep 60 & echo $! > escaped.pid; echo done' })
+      expect(r).toMatchObject({ exitCode: 0, stdout: 'done\n', timedOut: false })
+      expect(r.durationMs).toBeLessThan(quick.timeoutMs)
+      // Still running (it left the group), until we end it.
+      expect((await sb.exec({ ...quick, command: 'kill $(cat escaped.pid) && echo killed' })).stdout).toBe(
+        'killed\n',
+      )
+    },
+    T,
+  )
+
+  test(
     'a sandbox without the owner metadata is refused by connect',
     async () => {
       const foreign = await new E2B({

@@ -31,10 +31,10 @@ describe('e2b wrapper token filter', () => {
         fc.boolean(),
         fc.array(fc.integer({ min: 0, max: 12 }), { maxLength: 40 }),
         (before, after, code, timedOut, cuts) => {
-          const tokens = `${RS}${nonce}x${code}\n${timedOut ? `${RS}${nonce}t\n` : ''}`
+          const tokens = `${RS}${nonce}x${code}\n${timedOut ? `${RS}${nonce}t\n` : ''}${RS}${nonce}s${code}\n`
           const { out, report } = filter(before + tokens + after, cuts)
           expect(out).toBe(before + after)
-          expect(report).toEqual({ exit: code, timedOut, cwdFailed: false })
+          expect(report).toEqual({ exit: code, status: code, timedOut, cwdFailed: false })
         },
       ),
       { numRuns: 500 },
