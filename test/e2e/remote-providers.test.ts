@@ -1,11 +1,13 @@
 /*
- * routeTo("daytona", …) end to end: the service, configured only through env (the key variable and
- * the API URL), routes HTTP execs, session files and tool calls into a remote provider — here the local
- * Daytona fake, driven by the real SDK.
+ * routeTo("daytona" | "e2b", …) end to end: the service, configured only through env (each key
+ * variable and API URL), routes HTTP execs, session files and tool calls into the remote providers —
+ * here the local Daytona and E2B fakes, driven by the real SDKs.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startFakeDaytona } from '../fakes/daytona/index.js'
 import type { FakeDaytona } from '../fakes/daytona/index.js'
+import { startFakeE2B } from '../fakes/e2b/index.js'
+import type { FakeE2B } from '../fakes/e2b/index.js'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
 
@@ -13,26 +15,37 @@ const KEY = 'remote-key-0123456789abcdef'
 const prefix = `e2er${process.pid}${Date.now().toString(36)}`
 
 let daytona: FakeDaytona
+let e2b: FakeE2B
 let live: LiveService
 
 beforeAll(async () => {
-  daytona = await startFakeDaytona()
+  ;[daytona, e2b] = await Promise.all([startFakeDaytona(), startFakeE2B()])
   live = await startLiveService({
     prefix,
     keys: [{ key: KEY, tenant: 'acme' }],
     config: {
-      profiles: { remote: { provider: 'daytona', snapshot: 'sbx-test', defaultTimeoutMs: 20_000 } },
-      routing: { shell: { providerId: 'daytona', profile: 'remote' } },
+      profiles: {
+        'remote-daytona': { provider: 'daytona', snapshot: 'sbx-test', defaultTimeoutMs: 20_000 },
+        'remote-e2b': { provider: 'e2b', template: 'base', defaultTimeoutMs: 20_000 },
+      },
+      routing: { shell: { providerId: 'daytona', profile: 'remote-daytona' } },
     },
-    env: { DAYTONA_API_KEY: daytona.apiKey, DAYTONA_API_URL: daytona.apiUrl },
+    env: {
+      DAYTONA_API_KEY: daytona.apiKey,
+      DAYTONA_API_URL: daytona.apiUrl,
+      E2B_API_KEY: e2b.apiKey,
+      E2B_API_URL: e2b.apiUrl,
+      E2B_SANDBOX_URL: e2b.sandboxUrl,
+    },
   })
 }, 120_000)
 
 afterAll(async () => {
   await live?.close()
-  // Embedded close destroys its sandboxes on every provider: none may be left at the fake.
+  // Embedded close destroys its sandboxes on every provider: none may be left at either fake.
   expect(daytona.containers()).toEqual([])
-  await daytona?.close()
+  expect(e2b.sandboxes().filter((s) => s.state !== 'killed')).toEqual([])
+  await Promise.all([daytona?.close(), e2b?.close()])
 }, 120_000)
 
 function api(path: string, init: RequestInit = {}): Promise<Response> {
@@ -42,74 +55,73 @@ function api(path: string, init: RequestInit = {}): Promise<Response> {
   return fetch(`${live.server.url}${path}`, { ...init, headers })
 }
 
-describe('routing into Daytona through the service', () => {
+interface Job {
+  state: string
+  result: { exitCode: number; stdout: string; stderr: string; sandboxId: string }
+}
+
+const labelsAt = (provider: 'daytona' | 'e2b', sandboxId: string): Record<string, string> | undefined =>
+  provider === 'daytona'
+    ? daytona.sandboxes().find((s) => s.id === sandboxId)?.labels
+    : e2b.sandbox(sandboxId)?.metadata
+
+describe.each(['daytona', 'e2b'] as const)('routing into %s through the service', (provider) => {
+  const profile = `remote-${provider}`
+  const exec = async (body: Record<string, unknown>): Promise<Job> => {
+    const r = await api('/v1/exec', { method: 'POST', body: JSON.stringify({ provider, profile, ...body }) })
+    expect(r.status).toBe(200)
+    return (await r.json()) as Job
+  }
+
   test('readiness names the provider; exec returns separate streams and the exact exit code', async () => {
     const ready = (await (await api('/readyz')).json()) as { checks: Record<string, { ok: boolean }> }
-    expect(ready.checks['daytona']?.ok).toBe(true)
-    const r = await api('/v1/exec', {
-      method: 'POST',
-      body: JSON.stringify({
-        provider: 'daytona',
-        profile: 'remote',
-        command: 'echo out; echo err >&2; exit 7',
-      }),
-    })
-    expect(r.status).toBe(200)
-    const job = (await r.json()) as {
-      state: string
-      result: { exitCode: number; stdout: string; stderr: string }
-    }
+    expect(ready.checks[provider]?.ok).toBe(true)
+    const job = await exec({ command: 'echo out; echo err >&2; exit 7' })
     expect(job.state).toBe('completed')
     expect(job.result).toMatchObject({ exitCode: 7, stdout: 'out\n', stderr: 'err\n' })
   })
 
   test('a session keeps one remote sandbox: files written by the API are seen by commands', async () => {
-    expect(
-      (
-        await api('/v1/sessions', {
-          method: 'POST',
-          body: JSON.stringify({ id: 'd1', provider: 'daytona', profile: 'remote' }),
-        })
-      ).status,
-    ).toBe(201)
-    const put = await api('/v1/sessions/d1/files?path=notes/a.txt', {
+    const id = `s-${provider}`
+    const created = await api('/v1/sessions', {
+      method: 'POST',
+      body: JSON.stringify({ id, provider, profile }),
+    })
+    expect(created.status).toBe(201)
+    const put = await api(`/v1/sessions/${id}/files?path=notes/a.txt`, {
       method: 'PUT',
       body: 'from the API',
       headers: { 'content-type': 'application/octet-stream' },
     })
     expect(put.status).toBe(200)
-    const run = async (command: string) =>
-      (
-        (await (
-          await api('/v1/exec', {
-            method: 'POST',
-            body: JSON.stringify({ provider: 'daytona', profile: 'remote', sessionId: 'd1', command }),
-          })
-        ).json()) as { result: { stdout: string; sandboxId: string } }
-      ).result
-    const first = await run('cat notes/a.txt; echo more > b.txt')
+    const first = (await exec({ sessionId: id, command: 'cat notes/a.txt; echo more > b.txt' })).result
     expect(first.stdout).toBe('from the API')
-    const second = await run('cat b.txt')
+    const second = (await exec({ sessionId: id, command: 'cat b.txt' })).result
     expect(second.stdout).toBe('more\n')
     expect(second.sandboxId).toBe(first.sandboxId)
-    expect(await (await api('/v1/sessions/d1/files?path=b.txt')).text()).toBe('more\n')
-    expect(daytona.sandboxes().find((s) => s.id === first.sandboxId)?.labels).toMatchObject({
+    expect(await (await api(`/v1/sessions/${id}/files?path=b.txt`)).text()).toBe('more\n')
+    expect(labelsAt(provider, first.sandboxId)).toMatchObject({
       'sandbox-router.tenant': 'acme',
-      'sandbox-router.profile': 'remote',
+      'sandbox-router.profile': profile,
     })
   })
 
-  test("the server's routing policy sends shell tool calls to the remote profile", async () => {
-    const r = await api('/v1/tool-calls', {
-      method: 'POST',
-      body: JSON.stringify({ name: 'bash', arguments: JSON.stringify({ command: 'echo routed; exit 2' }) }),
-    })
-    expect(r.status).toBe(200)
-    const body = (await r.json()) as {
-      decision: { kind: string; providerId: string }
-      result: { exitCode: number; stdout: string }
-    }
-    expect(body.decision).toMatchObject({ kind: 'routeTo', providerId: 'daytona' })
-    expect(body.result).toMatchObject({ exitCode: 2, stdout: 'routed\n' })
+  test('a timeout is enforced inside the sandbox and keeps the partial output', async () => {
+    const job = await exec({ command: 'echo before; sleep 30; echo after', timeoutMs: 1_000 })
+    expect(job.result).toMatchObject({ stdout: 'before\n', timedOut: true })
   })
+})
+
+test("the server's routing policy sends shell tool calls to the configured remote profile", async () => {
+  const r = await api('/v1/tool-calls', {
+    method: 'POST',
+    body: JSON.stringify({ name: 'bash', arguments: JSON.stringify({ command: 'echo routed; exit 2' }) }),
+  })
+  expect(r.status).toBe(200)
+  const body = (await r.json()) as {
+    decision: { kind: string; providerId: string }
+    result: { exitCode: number; stdout: string }
+  }
+  expect(body.decision).toMatchObject({ kind: 'routeTo', providerId: 'daytona' })
+  expect(body.result).toMatchObject({ exitCode: 2, stdout: 'routed\n' })
 })
