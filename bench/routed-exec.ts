@@ -6,27 +6,13 @@
  *
  *   npx tsx bench/routed-exec.ts            # needs the Docker engine and Redis (REDIS_URL)
  */
-import { randomUUID } from 'node:crypto'
 import type { Duplex } from 'node:stream'
-import { Redis } from 'ioredis'
 import { createDockerProvider } from '../providers/docker/index.js'
 import type { DockerProvider } from '../providers/docker/index.js'
-import { createJobQueue } from '../src/queue/index.js'
-import type { JobQueueConfig } from '../src/queue/index.js'
-import { QueueRouteExecutor } from '../src/routing/index.js'
-import type { RouteContext } from '../src/routing/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
-import { ProviderRegistry } from '../src/sandbox/registry.js'
-import {
-  createSessionPool,
-  MemorySessionStore,
-  POOL_LABELS,
-  RedisSessionStore,
-} from '../src/sessions/index.js'
-import type { SandboxSessionPool, SessionStore } from '../src/sessions/index.js'
-import { startExecWorker } from '../src/worker/index.js'
+import { createRoutedPath } from './lib/routed-path.js'
+import type { RoutedPath } from './lib/routed-path.js'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 300) || 300, 20), 2000)
 const warmup = 20
 const SESSION_COUNTS = [1, 8, 32] as const
@@ -70,82 +56,16 @@ async function measureSideBySide(
   return Object.fromEntries(entries.map(([label]) => [label, report(label, samples.get(label) ?? [])]))
 }
 
-/** One routed path: queue driver + session store + worker + router, on its own scope and prefix. */
-async function routedPath(docker: DockerProvider, queue: 'in-process' | 'bullmq', store: 'memory' | 'redis') {
-  const id = randomUUID().slice(0, 8)
-  const scope = `bench-${id}`
-  const prefix = `sbxbench-${id}`
-  const registry = new ProviderRegistry()
-    .register(docker)
-    .addProfiles({ bench: { provider: 'docker', pool: { minIdle: 0, maxSize: 64 } } })
-  const sessionStore: SessionStore =
-    store === 'redis'
-      ? new RedisSessionStore({ redis: REDIS_URL, prefix: `${prefix}:s:` })
-      : new MemorySessionStore()
-  const pool: SandboxSessionPool = createSessionPool({
-    providers: registry,
-    store: sessionStore,
-    scope,
-    maxSandboxesPerTenant: 128,
-    maintenanceIntervalMs: 0,
-    reapIntervalMs: 0,
+/** One routed path into the Docker provider (see ./lib/routed-path.ts). */
+const routedPath = (docker: DockerProvider, queue: 'in-process' | 'bullmq', store: 'memory' | 'redis') =>
+  createRoutedPath({
+    providers: [docker],
+    profile: { provider: 'docker', pool: { minIdle: 0, maxSize: 64 } },
+    queue,
+    store,
   })
-  const config: JobQueueConfig =
-    queue === 'bullmq'
-      ? { driver: 'bullmq', redisUrl: REDIS_URL, prefix, queueName: 'exec' }
-      : { driver: 'in-process' }
-  const q = await createJobQueue(config)
-  const worker = await startExecWorker({ queue: q, pool, concurrency: 64 })
-  const executor = new QueueRouteExecutor({ queue: q, targets: registry, defaultTenant: 'bench' })
-  const run = async (sessionId: string, ctx?: RouteContext): Promise<void> => {
-    const r = await executor.execute(
-      {
-        providerId: 'docker',
-        profile: 'bench',
-        command: 'echo hi',
-        callId: randomUUID(),
-        toolName: 'bash',
-        sessionId,
-      },
-      ctx,
-    )
-    if (r.stdout !== 'hi\n') throw new Error(`unexpected output ${JSON.stringify(r.stdout)}`)
-  }
-  return {
-    pool,
-    run,
-    async close() {
-      const step = (what: string): void => {
-        if (process.env.BENCH_DEBUG) console.error(`[close ${queue}/${store}] ${what}`)
-      }
-      step('worker')
-      await worker.close({ deadlineMs: 5_000 })
-      step('queue')
-      await q.close()
-      step('pool')
-      await pool.shutdown({ destroyIdle: true })
-      step('containers')
-      const left = await docker.docker.listContainers({
-        all: true,
-        filters: { label: [`${POOL_LABELS.scope}=${scope}`] },
-      })
-      for (const c of left) await docker.destroy({ providerId: 'docker', id: c.Id, profile: '' })
-      await sessionStore.close()
-      const redis = new Redis(REDIS_URL)
-      for (const pattern of [`${prefix}:*`]) {
-        let cursor = '0'
-        do {
-          const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500)
-          cursor = next
-          if (keys.length > 0) await redis.del(...keys)
-        } while (cursor !== '0')
-      }
-      redis.disconnect()
-    },
-  }
-}
 
-type Path = Awaited<ReturnType<typeof routedPath>>
+type Path = RoutedPath
 
 /** Commands/s with `sessions` concurrent sessions (each bound first), and the hit rate of the phase. */
 async function throughput(label: string, path: Path, sessions: number): Promise<void> {
