@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { AppError } from '../errors.js'
 import { deriveJobId } from '../queue/job-id.js'
 import { abortReasonOf } from '../queue/run-job.js'
@@ -73,8 +74,35 @@ export class QueueRouteExecutor implements RouteExecutor {
     }
   }
 
+  /**
+   * The job id {@link execute} uses: (tenant, callId) plus a fingerprint of what runs (target,
+   * session, command, cwd, env, stdin, idempotency). Resubmitting a call returns the same job and
+   * result; a callId reused for a *different* command — models served by some OpenAI-compatible
+   * servers number their calls `call_0`, `call_1`… afresh every turn — runs the new command instead of
+   * silently returning the old result.
+   */
+  jobIdOf(route: RouteRequest): string {
+    const tenant = route.tenant ?? this.defaultTenant
+    const fingerprint = createHash('sha256')
+      .update(
+        JSON.stringify([
+          route.providerId,
+          route.profile,
+          route.sessionId ?? null,
+          route.command,
+          route.cwd ?? null,
+          route.env ? Object.entries(route.env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) : null,
+          route.stdin ?? null,
+          route.idempotent ?? false,
+        ]),
+      )
+      .digest('hex')
+      .slice(0, 16)
+    return deriveJobId(tenant, `${route.callId}\0${fingerprint}`)
+  }
+
   async execute(route: RouteRequest, ctx: RouteContext = {}): Promise<ExecResult> {
-    const job = this.buildJob(route)
+    const job = { ...this.buildJob(route), jobId: this.jobIdOf(route) }
     if (ctx.signal?.aborted) throw jobCancelledError(reasonText(ctx.signal))
     const { queue } = this.options
     const emitted = { stdout: 0, stderr: 0 }

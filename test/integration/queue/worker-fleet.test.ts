@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { afterEach, describe, expect, test } from 'vitest'
 import type { AppError } from '../../../src/errors.js'
-import { deriveJobId } from '../../../src/queue/index.js'
 import type { RouteRequest } from '../../../src/routing/index.js'
 import type { ExecResult } from '../../../src/sandbox/types.js'
 import { JobInterruptedError } from '../../../src/routing/index.js'
@@ -34,11 +33,9 @@ describe('two worker processes on one Redis (BullMQ)', () => {
     return [world, a, b]
   }
 
-  const jobIdOf = (r: RouteRequest): string => deriveJobId(r.tenant ?? 'acme', r.callId)
-
   /** Runs `route` and SIGKILLs the worker that runs it once it prints `started`. */
   async function killMidCommand(w: World, route: RouteRequest, all: WorkerChild[]) {
-    const jobId = jobIdOf(route)
+    const jobId = w.executor.jobIdOf(route)
     let killed: { worker: WorkerChild; at: number } | undefined
     let killing: Promise<void> | undefined
     const call = w.executor.execute(route, {
@@ -69,7 +66,7 @@ describe('two worker processes on one Redis (BullMQ)', () => {
       })
       const r = await w.executor.execute(route)
       expect(r.stdout).toBe(`${n}\n`)
-      const job = await w.queue.getResult(jobIdOf(route))
+      const job = await w.queue.getResult(w.executor.jobIdOf(route))
       if (job?.status === 'completed') seen.add(job.workerId)
     }
     expect([...seen].sort()).toEqual([a.workerId, b.workerId])
@@ -114,7 +111,7 @@ describe('two worker processes on one Redis (BullMQ)', () => {
   test('measures redelivery: SIGKILL to the job starting again on the surviving worker', async () => {
     const [w, a, b] = await setup()
     const route = w.route('echo started; sleep 600', { sessionId: 'm', idempotent: true, timeoutMs: 30_000 })
-    const jobId = jobIdOf(route)
+    const jobId = w.executor.jobIdOf(route)
     const ac = new AbortController()
     let killedAt = 0
     let victim: WorkerChild | undefined
@@ -144,7 +141,7 @@ describe('two worker processes on one Redis (BullMQ)', () => {
   test('a cancel from the producer process reaches the worker process holding the job and kills the command', async () => {
     const [w, a, b] = await setup()
     const route = w.route('echo started; sleep 31337; touch marker', { sessionId: 'x' })
-    const jobId = jobIdOf(route)
+    const jobId = w.executor.jobIdOf(route)
     const ac = new AbortController()
     const err = await w.executor
       .execute(route, {
@@ -171,7 +168,7 @@ describe('two worker processes on one Redis (BullMQ)', () => {
   test('graceful shutdown past its drain deadline hands the job back; the other worker reports it interrupted', async () => {
     const [w, a, b] = await setup({ SBX_DRAIN_MS: '300' })
     const route = w.route('echo started; sleep 600', { sessionId: 'g' })
-    const jobId = jobIdOf(route)
+    const jobId = w.executor.jobIdOf(route)
     let stopping: Promise<void> | undefined
     let termAt = 0
     const err = await w.executor

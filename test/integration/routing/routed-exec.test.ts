@@ -112,14 +112,17 @@ describe.each(['in-process', 'bullmq'] as const)('routed execution through the %
     expect(await w.queue.counts()).toEqual({ waiting: 0, active: 0 })
   })
 
-  test('resubmitting a call id returns the first result without running the command again', async () => {
+  test('resubmitting a call returns the first result without running it again; a call id reused for another command runs that command', async () => {
     const w = await setup()
     const route = w.route('echo x >> runs; wc -l < runs', { sessionId: 'r' })
     const first = await w.executor.execute(route)
-    const again = await w.executor.execute({ ...route, command: 'echo changed' })
+    const again = await w.executor.execute({ ...route })
     expect(again).toEqual(first)
-    const runs = await w.executor.execute(w.route('wc -l < runs', { sessionId: 'r' }))
-    expect(runs.stdout.trim()).toBe('1')
+    expect((await w.executor.execute(w.route('wc -l < runs', { sessionId: 'r' }))).stdout.trim()).toBe('1')
+    // Models that number their calls afresh every turn reuse `call_0`: the new command must run.
+    const reused = await w.executor.execute({ ...route, command: 'echo changed; wc -l < runs' })
+    expect(reused.stdout).toBe('changed\n1\n')
+    expect(w.executor.jobIdOf({ ...route, command: 'other' })).not.toBe(w.executor.jobIdOf(route))
   })
 
   test('executeRoutedToolCall formats the result and applies the after-chain', async () => {
