@@ -4,11 +4,17 @@ import { AppError } from '../../errors.js'
 import { interruptedResult } from '../fence.js'
 import { ExecJobResultSchema, ExecJobSchema } from '../schemas.js'
 import type { ExecJobResult } from '../schemas.js'
-import type { Consumer, JobQueue, Unsubscribe } from '../types.js'
+import type { Consumer, JobInfo, JobQueue, Unsubscribe } from '../types.js'
 import { boundedWait } from '../wait-for.js'
 import { startBullmqConsumer } from './bullmq-consumer.js'
 import type { BullmqConsumerTuning } from './bullmq-consumer.js'
-import { connectRedis, createRedisClient, quitRedis } from './redis-clients.js'
+import {
+  connectRedis,
+  createRedisClient,
+  isRedisUnreachable,
+  queueUnavailable,
+  quitRedis,
+} from './redis-clients.js'
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
 
@@ -29,9 +35,11 @@ export interface BullmqQueueOptions extends BullmqConsumerTuning {
 }
 
 /**
- * The fleet queue: BullMQ on Redis. Producers fail fast while Redis is down (QUEUE_UNAVAILABLE);
- * results arrive through one QueueEvents stream reader per process; live output and cancel requests
- * travel over Redis pub/sub; fence records make redeliveries safe (see ../fence.ts).
+ * The fleet queue: BullMQ on Redis. Producers fail fast while Redis is down (QUEUE_UNAVAILABLE: submit,
+ * inspect, cancel, subscriptions), while `wait` on an accepted job rides out an outage until its
+ * timeout (the job is checked again when the connection comes back); results arrive through one
+ * QueueEvents stream reader per process; live output and cancel requests travel over Redis pub/sub;
+ * fence records make redeliveries safe (see ../fence.ts).
  */
 export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Promise<JobQueue> {
   const redisUrl = options.redisUrl ?? 'redis://127.0.0.1:6379'
@@ -44,6 +52,12 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
 
   const command = createRedisClient(redisUrl, 'command', `sbx-queue:${queueName}`)
   await connectRedis(command, redisUrl, connectTimeoutMs)
+  // Pending waits check their job again whenever the connection comes back (after a Redis outage the
+  // pub/sub 'done' message may have been lost, and a wait may have started without listeners).
+  const rechecks = new Set<() => void>()
+  command.on('ready', () => {
+    for (const recheck of [...rechecks]) recheck()
+  })
   const fences = new RedisFenceStore(command, new FenceKeys(`${prefix}:${queueName}:sbx`), {
     retentionMs,
     tailCapBytes: options.tailCapBytes ?? 65_536,
@@ -60,22 +74,31 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   const waiters = new Map<string, Set<Waiter>>()
   // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
   let subscriber: Promise<Subscriber> | undefined
+  // A failed start (Redis away) is not cached: the next caller tries again.
   const getSubscriber = (): Promise<Subscriber> =>
     (subscriber ??= (async () => {
       const client = createRedisClient(redisUrl, 'subscriber', `sbx-sub:${queueName}`)
       await connectRedis(client, redisUrl, connectTimeoutMs)
       return new Subscriber(client)
-    })())
+    })().catch((err: unknown) => {
+      subscriber = undefined
+      throw err
+    }))
   let events: Promise<QueueEvents> | undefined
   let eventsClient: Redis | undefined
   const getEvents = (): Promise<QueueEvents> =>
-    (events ??= (async () => {
-      const client = createRedisClient(redisUrl, 'blocking', `sbx-events:${queueName}`)
-      eventsClient = client
+    (events ??= openEvents().catch((err: unknown) => {
+      events = undefined
+      throw queueUnavailable(err, 'Listening for job results')
+    }))
+  const openEvents = async (): Promise<QueueEvents> => {
+    const client = createRedisClient(redisUrl, 'blocking', `sbx-events:${queueName}`)
+    let qe: QueueEvents | undefined
+    try {
       await connectRedis(client, redisUrl, connectTimeoutMs)
       // Start reading right after the newest event, so nothing between "now" and the first XREAD is missed.
       const last = await command.xrevrange(`${prefix}:${queueName}:events`, '+', '-', 'COUNT', 1)
-      const qe = new QueueEvents(queueName, {
+      qe = new QueueEvents(queueName, {
         connection: client,
         prefix,
         lastEventId: last[0]?.[0] ?? '0-0',
@@ -96,8 +119,14 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         for (const w of waiters.get(jobId) ?? []) w({ result: queueGaveUp(failedReason) })
       })
       await qe.waitUntilReady()
+      eventsClient = client
       return qe
-    })())
+    } catch (err) {
+      await qe?.close().catch(() => undefined)
+      await quitRedis(client)
+      throw err
+    }
+  }
 
   const finishedResult = async (jobId: string): Promise<ExecJobResult | undefined> => {
     const stored = await fences.result(jobId)
@@ -109,6 +138,24 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     if (!job.finishedOn) return undefined
     if (job.failedReason) return queueGaveUp(job.failedReason)
     return ExecJobResultSchema.parse(job.returnvalue)
+  }
+
+  const inspectJob = async (jobId: string): Promise<JobInfo | undefined> => {
+    const job = await queue.getJob(jobId)
+    if (!job) return undefined
+    // A payload from a foreign producer is nobody's job: it is not described (and ends `failed` on a worker).
+    const parsed = ExecJobSchema.safeParse(job.data)
+    if (!parsed.success) return undefined
+    const data = parsed.data
+    // The fence's result record lands before BullMQ marks the job completed: it decides first.
+    const stored = await fences.result(jobId)
+    if (stored) return { job: data, state: 'finished', result: stored }
+    const state = await job.getState()
+    if (state === 'completed' || state === 'failed') {
+      const result = await finishedResult(jobId)
+      return { job: data, state: 'finished', ...(result ? { result } : {}) }
+    }
+    return { job: data, state: state === 'active' ? 'active' : 'waiting' }
   }
 
   const consumers = new Set<Consumer>()
@@ -123,10 +170,12 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       try {
         await queue.add('exec', job, { jobId: job.jobId })
       } catch (err) {
-        throw new AppError('QUEUE_UNAVAILABLE', `Could not enqueue job ${job.jobId}: Redis is unreachable.`, {
-          retryable: true,
-          cause: err,
-        })
+        throw new AppError(
+          'QUEUE_UNAVAILABLE',
+          `Could not enqueue job ${job.jobId}: Redis is unreachable (${messageOf(err)}); ` +
+            'the job was not accepted: submit it again once Redis is back.',
+          { retryable: true, cause: err },
+        )
       }
       return { jobId: job.jobId }
     },
@@ -134,7 +183,12 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     async wait(jobId, opts) {
       // Two paths to the result: the fence's 'done' publish on the job channel (first, usually), and
       // BullMQ's event stream (also covers jobs BullMQ gave up on). Both listen before the check below.
-      const [, sub] = await Promise.all([getEvents(), getSubscriber()])
+      // While Redis is away they may not start: the wait goes on regardless (an accepted job runs once
+      // Redis is back) and the job is checked again each time the connection comes back.
+      const [, sub] = await Promise.all([
+        getEvents().catch(() => undefined),
+        getSubscriber().catch(() => undefined),
+      ])
       const onDone = (resolve: (r: ExecJobResult) => void) => (message: string) => {
         if (message[0] !== 'd') return
         let raw: unknown
@@ -147,10 +201,12 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         if (parsed.success) resolve(parsed.data)
       }
       let resolveEarly: ((r: ExecJobResult) => void) | undefined
-      const offDone: Unsubscribe = await sub.on(
-        fences.keys.jobChannel(jobId),
-        onDone((r) => resolveEarly?.(r)),
-      )
+      const offDone: Unsubscribe | undefined = await sub
+        ?.on(
+          fences.keys.jobChannel(jobId),
+          onDone((r) => resolveEarly?.(r)),
+        )
+        .catch(() => undefined)
       try {
         return await boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
           resolveEarly = resolve
@@ -160,49 +216,59 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
           set.add(waiter)
           pendingWaits.add(reject)
           // The job may have finished before the listeners existed.
-          finishedResult(jobId).then((r) => {
-            if (r) resolve(r)
-          }, reject)
+          const check = (): void => {
+            finishedResult(jobId).then(
+              (r) => {
+                if (r) resolve(r)
+              },
+              (err: unknown) => {
+                // Redis away: keep waiting; the job is checked again when the connection is back.
+                if (!isRedisUnreachable(err)) reject(queueUnavailable(err, `Waiting for job ${jobId}`))
+              },
+            )
+          }
+          const recheck = (): void => {
+            void getEvents()
+              .catch(() => undefined)
+              .then(check)
+          }
+          rechecks.add(recheck)
+          check()
           return () => {
             set.delete(waiter)
             if (set.size === 0 && waiters.get(jobId) === set) waiters.delete(jobId)
             pendingWaits.delete(reject)
+            rechecks.delete(recheck)
           }
         })
       } finally {
         resolveEarly = undefined
         // Off the caller's path: the result is already in hand.
-        offDone().catch(() => undefined)
+        offDone?.().catch(() => undefined)
       }
     },
 
     getResult: (jobId) =>
       finishedResult(jobId).catch((err: unknown) => {
         if (err instanceof AppError && err.code === 'NOT_FOUND') return undefined
-        throw err
+        throw queueUnavailable(err, `Reading the result of job ${jobId}`)
       }),
 
-    async inspect(jobId) {
-      const job = await queue.getJob(jobId)
-      if (!job) return undefined
-      // A payload from a foreign producer is nobody's job: it is not described (and ends `failed` on a worker).
-      const parsed = ExecJobSchema.safeParse(job.data)
-      if (!parsed.success) return undefined
-      const data = parsed.data
-      // The fence's result record lands before BullMQ marks the job completed: it decides first.
-      const stored = await fences.result(jobId)
-      if (stored) return { job: data, state: 'finished', result: stored }
-      const state = await job.getState()
-      if (state === 'completed' || state === 'failed') {
-        const result = await finishedResult(jobId)
-        return { job: data, state: 'finished', ...(result ? { result } : {}) }
-      }
-      return { job: data, state: state === 'active' ? 'active' : 'waiting' }
-    },
+    inspect: (jobId) =>
+      inspectJob(jobId).catch((err: unknown) => {
+        throw queueUnavailable(err, `Looking up job ${jobId}`)
+      }),
 
     async counts() {
-      const c = await queue.getJobCounts('waiting', 'prioritized', 'delayed', 'active')
-      return { waiting: (c.waiting ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0), active: c.active ?? 0 }
+      try {
+        const c = await queue.getJobCounts('waiting', 'prioritized', 'delayed', 'active')
+        return {
+          waiting: (c.waiting ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0),
+          active: c.active ?? 0,
+        }
+      } catch (err) {
+        throw queueUnavailable(err, 'Counting jobs')
+      }
     },
 
     async subscribeOutput(jobId, listener) {
@@ -215,7 +281,11 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     },
 
     async cancel(jobId, reason = 'cancelled by the caller') {
-      await fences.requestCancel(jobId, reason)
+      try {
+        await fences.requestCancel(jobId, reason)
+      } catch (err) {
+        throw queueUnavailable(err, `Cancelling job ${jobId}`)
+      }
     },
 
     async consume(processor, opts) {
@@ -226,6 +296,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
           prefix,
           connectTimeoutMs,
           fences,
+          fenceClient: command,
           subscriber: await getSubscriber(),
           tuning: options,
         },
@@ -251,10 +322,12 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       await Promise.all([...consumers].map((c) => c.close({ deadlineMs: 0 })))
       const err = new AppError('QUEUE_UNAVAILABLE', 'The job queue closed before the job finished.')
       for (const reject of pendingWaits) reject(err)
-      if (events) await (await events).close()
+      const qe = await events?.catch(() => undefined)
+      await qe?.close()
       // BullMQ leaves connections it was handed open: quit ours.
       if (eventsClient) await quitRedis(eventsClient)
-      if (subscriber) await quitRedis((await subscriber).connection)
+      const sub = await subscriber?.catch(() => undefined)
+      if (sub) await quitRedis(sub.connection)
       await queue.close()
       await quitRedis(command)
     },
@@ -265,4 +338,8 @@ type Waiter = (outcome: { result: ExecJobResult } | { error: AppError }) => void
 
 function queueGaveUp(failedReason: string): ExecJobResult {
   return interruptedResult({ cause: failedReason })
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
 }

@@ -11,9 +11,26 @@ export type RedisRole =
   /** Pub/sub subscriber (live output, cancel broadcast): re-subscribes after reconnects. */
   | 'subscriber'
 
+/** Longest pause between reconnect attempts while Redis is away (ms). */
+export const RECONNECT_MAX_DELAY_MS = 1_000
+
+/**
+ * The reconnect schedule of the service's Redis clients: 100, 200, 400, 800 ms, then every second (plus
+ * up to 100 ms of jitter). ioredis' default backs off to 5 s, which would add up to 5 s to the recovery
+ * of every worker and producer after a Redis restart; a refused connect once a second is cheap.
+ */
+export function reconnectDelayMs(times: number): number {
+  return Math.min(100 * 2 ** Math.max(0, times - 1), RECONNECT_MAX_DELAY_MS) + Math.floor(Math.random() * 100)
+}
+
 /** Creates an unconnected ioredis client for `role` (call {@link connectRedis}). */
 export function createRedisClient(url: string, role: RedisRole, name: string): Redis {
-  const base: RedisOptions = { lazyConnect: true, connectionName: name, connectTimeout: 5_000 }
+  const base: RedisOptions = {
+    lazyConnect: true,
+    connectionName: name,
+    connectTimeout: 5_000,
+    retryStrategy: reconnectDelayMs,
+  }
   const client =
     role === 'command'
       ? new Redis(url, { ...base, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
@@ -27,6 +44,12 @@ export function createRedisClient(url: string, role: RedisRole, name: string): R
 /** Connects and waits until ready; rejects with QUEUE_UNAVAILABLE (and disconnects) on failure. */
 export async function connectRedis(client: Redis, url: string, timeoutMs: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined
+  // The socket's error (e.g. ECONNREFUSED) says more than connect()'s "Connection is closed.".
+  let socketError: Error | undefined
+  const onError = (err: Error): void => {
+    socketError = err
+  }
+  client.on('error', onError)
   try {
     await Promise.race([
       client.connect(),
@@ -36,20 +59,89 @@ export async function connectRedis(client: Redis, url: string, timeoutMs: number
     ])
   } catch (err) {
     client.disconnect()
+    const why = socketError ?? err
     throw new AppError(
       'QUEUE_UNAVAILABLE',
-      `Cannot reach Redis at ${redactUrl(url)} (${err instanceof Error ? err.message : String(err)}); ` +
+      `Cannot reach Redis at ${redactUrl(url)} (${why instanceof Error ? why.message : String(why)}); ` +
         'start Redis or set REDIS_URL, or use the in-process queue.',
       { retryable: true, cause: err },
     )
   } finally {
     clearTimeout(timer)
+    client.off('error', onError)
   }
 }
 
-/** Closes a client politely, falling back to a hard disconnect. */
+// What ioredis (and BullMQ, which reuses its wording) reject commands with when the server is away:
+// the offline queue is off, the per-request retries ran out, or the connection closed under the command.
+const UNREACHABLE_MESSAGES = [
+  "Stream isn't writeable",
+  'Connection is closed',
+  'Reached the max retries per request limit',
+]
+
+/**
+ * Whether `err` (or an error in its `cause` chain) says Redis could not be reached, as opposed to a
+ * reply error or a bug. Matches ioredis' own connection errors only, so a Docker socket refusing a
+ * connection is not mistaken for Redis.
+ */
+export function isRedisUnreachable(err: unknown): boolean {
+  let e: unknown = err
+  for (let depth = 0; depth < 6 && e instanceof Error; depth++) {
+    if (e.name === 'MaxRetriesPerRequestError') return true
+    if (UNREACHABLE_MESSAGES.some((m) => (e as Error).message.includes(m))) return true
+    e = e.cause
+  }
+  return false
+}
+
+/**
+ * `err` as the queue's error: QUEUE_UNAVAILABLE (retryable, naming `what` failed) when Redis could not be
+ * reached; AppErrors and other errors unchanged.
+ */
+export function queueUnavailable(err: unknown, what: string): unknown {
+  if (err instanceof AppError || !isRedisUnreachable(err)) return err
+  return new AppError(
+    'QUEUE_UNAVAILABLE',
+    `${what} failed: Redis is unreachable (${(err as Error).message}); retry once Redis is back.`,
+    { retryable: true, cause: err },
+  )
+}
+
+/**
+ * Resolves `true` once `client` is ready (at once when it is), `false` after `timeoutMs`, when `signal`
+ * aborts, or when the client is closed for good.
+ */
+export function whenReady(client: Redis, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true)
+  if (client.status === 'end' || signal?.aborted) return Promise.resolve(false)
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => (): void => {
+      clearTimeout(timer)
+      client.off('ready', onReady)
+      client.off('end', onEnd)
+      signal?.removeEventListener('abort', onEnd)
+      resolve(ok)
+    }
+    const onReady = done(true)
+    const onEnd = done(false)
+    const timer = setTimeout(onEnd, timeoutMs)
+    client.once('ready', onReady)
+    client.once('end', onEnd)
+    signal?.addEventListener('abort', onEnd, { once: true })
+  })
+}
+
+/**
+ * Closes a client politely, falling back to a hard disconnect. While the client is not connected (Redis
+ * away) it disconnects at once: a QUIT would wait in the offline queue for Redis to come back.
+ */
 export async function quitRedis(client: Redis): Promise<void> {
   if (client.status === 'end') return
+  if (client.status !== 'ready') {
+    client.disconnect()
+    return
+  }
   try {
     await client.quit()
   } catch {

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis'
+import { AppError } from '../../errors.js'
 
 type Handler = (message: string) => void
 
@@ -37,10 +38,10 @@ export class Subscriber {
     let hs = this.handlers.get(channel)
     if (!hs) {
       this.handlers.set(channel, (hs = new Set()))
-      this.subscribed.set(
-        channel,
-        this.client.subscribe(channel).then(() => undefined),
-      )
+      const subscribing = this.client.subscribe(channel).then(() => undefined)
+      // A caller may stop waiting (timeout) before this settles: its rejection must not go unhandled.
+      subscribing.catch(() => undefined)
+      this.subscribed.set(channel, subscribing)
     }
     hs.add(handler)
     const ready = this.subscribed.get(channel) ?? Promise.resolve()
@@ -51,15 +52,52 @@ export class Subscriber {
         if (!set?.delete(handler) || set.size > 0) return
         this.handlers.delete(channel)
         this.subscribed.delete(channel)
-        if (this.client.status === 'ready') await this.client.unsubscribe(channel).catch(() => undefined)
+        // While Redis is away the UNSUBSCRIBE waits in the offline queue (after a pending SUBSCRIBE):
+        // send it, but do not hold the caller until Redis is back.
+        const unsubscribed = this.client.unsubscribe(channel).catch(() => undefined)
+        if (this.client.status === 'ready') await unsubscribed
       },
     }
   }
 
-  /** Adds a handler and waits until the subscription is active; resolves with its remover. */
-  async on(channel: string, handler: Handler): Promise<() => Promise<void>> {
+  /**
+   * Adds a handler and waits until the subscription is active; resolves with its remover. Fails fast
+   * with QUEUE_UNAVAILABLE while Redis is unreachable (and after `timeoutMs` if it stops answering),
+   * instead of waiting for it to come back. Channels already subscribed are restored after a reconnect.
+   */
+  async on(channel: string, handler: Handler, timeoutMs = 5_000): Promise<() => Promise<void>> {
+    if (this.client.status !== 'ready' && !this.subscribed.has(channel)) {
+      throw new AppError(
+        'QUEUE_UNAVAILABLE',
+        `Cannot subscribe to job updates: Redis is unreachable (connection ${this.client.status}); retry once Redis is back.`,
+        { retryable: true },
+      )
+    }
     const s = this.add(channel, handler)
-    await s.ready
+    let timer: NodeJS.Timeout | undefined
+    try {
+      await Promise.race([
+        s.ready,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new AppError(
+                  'QUEUE_UNAVAILABLE',
+                  `Redis did not confirm a subscription within ${timeoutMs} ms; retry once Redis is back.`,
+                  { retryable: true },
+                ),
+              ),
+            timeoutMs,
+          )
+        }),
+      ])
+    } catch (err) {
+      await s.off()
+      throw err
+    } finally {
+      clearTimeout(timer)
+    }
     return () => s.off()
   }
 
