@@ -1,10 +1,13 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { WaitingError, Worker } from 'bullmq'
 import type { Job } from 'bullmq'
+import type { Redis } from 'ioredis'
 import { checkConcurrency, defaultWorkerId, runJob } from '../run-job.js'
+import type { RunOutcome } from '../run-job.js'
 import { ExecJobSchema } from '../schemas.js'
 import type { ExecJobResult } from '../schemas.js'
 import type { Consumer, ConsumeOptions, JobAbortReason, JobContext, JobProcessor } from '../types.js'
-import { connectRedis, createRedisClient, quitRedis } from './redis-clients.js'
+import { connectRedis, createRedisClient, isRedisUnreachable, quitRedis, whenReady } from './redis-clients.js'
 import type { RedisFenceStore } from './redis-fence.js'
 import type { Subscriber } from './subscriber.js'
 
@@ -23,12 +26,27 @@ export interface BullmqConsumerTuning {
   abortGraceMs?: number
 }
 
+/**
+ * Deliveries of one job after which a Redis outage no longer hands it back (it then ends `failed` with
+ * the connection error), so a misclassified error cannot loop forever.
+ */
+const MAX_UNREACHABLE_HANDBACKS = 10
+/** How long a job held during a Redis outage waits for Redis before it is handed back anyway (ms). */
+const OUTAGE_HOLD_MS = 60_000
+/**
+ * BullMQ's pause before fetching again after a connection error (its default, 15 s, would keep a worker
+ * idle that long after Redis is back).
+ */
+const FETCH_RETRY_DELAY_MS = 1_000
+
 interface ConsumerDeps {
   readonly redisUrl: string
   readonly queueName: string
   readonly prefix: string
   readonly connectTimeoutMs: number
   readonly fences: RedisFenceStore
+  /** The client the fences use (fail-fast): its reconnects tell when fence writes may have been refused. */
+  readonly fenceClient: Redis
   readonly subscriber: Subscriber
   readonly tuning: BullmqConsumerTuning
 }
@@ -47,6 +65,15 @@ export async function startBullmqConsumer(
   let closeRequested = false
   let shuttingDown = false
   let active = 0
+  // Connection drops of the fence client: a job that spans one may have had its result record refused.
+  let fenceDrops = 0
+  const onFenceDrop = (): void => {
+    fenceDrops += 1
+  }
+  deps.fenceClient.on('close', onFenceDrop)
+  const idleWaiters: (() => void)[] = []
+  const whenIdle = (): Promise<void> =>
+    active === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))
 
   // Three declared parameters: BullMQ passes the job's AbortSignal only to such processors.
   const bullProcessor = async (job: Job, token?: string, signal?: AbortSignal): Promise<ExecJobResult> => {
@@ -83,15 +110,59 @@ export async function startBullmqConsumer(
       fence: deps.fences.fence(data, attempt, workerId, { pipelinedFinish: true }),
       publish: (chunk) => deps.fences.publishChunk(data.jobId, chunk),
     }
+    // Redis went away under the job (the session store or the fence could not be reached): the job is
+    // handed back rather than failed, to run once Redis is back; its fence decides (an attempt that
+    // may have started the command is not run again unless the route is idempotent).
+    const handBackOnOutage = attempt < MAX_UNREACHABLE_HANDBACKS
+    const guarded: JobProcessor = async (j, c) => {
+      try {
+        return await processor(j, c)
+      } catch (err) {
+        if (handBackOnOutage && !controller.signal.aborted && isRedisUnreachable(err)) {
+          opts.onError?.(err, `job ${data.jobId}: Redis unreachable, handing the job back`)
+          controller.abort({ kind: 'shutdown' } satisfies JobAbortReason)
+        }
+        throw err
+      }
+    }
     active += 1
+    const dropsAtStart = fenceDrops
     try {
-      const outcome = await runJob(processor, data, ctx)
-      if (outcome.kind === 'result') return outcome.result
+      let outcome: RunOutcome
+      try {
+        outcome = await runJob(guarded, data, ctx)
+      } catch (err) {
+        // The fence itself could not be read (a redelivery's inspect): same hand-back.
+        if (!handBackOnOutage || !isRedisUnreachable(err)) throw err
+        opts.onError?.(err, `job ${data.jobId}: Redis unreachable, handing the job back`)
+        controller.abort({ kind: 'shutdown' } satisfies JobAbortReason)
+        outcome = { kind: 'handback' }
+      }
+      if (outcome.kind === 'result') {
+        if (fenceDrops === dropsAtStart && deps.fenceClient.status === 'ready') return outcome.result
+        // Redis went away during the job: the result record (sent without waiting) may have been
+        // refused. Store it once Redis is back, before BullMQ's completion: if the job lock lapsed
+        // meanwhile, the redelivery then returns this result instead of running or fencing the job.
+        await whenReady(deps.fenceClient, OUTAGE_HOLD_MS, signal)
+        return await deps.fences
+          .fence(data, attempt, workerId)
+          .finish(outcome.result)
+          .catch(() => outcome.result)
+      }
+      // A Redis outage: hold the job until Redis is back, and a little longer each time (handing it
+      // back at once would have it redelivered into the same outage, again and again).
+      if (!shuttingDown) {
+        await whenReady(deps.fenceClient, OUTAGE_HOLD_MS, signal)
+        await sleep(Math.min(250 * attempt, 2_000), undefined, signal ? { signal } : {}).catch(
+          () => undefined,
+        )
+      }
       // Hand the job back now rather than waiting for the stalled checker; its fence decides its fate.
       await job.moveToWait(token)
       throw new WaitingError()
     } finally {
       active -= 1
+      if (active === 0) for (const resolve of idleWaiters.splice(0)) resolve()
       signal?.removeEventListener('abort', onAbort)
     }
   }
@@ -104,6 +175,7 @@ export async function startBullmqConsumer(
     lockDuration: deps.tuning.lockDurationMs ?? 4_000,
     stalledInterval: deps.tuning.stalledIntervalMs ?? 1_500,
     maxStalledCount: deps.tuning.maxStalledCount ?? 3,
+    runRetryDelay: FETCH_RETRY_DELAY_MS,
     autorun: true,
   })
   // Mostly transient connection problems BullMQ retries itself; an unhandled 'error' would crash.
@@ -119,14 +191,22 @@ export async function startBullmqConsumer(
   let closing: Promise<void> | undefined
   const close = async (deadlineMs: number): Promise<void> => {
     closeRequested = true
-    const closed = worker.close()
-    if (!(await settlesWithin(closed, deadlineMs))) {
+    // Not BullMQ's graceful close: it waits on the blocking connection's disconnect, which never comes
+    // while that connection sits between reconnect attempts (Redis away or just back), and a forced
+    // close cannot cut short a graceful one under way. Stop fetching, drain our jobs, then force-close.
+    await worker.pause(true)
+    if (!(await settlesWithin(whenIdle(), deadlineMs))) {
       shuttingDown = true
       worker.cancelAllJobs('shutdown')
-      // Processors that ignore the abort: force-close; their locks lapse and the stalled checker redelivers.
-      if (!(await settlesWithin(closed, abortGraceMs))) await worker.close(true)
+      // Processors that ignore the abort: force-close anyway; their locks lapse and the stalled
+      // checker redelivers.
+      await settlesWithin(whenIdle(), abortGraceMs)
     }
+    // Let BullMQ send the completions of the jobs that just returned (microtasks) before closing.
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    await worker.close(true)
     await offCancel()
+    deps.fenceClient.off('close', onFenceDrop)
     await quitRedis(client)
   }
 
