@@ -4,6 +4,7 @@ import { bodyLimit } from 'hono/body-limit'
 import { HTTPException } from 'hono/http-exception'
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../errors.js'
+import { isRedisUnreachable } from '../queue/bullmq/redis-clients.js'
 import type { AppDeps } from './deps.js'
 import { toErrorResponse } from './errors.js'
 import type { Principal } from './keyring.js'
@@ -46,7 +47,17 @@ export function createApp(deps: AppDeps): App {
         err.status === 413 ? 'PAYLOAD_TOO_LARGE' : err.status === 401 ? 'UNAUTHORIZED' : 'BAD_REQUEST'
       return c.json({ error: { code, message: err.message || 'bad request' } }, err.status)
     }
-    const { status, body } = toErrorResponse(err)
+    // A store that let a Redis connection error through (session directory, agent runs): the service
+    // is unavailable, not broken — 503 with a reason, as the queue's own errors are.
+    const { status, body } = toErrorResponse(
+      !(err instanceof AppError) && isRedisUnreachable(err)
+        ? new AppError(
+            'QUEUE_UNAVAILABLE',
+            'Redis (queue and session store) is unreachable; retry once it is back',
+            { retryable: true, cause: err },
+          )
+        : err,
+    )
     if (status >= 500)
       deps.logger.error({ err, path: c.req.path, requestId: c.get('requestId') }, 'request failed')
     if (status === 404) {
@@ -68,6 +79,7 @@ export function createApp(deps: AppDeps): App {
     }
     if (err instanceof RateLimitedError) c.header('Retry-After', String(err.retryAfterS))
     else if (status === 429) c.header('Retry-After', '1')
+    else if (body.error.code === 'QUEUE_UNAVAILABLE') c.header('Retry-After', '2')
     return c.json(body, status)
   })
   app.notFound((c) =>

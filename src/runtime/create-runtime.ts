@@ -12,6 +12,7 @@ import type { ToolCallInterceptor } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import { createLogger } from '../logger.js'
 import { Metrics } from '../metrics.js'
+import { reconnectDelayMs } from '../queue/bullmq/redis-clients.js'
 import { createJobQueue } from '../queue/create-job-queue.js'
 import type { JobQueue } from '../queue/types.js'
 import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
@@ -117,18 +118,28 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   try {
     let redis: Redis | undefined
     if (fleet) {
+      // Sessions, the session directory and agent runs. While Redis is away a command waits for one
+      // reconnect attempt (about a second), then fails: the API answers 503 instead of hanging.
       redis = new Redis(config.queue.redisUrl, {
         lazyConnect: true,
-        maxRetriesPerRequest: 3,
+        maxRetriesPerRequest: 1,
         connectTimeout: 5_000,
+        retryStrategy: reconnectDelayMs,
       })
+      // Connection trouble surfaces through the commands and readiness(); ioredis reconnects by itself.
+      let socketError: Error | undefined
+      redis.on('error', (err: Error) => (socketError = err))
       try {
         await redis.connect()
       } catch (err) {
+        // Stop the client's own reconnect loop: a caller retrying start-up must not pile up clients.
+        redis.disconnect()
+        // The socket's error (e.g. ECONNREFUSED) says more than connect()'s "Connection is closed.".
+        const why = socketError ?? (err as Error)
         throw new AppError(
           'QUEUE_UNAVAILABLE',
-          `cannot reach Redis at ${redactUrl(config.queue.redisUrl)}: ${(err as Error).message}; start Redis or fix REDIS_URL`,
-          { cause: err, retryable: true },
+          `cannot reach Redis at ${redactUrl(config.queue.redisUrl)}: ${why.message}; start Redis or fix REDIS_URL`,
+          { cause: why, retryable: true },
         )
       }
       const r = redis
@@ -277,6 +288,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       ...(worker ? { worker } : {}),
       async readiness() {
         const checks: Record<string, SandboxHealth> = {}
+        if (redis) checks['redis'] = await redisHealth(redis, config.queue.redisUrl)
         checks['queue'] = await queue
           .counts()
           .then(() => ({ ok: true }))
@@ -310,6 +322,29 @@ async function destroyInstanceSandboxes(registry: ProviderRegistry, instanceId: 
     const provider = registry.get(id)
     const refs = await provider.list({ labels: { [LABELS.instance]: instanceId } }).catch(() => [])
     await Promise.allSettled(refs.map((ref) => provider.destroy(ref)))
+  }
+}
+
+/** Whether Redis answers PING (fails at once while the client is reconnecting). */
+async function redisHealth(redis: Redis, url: string): Promise<SandboxHealth> {
+  const down = (why: string): SandboxHealth => ({
+    ok: false,
+    reason: `Redis at ${redactUrl(url)} is unreachable (${why}); jobs cannot be queued until it is back`,
+  })
+  if (redis.status !== 'ready') return down(`connection ${redis.status}`)
+  let timer: NodeJS.Timeout | undefined
+  try {
+    await Promise.race([
+      redis.ping(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('no answer to PING within 2 s')), 2_000)
+      }),
+    ])
+    return { ok: true }
+  } catch (err) {
+    return down((err as Error).message)
+  } finally {
+    clearTimeout(timer)
   }
 }
 

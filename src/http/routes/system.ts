@@ -24,11 +24,40 @@ const ProvidersSchema = z
   })
   .openapi('Providers')
 
+/** How long `/readyz` waits for its checks before it answers 503 (a probe must not hang). */
+const READINESS_DEADLINE_MS = 5_000
+
+/** The checks, or one failing `readiness` check when they do not all answer within the deadline. */
+async function withinReadinessDeadline(
+  checks: Promise<Record<string, { ok: boolean; reason?: string }>>,
+): Promise<Record<string, { ok: boolean; reason?: string }>> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<Record<string, { ok: boolean; reason?: string }>>((resolve) => {
+    timer = setTimeout(
+      () =>
+        resolve({
+          readiness: { ok: false, reason: `the checks did not answer within ${READINESS_DEADLINE_MS} ms` },
+        }),
+      READINESS_DEADLINE_MS,
+    )
+  })
+  try {
+    return await Promise.race([
+      checks.catch((err: unknown) => ({
+        readiness: { ok: false, reason: err instanceof Error ? err.message : String(err) },
+      })),
+      late,
+    ])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 /** `/healthz`, `/readyz`, `/metrics` (no auth) and `GET /v1/providers`. */
 export function registerSystemRoutes(app: App, deps: AppDeps): void {
   app.get('/healthz', (c) => c.json({ ok: true }))
   app.get('/readyz', async (c) => {
-    const checks = await deps.readiness()
+    const checks = await withinReadinessDeadline(deps.readiness())
     const ok = Object.values(checks).every((x) => x.ok)
     if (ok) return c.json({ ok, checks }, 200)
     const failing = Object.entries(checks)
