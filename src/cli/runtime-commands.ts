@@ -7,9 +7,9 @@ import type { LoadedConfig } from '../config/load.js'
 import { AppError } from '../errors.js'
 import { createLogger } from '../logger.js'
 import { createRuntime } from '../runtime/create-runtime.js'
-import type { RuntimeRole } from '../runtime/create-runtime.js'
+import type { RuntimeOptions, RuntimeRole } from '../runtime/create-runtime.js'
 import { resolveApiKeys } from '../runtime/keys.js'
-import { startServer } from '../runtime/serve.js'
+import { createRuntimeWithRetry, startServer } from '../runtime/serve.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
 
@@ -47,6 +47,32 @@ export function loadFor(values: { config?: string | boolean; redis?: string | bo
   return loadConfig({ ...(typeof values.config === 'string' ? { file: values.config } : {}), env })
 }
 
+/** How long `serve`, `api` and `worker` wait for Redis at start-up unless `--redis-wait` says otherwise (s). */
+const DEFAULT_REDIS_WAIT_S = 60
+
+/**
+ * Builds the runtime of a long-running command: while Redis is unreachable at start-up it retries with
+ * backoff (a line on stderr per attempt) for `--redis-wait` seconds, then fails with QUEUE_UNAVAILABLE.
+ */
+function startRuntime(
+  loaded: LoadedConfig,
+  opts: RuntimeOptions,
+  redisWait: string | boolean | undefined,
+  io: CliIO,
+): ReturnType<typeof createRuntime> {
+  const waitS = redisWait === undefined ? DEFAULT_REDIS_WAIT_S : Number(redisWait)
+  if (typeof redisWait === 'boolean' || !Number.isFinite(waitS) || waitS < 0)
+    throw new UsageError('--redis-wait takes a number of seconds (0: do not wait)')
+  return createRuntimeWithRetry(loaded, opts, {
+    waitMs: waitS * 1000,
+    onRetry: ({ attempt, delayMs, error }) =>
+      io.err(
+        `sbx: waiting for Redis (attempt ${attempt} failed; retrying in ${(delayMs / 1000).toFixed(1)} s, ` +
+          `giving up after ${waitS} s): ${error.message}`,
+      ),
+  })
+}
+
 /** Resolves when SIGINT or SIGTERM arrives. */
 function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((r) => {
@@ -57,8 +83,12 @@ function untilSignal(): Promise<NodeJS.Signals> {
 
 /** `sbx serve` / `sbx api`: the HTTP API (with an exec worker for serve). */
 export async function serveCommand(args: readonly string[], io: CliIO, role: RuntimeRole): Promise<number> {
-  const usage = `usage: sbx ${role === 'all' ? 'serve' : 'api'} [--config file] [--port n] [--host h] [--redis url]`
-  const { values } = parse(args, { port: { type: 'string' }, host: { type: 'string' } }, usage)
+  const usage = `usage: sbx ${role === 'all' ? 'serve' : 'api'} [--config file] [--port n] [--host h] [--redis url] [--redis-wait s]`
+  const { values } = parse(
+    args,
+    { port: { type: 'string' }, host: { type: 'string' }, 'redis-wait': { type: 'string' } },
+    usage,
+  )
   if (values.help) return (io.out(usage), 0)
   const loaded = loadFor(values)
   if (role === 'api' && loaded.config.queue.driver !== 'bullmq') {
@@ -68,7 +98,7 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
   }
   const keys = resolveApiKeys(loaded.config, process.env, join(process.cwd(), '.sbx', 'api-key'))
   const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info', secrets: keys.secrets })
-  const runtime = await createRuntime(loaded, { role, logger })
+  const runtime = await startRuntime(loaded, { role, logger }, values['redis-wait'], io)
   const port = values.port !== undefined ? Number(values.port) : undefined
   const server = await startServer(runtime, {
     keys: keys.entries,
@@ -94,8 +124,12 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
 /** `sbx worker`: a fleet exec worker. */
 export async function workerCommand(args: readonly string[], io: CliIO): Promise<number> {
   const usage =
-    'usage: sbx worker [--agent] [--config file] [--redis url] [--concurrency n]\n  (without --agent: an exec worker; with --agent: an agent-run worker, whose shell calls go through the exec queue)'
-  const { values } = parse(args, { concurrency: { type: 'string' }, agent: { type: 'boolean' } }, usage)
+    'usage: sbx worker [--agent] [--config file] [--redis url] [--redis-wait s] [--concurrency n]\n  (without --agent: an exec worker; with --agent: an agent-run worker, whose shell calls go through the exec queue)\n  (--redis-wait: how long to wait for Redis at start-up, retrying with backoff; default 60)'
+  const { values } = parse(
+    args,
+    { concurrency: { type: 'string' }, agent: { type: 'boolean' }, 'redis-wait': { type: 'string' } },
+    usage,
+  )
   if (values.help) return (io.out(usage), 0)
   const loaded = loadFor(values)
   if (loaded.config.queue.driver !== 'bullmq') {
@@ -105,11 +139,12 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
   const concurrency = values.concurrency !== undefined ? Number(values.concurrency) : undefined
   if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0))
     throw new UsageError('--concurrency must be a positive integer')
-  const runtime = await createRuntime(loaded, {
-    role: 'worker',
-    logger,
-    ...(concurrency ? { concurrency } : {}),
-  })
+  const runtime = await startRuntime(
+    loaded,
+    { role: 'worker', logger, ...(concurrency ? { concurrency } : {}) },
+    values['redis-wait'],
+    io,
+  )
   io.err(
     `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
   )

@@ -1,10 +1,14 @@
 import { serve } from '@hono/node-server'
 import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { LoadedConfig } from '../config/load.js'
+import { AppError } from '../errors.js'
 import { openDashboardQueues } from '../http/admin.js'
 import { createApp } from '../http/app.js'
 import { Keyring } from '../http/keyring.js'
 import { McpEndpoint } from '../http/mcp.js'
-import type { Runtime } from './create-runtime.js'
+import { createRuntime, redactUrl } from './create-runtime.js'
+import type { Runtime, RuntimeOptions } from './create-runtime.js'
 
 /** A listening HTTP server of the service. */
 export interface RunningServer {
@@ -86,5 +90,69 @@ export async function startServer(
       await closed
       await dashboard?.close()
     },
+  }
+}
+
+/** One failed start-up attempt, reported before the pause that follows it. */
+export interface StartupRetry {
+  /** 1 for the first attempt. */
+  readonly attempt: number
+  /** The pause before the next attempt (ms). */
+  readonly delayMs: number
+  /** Time since the first attempt (ms). */
+  readonly elapsedMs: number
+  /** Why the attempt failed (QUEUE_UNAVAILABLE, naming the Redis URL). */
+  readonly error: AppError
+}
+
+/** Options of {@link createRuntimeWithRetry}. */
+export interface StartupRetryOptions {
+  /** Keep trying this long (ms) before giving up; 0 tries once. */
+  readonly waitMs: number
+  /** First pause between attempts, doubled after each (ms). @default 500 */
+  readonly initialDelayMs?: number
+  /** Longest pause between attempts (ms). @default 5000 */
+  readonly maxDelayMs?: number
+  /** Told about each failed attempt before its pause (the CLI prints a line). */
+  readonly onRetry?: (retry: StartupRetry) => void
+  /** Stops waiting (rejects with the last error). */
+  readonly signal?: AbortSignal
+}
+
+/**
+ * {@link createRuntime} for the long-running commands (`sbx serve`, `sbx api`, `sbx worker`): while
+ * Redis is unreachable at start-up (QUEUE_UNAVAILABLE) it tries again with exponential backoff, for up
+ * to `waitMs`, so a process started before Redis waits for it instead of crash-looping. Then it rejects
+ * with QUEUE_UNAVAILABLE naming the URL and how long it waited. Every other error fails at once.
+ */
+export async function createRuntimeWithRetry(
+  loaded: LoadedConfig,
+  opts: RuntimeOptions,
+  retry: StartupRetryOptions,
+): Promise<Runtime> {
+  const t0 = Date.now()
+  let delayMs = retry.initialDelayMs ?? 500
+  const maxDelayMs = retry.maxDelayMs ?? 5_000
+  const giveUp = (err: AppError, attempt: number, why: string): AppError =>
+    new AppError(
+      'QUEUE_UNAVAILABLE',
+      `gave up waiting for Redis at ${redactUrl(loaded.config.queue.redisUrl)} ${why} ` +
+        `(${attempt} attempt${attempt === 1 ? '' : 's'} in ${Math.round((Date.now() - t0) / 1000)} s): ${err.message}`,
+      { retryable: true, cause: err },
+    )
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await createRuntime(loaded, opts)
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE')) throw err
+      const elapsedMs = Date.now() - t0
+      const leftMs = retry.waitMs - elapsedMs
+      if (leftMs <= 0) throw giveUp(err, attempt, `after the ${Math.round(retry.waitMs / 1000)} s allowed`)
+      const pause = Math.min(delayMs, maxDelayMs, leftMs)
+      retry.onRetry?.({ attempt, delayMs: pause, elapsedMs, error: err })
+      await sleep(pause, undefined, retry.signal ? { signal: retry.signal } : {}).catch(() => undefined)
+      if (retry.signal?.aborted) throw giveUp(err, attempt, 'when asked to stop')
+      delayMs = Math.min(delayMs * 2, maxDelayMs)
+    }
   }
 }
