@@ -42,7 +42,12 @@ beforeAll(async () => {
 afterAll(async () => {
   const d = docker
   try {
-    if (redis && !redis.running) await redis.launch()
+    if (redis && !redis.running) {
+      // A failed test left Redis down: bring it back and let the service reconnect before closing it.
+      await redis.launch()
+      const deadline = performance.now() + 15_000
+      while (live && performance.now() < deadline && (await call('/readyz')).status !== 200) await delay(100)
+    }
     await live?.close()
     if (d) {
       for (const c of await containers(d)) await d.destroy({ providerId: 'docker', id: c, profile: '' })
