@@ -138,7 +138,6 @@ describe('QueueRouteExecutor', () => {
     const err = await failure(ex.execute(r))
     expect(err.code).toBe('QUEUE_UNAVAILABLE')
     expect(err.retryable).toBe(true)
-    const job = ex.buildJob(r)
-    await expect(queue.wait(job.jobId, { timeoutMs: 1_000 })).resolves.toMatchObject({ status: 'cancelled' })
+    await expect(queue.wait(ex.jobIdOf(r), { timeoutMs: 1_000 })).resolves.toMatchObject({ status: 'cancelled' })
   })
 })
