@@ -69,6 +69,9 @@ export function createBullmqAgentDispatcher(
     connection: { url: redisUrl, enableOfflineQueue: false },
     prefix,
   })
+  // Connection trouble surfaces as a rejected dispatch (503 at the API); without a listener BullMQ
+  // prints every reconnect failure while Redis is away.
+  queue.on('error', () => undefined)
   return {
     async dispatch(id) {
       await queue.add(
@@ -91,17 +94,33 @@ export async function startBullmqAgentWorker(
   concurrency = 4,
 ): Promise<AgentRunRunner> {
   const c = await cancellable(deps)
-  const worker = new Worker<{ id: string }>('sbx-agent-runs', async (job) => c.run(job.data.id), {
-    connection: { url: redisUrl, maxRetriesPerRequest: null },
-    prefix,
-    concurrency,
-  })
+  const active = new Set<Promise<unknown>>()
+  const worker = new Worker<{ id: string }>(
+    'sbx-agent-runs',
+    async (job) => {
+      const run = c.run(job.data.id)
+      active.add(run)
+      try {
+        return await run
+      } finally {
+        active.delete(run)
+      }
+    },
+    { connection: { url: redisUrl, maxRetriesPerRequest: null }, prefix, concurrency },
+  )
   worker.on('error', () => undefined)
   return {
     async close({ deadlineMs = 30_000 } = {}) {
+      // Our own drain, then a forced close: BullMQ's graceful close can wait forever for a
+      // connection that is not coming back (Redis away at shutdown).
       const timer = setTimeout(() => c.running.forEach((ac) => ac.abort(new Error('shutdown'))), deadlineMs)
-      await worker.close()
+      const stopping = worker.pause(true).catch(() => undefined)
+      await Promise.allSettled([...active])
       clearTimeout(timer)
+      await Promise.race([
+        Promise.all([stopping, worker.close(true)]).catch(() => undefined),
+        new Promise((resolve) => setTimeout(resolve, 5_000).unref()),
+      ])
       await c.off()
     },
   }
