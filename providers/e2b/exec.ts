@@ -91,21 +91,30 @@ export function startExec(ctx: ExecContext, req: ResolvedExec, opts: ExecOptions
   const statusSeen = new Promise<void>((resolve) => (sawStatus = resolve))
 
   const startP: Promise<CommandHandle> = ctx.sdk.commands
-    .run(buildWrapper({ nonce, command: req.command, cwd: req.cwd, timeoutMs: req.timeoutMs }), {
-      background: true,
-      envs: req.env,
-      stdin: req.stdin.length > 0,
-      timeoutMs: req.timeoutMs + ctx.deadlineBufferMs,
-      requestTimeoutMs: ctx.requestTimeoutMs,
-      onStdout: (text) => {
-        if (cancelled) return
-        stdout.push(filter.push(text))
-        if (filter.report.status !== undefined) sawStatus()
+    .run(
+      buildWrapper({
+        nonce,
+        command: req.command,
+        cwd: req.cwd,
+        timeoutMs: req.timeoutMs,
+        outputCapBytes: req.outputCapBytes,
+      }),
+      {
+        background: true,
+        envs: req.env,
+        stdin: req.stdin.length > 0,
+        timeoutMs: req.timeoutMs + ctx.deadlineBufferMs,
+        requestTimeoutMs: ctx.requestTimeoutMs,
+        onStdout: (text) => {
+          if (cancelled) return
+          stdout.push(filter.push(text))
+          if (filter.report.status !== undefined) sawStatus()
+        },
+        onStderr: (text) => {
+          if (!cancelled) stderr.push(text)
+        },
       },
-      onStderr: (text) => {
-        if (!cancelled) stderr.push(text)
-      },
-    })
+    )
     .catch(async (err: unknown) => {
       throw await ctx.classify(err, `starting a command in sandbox ${ctx.sandboxId}`)
     })

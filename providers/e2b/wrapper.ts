@@ -8,6 +8,9 @@
  * - SIGTERM to the wrapper (our cancel) kills the group too;
  * - when the command ends, whatever it left in its group is killed.
  *
+ * - stdout and stderr pass through in-sandbox readers that forward cap+1 bytes and drain the rest,
+ *   so an output flood never blocks the command nor travels to the client.
+ *
  * It reports on stdout with tokens `\x1e<nonce><kind><digits>\n` that {@link TokenFilter} strips:
  * `x<code>` (the command's shell exited normally, from its EXIT trap), `t` (deadline reached),
  * `c` (the working directory is unusable), `s<status>` (the wrapper's own exit status, its last
@@ -32,19 +35,37 @@ export interface WrapperSpec {
   /** Absolute working directory. */
   cwd: string
   timeoutMs: number
+  /** Per-stream cap (bytes): the sandbox sends at most one byte more, so the client sees the cut. */
+  outputCapBytes: number
 }
 
 /** The script passed to `commands.run`. */
-export function buildWrapper({ nonce, command, cwd, timeoutMs }: WrapperSpec): string {
+export function buildWrapper({ nonce, command, cwd, timeoutMs, outputCapBytes }: WrapperSpec): string {
   const token = (kind: string): string => `printf "\\036${nonce}${kind}\\n"`
-  // The EXIT trap tells a normal exit from a signal death that 128+n alone cannot.
-  const inner = `trap 'printf "\\036${nonce}x%d\\n" "$?"' EXIT; ${command}`
+  // The EXIT trap tells a normal exit from a signal death that 128+n alone cannot. With the
+  // cappers in place it writes to a file: on stdout it would be dropped with output past the cap.
+  const trapped = (to: string): string => `trap 'printf "\\036${nonce}x%d\\n" "$?" ${to}' EXIT; ${command}`
   const seconds = (timeoutMs / 1000).toFixed(3)
+  // Named by the nonce (16 random hex digits): known here, so the trap can name it literally.
+  const dir = `/tmp/.sbx-${nonce}`
   return [
-    `trap 'kill -s KILL -$c -$w 2>/dev/null; exit 143' TERM`,
+    `trap 'kill -s KILL -$c -$w 2>/dev/null; [ -z "$D" ] || { kill -s KILL -$r1 -$r2; rm -rf "$D"; } 2>/dev/null; exit 143' TERM`,
     `cd ${shellQuote(cwd)} 2>/dev/null || { ${token('c')}; exit 1; }`,
     `exec 3<&0`,
-    `setsid /bin/bash -c ${shellQuote(inner)} 0<&3 3<&- &`,
+    // Each stream goes through a reader that passes cap+1 bytes and drains the rest, so a flood
+    // neither blocks the command nor travels to the client (the SDK buffers all it receives).
+    // Without a writable /tmp or mkfifo the command writes straight to the pipes and the client caps.
+    `n=${outputCapBytes + 1} D=${dir}`,
+    `mkdir -m 700 "$D" 2>/dev/null && mkfifo "$D/o" "$D/e" 2>/dev/null || { rm -rf "$D" 2>/dev/null; D=; }`,
+    // Each reader is a session of its own, so the whole of it (sh and dd) can be killed at once.
+    `cap='dd bs=65536 iflag=count_bytes count=$0 2>/dev/null || head -c $0; exec cat >/dev/null'`,
+    `if [ -n "$D" ]; then`,
+    `  setsid /bin/sh -c "$cap" $n <"$D/o" & r1=$!`,
+    `  setsid /bin/sh -c "$cap" $n <"$D/e" >&2 & r2=$!`,
+    `  setsid /bin/bash -c ${shellQuote(trapped(`>${dir}/x`))} 0<&3 3<&- >"$D/o" 2>"$D/e" &`,
+    `else`,
+    `  setsid /bin/bash -c ${shellQuote(trapped(''))} 0<&3 3<&- &`,
+    `fi`,
     `c=$!`,
     `exec 3<&- 0</dev/null 2>/dev/null`,
     `t=`,
@@ -54,6 +75,12 @@ export function buildWrapper({ nonce, command, cwd, timeoutMs }: WrapperSpec): s
     `wait $c; s=$?`,
     `[ -z "$t" ] || { wait $c; s=137; }`,
     `kill -s KILL -$c -$w 2>/dev/null`,
+    // A process that left the group with setsid may hold the FIFOs: stop reading a second later.
+    `if [ -n "$D" ]; then`,
+    `  ( sleep 1; kill -s KILL -$r1 -$r2 ) </dev/null >/dev/null 2>&1 & l=$!`,
+    `  wait $r1 $r2; kill $l 2>/dev/null`,
+    `  [ -r "$D/x" ] && cat "$D/x"; rm -rf "$D"`,
+    `fi`,
     `printf "\\036${nonce}s%d\\n" "$s"`,
     `exit $s`,
   ].join('\n')

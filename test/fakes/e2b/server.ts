@@ -43,6 +43,8 @@ export interface FakeRequest {
   sandboxId?: string
   /** Time from the request's arrival to its response's end (ms), once it ended. */
   durationMs?: number
+  /** Body bytes written so far (the envelopes of a streaming call included). */
+  bytesOut: number
   /** HTTP version the client used (`1.1`: the SDK's undici only negotiates HTTP/2 over TLS). */
   httpVersion: string
 }
@@ -111,9 +113,15 @@ export async function startFakeE2B(options: FakeE2BOptions = {}): Promise<FakeE2
       method: req.method ?? 'GET',
       path: url.pathname,
       httpVersion: req.httpVersion,
+      bytesOut: 0,
       ...(typeof sandboxId === 'string' ? { sandboxId } : {}),
     }
     requests.push(entry)
+    const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean
+    res.write = ((chunk: unknown, ...rest: unknown[]) => {
+      if (typeof chunk === 'string' || chunk instanceof Uint8Array) entry.bytesOut += Buffer.byteLength(chunk)
+      return write(chunk, ...rest)
+    }) as typeof res.write
     res.on('close', () => (entry.durationMs = performance.now() - started))
     if (typeof sandboxId === 'string') void handleEnvd(envd, sandboxId, req, res, url)
     else void handleApi(api, req, res, url)

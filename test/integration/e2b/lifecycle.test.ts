@@ -125,6 +125,28 @@ describe('e2b provider lifecycle', () => {
   )
 
   test(
+    'an output flood is capped inside the sandbox: the command is not blocked and the flood never reaches the client',
+    async () => {
+      const sb = await fx.create()
+      const r = await sb.exec({
+        ...quick,
+        outputCapBytes: 4096,
+        command: 'yes flood | head -c 20000000; echo tail >&2; yes err | head -c 20000000 >&2; exit 3',
+      })
+      expect(r).toMatchObject({ exitCode: 3, truncated: true, timedOut: false })
+      expect(r.stdout).toBe('flood\n'.repeat(700).slice(0, 4096))
+      expect(r.stderr.startsWith('tail\nerr\n')).toBe(true)
+      expect(r.stderr).toHaveLength(4096)
+      // 40 MB were written in the sandbox; what crossed the wire is about the two caps.
+      const start = fake.requests
+        .filter((q) => q.sandboxId === sb.ref.id && q.path === '/process.Process/Start')
+        .at(-1)
+      expect(start?.bytesOut).toBeLessThan(64 * 1024)
+    },
+    T,
+  )
+
+  test(
     'a process that escaped the group with setsid and holds stdout does not hold the result',
     async () => {
       const sb = await fx.create()
