@@ -5,7 +5,8 @@
  *
  * - starts the command with `bash -c` (else `sh -c`) in a new session (`setsid`), so the whole
  *   process group can be killed;
- * - sends stdout and stderr through FIFOs into readers that keep cap+1 bytes (`dd iflag=count_bytes`,
+ * - sends stdout and stderr through FIFOs into readers (each a session of its own, so it can be
+ *   killed whole and never holds the daemon's output pipe) that keep cap+1 bytes (`dd iflag=count_bytes`,
  *   which writes as it reads, so live polls see output at once; `head -c`, which busybox buffers,
  *   where dd lacks the flag) and then drain the rest, so output is capped per stream and a flooding process never blocks;
  * - kills the group at our timeout (TERM, then KILL 200 ms later) and keeps the partial output;
@@ -37,10 +38,10 @@ command -v base64 >/dev/null || fail base64
 [ -n "$i" ] || i=/dev/null
 [ -r "$i" ] || fail stdin
 mkfifo "$D/o" "$D/e" || fail mkfifo
-cap() { dd bs=65536 iflag=count_bytes count=$((n+1)) of="$1" || head -c $((n+1)) >"$1"; exec cat >/dev/null; }
-cap "$D/out" <"$D/o" &
+C='dd bs=65536 iflag=count_bytes count=$1 of="$2" || head -c $1 >"$2"; exec cat >/dev/null'
+setsid sh -c "$C" sbx $((n+1)) "$D/out" <"$D/o" >/dev/null &
 r1=$!
-cap "$D/err" <"$D/e" &
+setsid sh -c "$C" sbx $((n+1)) "$D/err" <"$D/e" >/dev/null &
 r2=$!
 if command -v bash >/dev/null; then s=bash; else s=sh; fi
 c="trap 'echo \$? >$D/rc' EXIT; $c"
@@ -60,7 +61,7 @@ wait $p
 x=$?
 kill $g
 [ -e "$D/timedout" ] && kill -KILL -$p
-( sleep 0.1; kill -KILL -$p; sleep 1; kill -KILL $r1 $r2 ) </dev/null >/dev/null &
+( sleep 0.1; kill -KILL -$p; sleep 1; kill -KILL -$r1 -$r2 ) </dev/null >/dev/null &
 l=$!
 wait $r1 $r2
 kill $l

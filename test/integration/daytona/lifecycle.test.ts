@@ -188,6 +188,9 @@ describe('Daytona provider lifecycle (real SDK against the fake)', () => {
       const escaped = await sb.exec({ ...base, command: 'setsid sleep 30 & echo ok' })
       expect(escaped).toMatchObject({ stdout: 'ok\n', exitCode: 0, timedOut: false })
       expect(escaped.durationMs).toBeLessThan(10_000)
+      // The output readers of that run were killed whole: none is left holding the daemon's pipe.
+      const readers = await sb.exec({ ...base, command: "ps -o comm | grep -c '^dd$'" })
+      expect(readers.stdout.trim()).toBe('2') // this command's own two readers
     },
     TIMEOUT,
   )
