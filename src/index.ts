@@ -99,7 +99,7 @@ export type { AnthropicOptions, OpenAICompatibleOptions } from './agent/models/i
 
 // Sandboxes (the Docker provider is exported from `sandbox-router/docker`, the conformance suite from
 // `sandbox-router/conformance`)
-export { LABELS, ProfileSchema, ProviderRegistry, resolveProfile } from './sandbox/index.js'
+export { LABELS, ProfileSchema, ProviderRegistry, resolveProfile, Semaphore } from './sandbox/index.js'
 export type {
   CreateOptions,
   ExecOptions,

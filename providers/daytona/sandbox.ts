@@ -13,7 +13,7 @@ import type {
 import { type ErrorScope, mapDaytonaError, mayBeLost } from './errors.js'
 import { type ExecContext, startRun } from './exec.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
-import { Slots } from './slots.js'
+import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { type DaemonCall, mkdirCall, probeCall } from './wrapper.js'
 
 /** Daytona accepts only these names in an exec's environment. */
@@ -63,7 +63,7 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefine
  */
 export class DaytonaSandbox implements Sandbox {
   private closed = false
-  private readonly slots: Slots
+  private readonly slots: Semaphore
   private readonly execContext: ExecContext
 
   constructor(
@@ -74,7 +74,7 @@ export class DaytonaSandbox implements Sandbox {
     private readonly context: HandleContext,
     private readonly onClose?: (sandbox: DaytonaSandbox) => void,
   ) {
-    this.slots = new Slots(settings.maxConcurrentExecs)
+    this.slots = new Semaphore(settings.maxConcurrentExecs)
     this.execContext = {
       remote,
       sandboxId: ref.id,
@@ -154,7 +154,7 @@ export class DaytonaSandbox implements Sandbox {
       typeof request.stdin === 'string'
         ? Buffer.from(request.stdin, 'utf8')
         : (request.stdin ?? new Uint8Array())
-    const release = await this.slots.take(opts.signal)
+    const release = await this.slots.acquire(opts.signal)
     const run = startRun(
       this.execContext,
       {

@@ -14,7 +14,7 @@ import { engineStatus, mapEngineError } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
 import { MAX_FRAME_BYTES } from './protocol.js'
-import { Semaphore } from './semaphore.js'
+import { Semaphore } from '../../src/sandbox/semaphore.js'
 
 /** What a handle needs to know about its container (from the profile, or from labels on connect). */
 export interface DockerSandboxSettings {

@@ -13,7 +13,7 @@ import { type ErrorContext, type ErrorSite, mapE2BError, networkCode } from './e
 import { type ExecContext, startExec } from './exec.js'
 import type { Lifetime } from './lifetime.js'
 import type { ResolvedE2BProviderOptions } from './options.js'
-import { Semaphore } from './semaphore.js'
+import { Semaphore } from '../../src/sandbox/semaphore.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {

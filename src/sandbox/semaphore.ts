@@ -1,6 +1,9 @@
-import { AppError } from '../../src/errors.js'
+import { AppError } from '../errors.js'
 
-/** A counting semaphore whose waiters can be aborted. */
+/**
+ * A counting semaphore whose waiters can be aborted: how providers bound the commands one sandbox
+ * runs at once (`profile.maxConcurrentExecs`).
+ */
 export class Semaphore {
   private available: number
   private readonly waiters: Array<() => void> = []
