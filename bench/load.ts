@@ -30,7 +30,7 @@ import { Redis } from 'ioredis'
 import { createDockerProvider } from '../providers/docker/index.js'
 import type { DockerProvider } from '../providers/docker/index.js'
 import { AppError } from '../src/errors.js'
-import { createBullmqJobQueue, deriveJobId } from '../src/queue/index.js'
+import { createBullmqJobQueue } from '../src/queue/index.js'
 import type { JobQueue } from '../src/queue/index.js'
 import { JobInterruptedError, QueueRouteExecutor, staticRouteTargets } from '../src/routing/index.js'
 import type { RouteRequest } from '../src/routing/index.js'
@@ -297,18 +297,19 @@ async function run(label: string, kill: boolean, docker: DockerProvider, redis: 
         }
         const effect = `s${item.session}c${item.index}`
         const callId = `load-${names.scope}-${effect}`
+        const request = route(`sess-${item.session}`, commandFor(effect), callId)
         const rec: CommandRecord = {
           session: item.session,
           index: item.index,
           effect,
-          jobId: deriveJobId(TENANT, callId),
+          jobId: executor.jobIdOf(request),
           accepted: false,
           t0: performance.now(),
           t1: 0,
         }
         records.push(rec)
         try {
-          const r = await executor.execute(route(`sess-${item.session}`, commandFor(effect), callId), {
+          const r = await executor.execute(request, {
             signal: abort.signal,
           })
           const m = /^ok (\S+) (\d+) [0-9a-f]{16}\n$/.exec(r.stdout)
@@ -625,6 +626,8 @@ for (const r of reports) {
   const errors = r.byStatus.failed + r.byStatus['bad-output'] + r.byStatus['no-outcome']
   const checks: [string, boolean][] = [
     [`${r.label}: not aborted`, !r.aborted],
+    // Every command's job was seen accepted (else "lost" would be counted against nothing).
+    [`${r.label}: accepted = planned`, r.aborted || r.accepted === r.total],
     [`${r.label}: lost = 0`, r.lost === 0],
     [`${r.label}: duplicates = 0`, opts.idempotent || r.duplicates === 0],
     [`${r.label}: 0 containers and 0 keys left`, r.leftContainers === 0 && r.leftKeys === 0],
