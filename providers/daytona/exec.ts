@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { constants } from 'node:os'
 import { StringDecoder } from 'node:string_decoder'
 import { AppError } from '../../src/errors.js'
+import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
 import {
@@ -27,16 +28,6 @@ export interface ExecContext {
   call(call: DaemonCall, timeoutSec: number): Promise<{ exitCode: number; result: string }>
   /** Maps a toolbox failure, turning it into `SANDBOX_LOST` when the sandbox is gone or stopped. */
   fail(err: unknown, what: string): Promise<AppError>
-}
-
-/** An exec request with every default applied by the sandbox handle. */
-export interface ResolvedRun {
-  command: string
-  cwd: string
-  env: Record<string, string>
-  stdin: Uint8Array
-  timeoutMs: number
-  outputCapBytes: number
 }
 
 /** A command in flight. */
@@ -111,7 +102,7 @@ function failure(sandboxId: string, step: string, cwd: string): AppError {
  * Runs one command under the in-sandbox wrapper (see `wrapper.ts`): one daemon call for the run,
  * one upload first when there is stdin, and output polls while it runs when live callbacks are set.
  */
-export function startRun(ctx: ExecContext, run: ResolvedRun, opts: ExecOptions): ExecRun {
+export function startRun(ctx: ExecContext, run: ResolvedExec, opts: ExecOptions): ExecRun {
   const { remote, sandboxId, options } = ctx
   const started = performance.now()
   const runId = randomBytes(12).toString('hex')

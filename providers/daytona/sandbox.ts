@@ -1,6 +1,6 @@
+import { resolveExecRequest, resolveSandboxPath } from '../../src/sandbox/exec-request.js'
 import type { Sandbox as RemoteSandbox } from '@daytonaio/sdk'
 import { DaytonaError, DaytonaInvalidFilePathError, DaytonaNotFoundError } from '@daytonaio/sdk'
-import { posix } from 'node:path'
 import { AppError } from '../../src/errors.js'
 import type {
   ExecOptions,
@@ -128,55 +128,21 @@ export class DaytonaSandbox implements Sandbox {
 
   async exec(request: ExecRequest, opts: ExecOptions = {}): Promise<ExecResult> {
     this.assertOpen()
-    if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
-      throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
-    }
-    if (request.command.includes('\0') || request.cwd?.includes('\0')) {
-      throw new AppError('BAD_REQUEST', 'command and cwd must not contain NUL bytes')
-    }
-    if (Buffer.byteLength(request.command) > MAX_COMMAND_BYTES) {
-      throw new AppError(
-        'PAYLOAD_TOO_LARGE',
-        `command of ${Buffer.byteLength(request.command)} bytes exceeds ${MAX_COMMAND_BYTES}; ` +
-          'write the script with writeFile and run the file instead',
-      )
-    }
-    for (const [key, value] of Object.entries(request.env ?? {})) {
-      if (!ENV_NAME.test(key) || key.startsWith('__SBX_') || value.includes('\0')) {
-        throw new AppError(
-          'BAD_REQUEST',
-          `invalid env variable ${JSON.stringify(key)}: Daytona accepts names of letters, digits and '_' ` +
-            `not starting with a digit (and not __SBX_*), values without NUL`,
-        )
-      }
-    }
-    const stdin =
-      typeof request.stdin === 'string'
-        ? Buffer.from(request.stdin, 'utf8')
-        : (request.stdin ?? new Uint8Array())
+    const resolved = resolveExecRequest(request, {
+      cwd: this.settings.cwd,
+      maxCommandBytes: MAX_COMMAND_BYTES,
+      envName: (key) => ENV_NAME.test(key) && !key.startsWith('__SBX_'),
+      envRule: "Daytona accepts names of letters, digits and '_' not starting with a digit (and not __SBX_*)",
+    })
     const release = await this.slots.acquire(opts.signal)
-    const run = startRun(
-      this.execContext,
-      {
-        command: request.command,
-        cwd: request.cwd ? posix.resolve(this.settings.cwd, request.cwd) : this.settings.cwd,
-        env: request.env ?? {},
-        stdin,
-        timeoutMs: request.timeoutMs,
-        outputCapBytes: request.outputCapBytes,
-      },
-      opts,
-    )
+    const run = startRun(this.execContext, resolved, opts)
     // The slot frees when the daemon is done with the command, not when an abort rejects early.
     void run.settled.then(release)
     return run.result
   }
 
   private absolute(path: string): string {
-    if (!path || path.includes('\0')) {
-      throw new AppError('BAD_REQUEST', 'a file path must be non-empty without NUL bytes')
-    }
-    return posix.resolve(this.settings.cwd, path)
+    return resolveSandboxPath(this.settings.cwd, path)
   }
 
   async writeFile(

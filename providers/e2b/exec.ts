@@ -2,20 +2,10 @@ import { randomBytes } from 'node:crypto'
 import { constants } from 'node:os'
 import { CommandExitError, type CommandHandle, type Sandbox as E2BSdkSandbox, TimeoutError } from 'e2b'
 import { AppError } from '../../src/errors.js'
+import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
 import { CappedSink } from './output.js'
 import { type WrapperReport, TokenFilter, buildWrapper } from './wrapper.js'
-
-/** An exec request with every default applied by the sandbox handle. */
-export interface ResolvedExec {
-  command: string
-  /** Absolute. */
-  cwd: string
-  env: Record<string, string>
-  stdin: Uint8Array
-  timeoutMs: number
-  outputCapBytes: number
-}
 
 /** What a command needs from its sandbox handle. */
 export interface ExecContext {

@@ -1,4 +1,4 @@
-import { posix } from 'node:path'
+import { resolveExecRequest, resolveSandboxPath } from '../../src/sandbox/exec-request.js'
 import { type Sandbox as E2BSdkSandbox, SandboxError, SandboxNotFoundError, TimeoutError } from 'e2b'
 import { AppError } from '../../src/errors.js'
 import type {
@@ -111,53 +111,20 @@ export class E2BSandbox implements Sandbox {
 
   async exec(request: ExecRequest, opts: ExecOptions = {}): Promise<ExecResult> {
     this.assertOpen()
-    if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
-      throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
-    }
-    if (request.command.includes('\0') || request.cwd?.includes('\0')) {
-      throw new AppError('BAD_REQUEST', 'command and cwd must not contain NUL bytes')
-    }
-    if (Buffer.byteLength(request.command) > MAX_COMMAND_BYTES) {
-      throw new AppError(
-        'PAYLOAD_TOO_LARGE',
-        `command of ${Buffer.byteLength(request.command)} bytes exceeds ${MAX_COMMAND_BYTES}; write a script file and run it instead`,
-      )
-    }
-    for (const [key, value] of Object.entries(request.env ?? {})) {
-      if (!/^[^=\0]+$/.test(key) || value.includes('\0')) {
-        throw new AppError(
-          'BAD_REQUEST',
-          `invalid env variable ${JSON.stringify(key)}: names are non-empty without '=' or NUL`,
-        )
-      }
-    }
-    const stdin =
-      typeof request.stdin === 'string'
-        ? Buffer.from(request.stdin, 'utf8')
-        : (request.stdin ?? new Uint8Array())
+    const resolved = resolveExecRequest(request, {
+      cwd: this.settings.cwd,
+      maxCommandBytes: MAX_COMMAND_BYTES,
+    })
     const release = await this.slots.acquire(opts.signal)
     this.keepAlive(request.timeoutMs + this.settings.options.commandDeadlineBufferMs)
-    const run = startExec(
-      this.execContext,
-      {
-        command: request.command,
-        cwd: request.cwd ? posix.resolve(this.settings.cwd, request.cwd) : this.settings.cwd,
-        env: request.env ?? {},
-        stdin,
-        timeoutMs: request.timeoutMs,
-        outputCapBytes: request.outputCapBytes,
-      },
-      opts,
-    )
+    const run = startExec(this.execContext, resolved, opts)
     // The slot is free once the command stops running in the sandbox, not when an abort rejects early.
     void run.settled.then(release)
     return run.result
   }
 
   private absolute(path: string): string {
-    if (!path || path.includes('\0'))
-      throw new AppError('BAD_REQUEST', 'a file path must be non-empty without NUL bytes')
-    return posix.resolve(this.settings.cwd, path)
+    return resolveSandboxPath(this.settings.cwd, path)
   }
 
   async writeFile(
