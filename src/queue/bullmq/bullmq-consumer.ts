@@ -72,6 +72,10 @@ export async function startBullmqConsumer(
   }
   deps.fenceClient.on('close', onFenceDrop)
   const idleWaiters: (() => void)[] = []
+  // Attempts still running in this process, by job id. After an outage the stalled checker can hand a
+  // job back while its attempt here still holds a real result (waiting to store it): a redelivery to
+  // this same worker then takes that result instead of judging the attempt lost ('interrupted').
+  const localAttempts = new Map<string, Promise<ExecJobResult | undefined>>()
   const whenIdle = (): Promise<void> =>
     active === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))
 
@@ -91,6 +95,11 @@ export async function startBullmqConsumer(
       // A fetch that was in flight when close() began delivered a job: give it straight back.
       await job.moveToWait(token)
       throw new WaitingError()
+    }
+    const earlier = localAttempts.get(data.jobId)
+    if (earlier) {
+      const result = await earlier
+      if (result) return result
     }
     const controller = new AbortController()
     const onAbort = (): void => {
@@ -127,6 +136,9 @@ export async function startBullmqConsumer(
     }
     active += 1
     const dropsAtStart = fenceDrops
+    let settle!: (r: ExecJobResult | undefined) => void
+    localAttempts.set(data.jobId, new Promise((resolve) => (settle = resolve)))
+    let settled: ExecJobResult | undefined
     try {
       let outcome: RunOutcome
       try {
@@ -139,6 +151,7 @@ export async function startBullmqConsumer(
         outcome = { kind: 'handback' }
       }
       if (outcome.kind === 'result') {
+        settled = outcome.result
         if (fenceDrops === dropsAtStart && deps.fenceClient.status === 'ready') return outcome.result
         // Redis went away during the job: the result record (sent without waiting) may have been
         // refused. Store it once Redis is back, before BullMQ's completion: if the job lock lapsed
@@ -161,6 +174,8 @@ export async function startBullmqConsumer(
       await job.moveToWait(token)
       throw new WaitingError()
     } finally {
+      localAttempts.delete(data.jobId)
+      settle(settled)
       active -= 1
       if (active === 0) for (const resolve of idleWaiters.splice(0)) resolve()
       signal?.removeEventListener('abort', onAbort)
