@@ -188,9 +188,15 @@ describe('Daytona provider lifecycle (real SDK against the fake)', () => {
       const escaped = await sb.exec({ ...base, command: 'setsid sleep 30 & echo ok' })
       expect(escaped).toMatchObject({ stdout: 'ok\n', exitCode: 0, timedOut: false })
       expect(escaped.durationMs).toBeLessThan(10_000)
-      // The output readers of that run were killed whole: none is left holding the daemon's pipe.
-      const readers = await sb.exec({ ...base, command: "ps -o comm | grep -c '^dd$'" })
-      expect(readers.stdout.trim()).toBe('2') // this command's own two readers
+      // The output readers of that run were killed whole: no orphaned reader (a dd whose reader
+      // shell is gone) is left holding the daemon's pipe.
+      const orphans = await sb.exec({
+        ...base,
+        command:
+          "ps -o pid,ppid,comm | awk 'NR > 1 { c[$1] = $3; pp[$1] = $2 } " +
+          'END { n = 0; for (p in c) if (c[p] == "dd" && c[pp[p]] != "sh") n++; print n }\'',
+      })
+      expect(orphans.stdout.trim()).toBe('0')
     },
     TIMEOUT,
   )
