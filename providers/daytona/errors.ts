@@ -17,6 +17,7 @@ import {
 } from '@daytonaio/sdk'
 import { AppError, type ErrorCode } from '../../src/errors.js'
 import { API_KEY_ENV } from './options.js'
+import { scrubSecret, secretSafeCause } from '../../src/sandbox/secret-scrub.js'
 
 /** What the error mapper needs to word messages without leaking secrets. */
 export interface ErrorScope {
@@ -33,32 +34,6 @@ export function redactUrl(url: string): string {
     return `${u.protocol}//${u.host}${u.pathname.replace(/\/$/, '')}`
   } catch {
     return '(invalid URL)'
-  }
-}
-
-/** Shorter "secrets" are not keys, and scrubbing them would mangle ordinary words. */
-const MIN_SECRET_LENGTH = 8
-
-/** `text` with every occurrence of the secret replaced. */
-export function scrub(text: string, secret: string): string {
-  return secret.length >= MIN_SECRET_LENGTH ? text.split(secret).join('***') : text
-}
-
-/** The error as a cause that is safe to keep: the original, or a scrubbed copy if it quotes the key. */
-function safeCause(err: unknown, secret: string): unknown {
-  if (!(err instanceof Error) || secret.length < MIN_SECRET_LENGTH) return err
-  const text = `${err.message}\n${err.stack ?? ''}\n${safeJson(err)}`
-  if (!text.includes(secret)) return err
-  const copy = new Error(scrub(err.message, secret))
-  copy.name = err.name
-  return copy
-}
-
-function safeJson(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? ''
-  } catch {
-    return ''
   }
 }
 
@@ -81,7 +56,7 @@ export function retryAfterSeconds(err: unknown): number | undefined {
 
 function detail(err: unknown, secret: string): string {
   const message = err instanceof Error ? err.message : String(err)
-  return scrub(message, secret).slice(0, 500)
+  return scrubSecret(message, secret).slice(0, 500)
 }
 
 function make(
@@ -91,9 +66,9 @@ function make(
   scope: ErrorScope,
   retryable = false,
 ): AppError {
-  return new AppError(code, scrub(message, scope.apiKey), {
+  return new AppError(code, scrubSecret(message, scope.apiKey), {
     retryable,
-    cause: safeCause(err, scope.apiKey),
+    cause: secretSafeCause(err, scope.apiKey),
   })
 }
 

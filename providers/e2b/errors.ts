@@ -16,6 +16,7 @@ import {
   TimeoutError,
 } from 'e2b'
 import { AppError } from '../../src/errors.js'
+import { scrubSecret, secretSafeCause } from '../../src/sandbox/secret-scrub.js'
 
 /** Where requests go, for messages (the key only to redact it). */
 export interface ErrorContext {
@@ -50,20 +51,6 @@ const NETWORK_CODES = new Set([
   'UND_ERR_SOCKET',
 ])
 
-/** Replaces the API key wherever it appears. */
-export function redact(text: string, apiKey: string): string {
-  return apiKey ? text.split(apiKey).join('[redacted]') : text
-}
-
-/** The error itself, or a copy without the key when its message carries it (a safe `cause`). */
-export function safeCause(err: unknown, apiKey: string): unknown {
-  if (!(err instanceof Error) || !apiKey || !`${err.message}${err.stack ?? ''}`.includes(apiKey)) return err
-  const copy = new Error(redact(err.message, apiKey))
-  copy.name = err.name
-  copy.stack = redact(err.stack ?? '', apiKey)
-  return copy
-}
-
 /** The network error code (ECONNREFUSED…) of a failed fetch, if that is what `err` is. */
 export function networkCode(err: unknown): string | undefined {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
@@ -82,8 +69,8 @@ export function networkCode(err: unknown): string | undefined {
  */
 export function mapE2BError(err: unknown, site: ErrorSite, ctx: ErrorContext): AppError {
   if (err instanceof AppError) return err
-  const cause = safeCause(err, ctx.apiKey)
-  const detail = redact(err instanceof Error ? err.message : String(err), ctx.apiKey)
+  const cause = secretSafeCause(err, ctx.apiKey)
+  const detail = scrubSecret(err instanceof Error ? err.message : String(err), ctx.apiKey)
   const make = (code: AppError['code'], message: string, retryable = false): AppError => {
     if (site.create && code !== 'CONFIG_INVALID' && code !== 'BAD_REQUEST') {
       return new AppError('SANDBOX_CREATE_FAILED', message, { retryable, cause })

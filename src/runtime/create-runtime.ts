@@ -12,7 +12,7 @@ import type { ToolCallInterceptor } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import { createLogger } from '../logger.js'
 import { Metrics } from '../metrics.js'
-import { reconnectDelayMs } from '../queue/bullmq/redis-clients.js'
+import { reconnectDelayMs, redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createJobQueue } from '../queue/create-job-queue.js'
 import type { JobQueue } from '../queue/types.js'
 import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
@@ -346,9 +346,4 @@ async function redisHealth(redis: Redis, url: string): Promise<SandboxHealth> {
   } finally {
     clearTimeout(timer)
   }
-}
-
-/** A Redis URL without its password, for messages. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@')
 }

@@ -7,7 +7,8 @@ import { openDashboardQueues } from '../http/admin.js'
 import { createApp } from '../http/app.js'
 import { Keyring } from '../http/keyring.js'
 import { McpEndpoint } from '../http/mcp.js'
-import { createRuntime, redactUrl } from './create-runtime.js'
+import { redactUrl } from '../queue/bullmq/redis-clients.js'
+import { createRuntime } from './create-runtime.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
 
 /** A listening HTTP server of the service. */
