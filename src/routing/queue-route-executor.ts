@@ -51,12 +51,15 @@ export class QueueRouteExecutor implements RouteExecutor {
     return Math.min(route.timeoutMs ?? profile.defaultTimeoutMs, profile.maxTimeoutMs)
   }
 
-  /** The job a route becomes (exposed for the HTTP layer, which submits without waiting). */
-  buildJob(route: RouteRequest): ExecJob {
+  /**
+   * The job a route becomes (exposed for the HTTP layer, which submits without waiting). Its id is
+   * `jobId`, else derived from (tenant, callId).
+   */
+  buildJob(route: RouteRequest, jobId?: string): ExecJob {
     const { profile } = this.options.targets.resolve(route.providerId, route.profile)
     const tenant = route.tenant ?? this.defaultTenant
     return {
-      jobId: deriveJobId(tenant, route.callId),
+      jobId: jobId ?? deriveJobId(tenant, route.callId),
       tenant,
       ...(route.sessionId === undefined ? {} : { sessionId: route.sessionId }),
       providerId: route.providerId,
@@ -102,7 +105,7 @@ export class QueueRouteExecutor implements RouteExecutor {
   }
 
   async execute(route: RouteRequest, ctx: RouteContext = {}): Promise<ExecResult> {
-    const job = { ...this.buildJob(route), jobId: this.jobIdOf(route) }
+    const job = this.buildJob(route, this.jobIdOf(route))
     if (ctx.signal?.aborted) throw jobCancelledError(reasonText(ctx.signal))
     const { queue } = this.options
     const emitted = { stdout: 0, stderr: 0 }
