@@ -150,7 +150,14 @@ describe('e2b provider lifecycle', () => {
     'a process that escaped the group with setsid and holds stdout does not hold the result',
     async () => {
       const sb = await fx.create()
-      const r = await sb.exec({ ...quick, command: 'setsid sleep 60 & echo $! > escaped.pid; echo done' })
+      // The pid file is written from inside the new session, so the escape is complete before the
+      // command ends (a child still on its way out of the group would rightly go with the group).
+      const r = await sb.exec({
+        ...quick,
+        command:
+          "rm -f escaped.pid; setsid sh -c 'echo $$ > escaped.pid; exec sleep 60' & " +
+          'while [ ! -s escaped.pid ]; do :; done; echo done',
+      })
       expect(r).toMatchObject({ exitCode: 0, stdout: 'done\n', timedOut: false })
       expect(r.durationMs).toBeLessThan(quick.timeoutMs)
       // Still running (it left the group), until we end it.
