@@ -177,7 +177,8 @@ describe('the API while Redis is away', () => {
       await delay(100)
     console.log(
       `[redis-api] Redis back -> /readyz 200 in ${Math.round(readyMs)} ms, first exec 200 in ${Math.round(firstExecMs)} ms; ` +
-        `job accepted before the kill: ${job.body.state}`,
+        `job accepted before the kill: ${job.body.state}` +
+        (job.body.state === 'completed' ? '' : ` ${JSON.stringify(job.body)}`),
     )
     expect(job.body.state).toBe('completed')
     expect(job.body.result?.stdout).toBe('survived\n')

@@ -5,8 +5,15 @@ import type { Redis } from 'ioredis'
 import { checkConcurrency, defaultWorkerId, runJob } from '../run-job.js'
 import type { RunOutcome } from '../run-job.js'
 import { ExecJobSchema } from '../schemas.js'
-import type { ExecJobResult } from '../schemas.js'
-import type { Consumer, ConsumeOptions, JobAbortReason, JobContext, JobProcessor } from '../types.js'
+import type { ExecJob, ExecJobResult } from '../schemas.js'
+import type {
+  Consumer,
+  ConsumeOptions,
+  JobAbortReason,
+  JobContext,
+  JobFence,
+  JobProcessor,
+} from '../types.js'
 import { connectRedis, createRedisClient, isRedisUnreachable, quitRedis, whenReady } from './redis-clients.js'
 import type { RedisFenceStore } from './redis-fence.js'
 import type { Subscriber } from './subscriber.js'
@@ -31,6 +38,11 @@ export interface BullmqConsumerTuning {
  * the connection error), so a misclassified error cannot loop forever.
  */
 const MAX_UNREACHABLE_HANDBACKS = 10
+/** How long a result an outage touched is kept for a redelivery to this worker (ms). */
+const KEEP_RESULT_MS = 10 * 60_000
+/** At most this many such results are kept (the oldest go first). */
+const MAX_KEPT_RESULTS = 1_000
+
 /** How long a job held during a Redis outage waits for Redis before it is handed back anyway (ms). */
 const OUTAGE_HOLD_MS = 60_000
 /**
@@ -72,10 +84,41 @@ export async function startBullmqConsumer(
   }
   deps.fenceClient.on('close', onFenceDrop)
   const idleWaiters: (() => void)[] = []
-  // Attempts still running in this process, by job id. After an outage the stalled checker can hand a
-  // job back while its attempt here still holds a real result (waiting to store it): a redelivery to
-  // this same worker then takes that result instead of judging the attempt lost ('interrupted').
+  // Attempts of this process that a Redis outage touched, by job id: still running, or finished with
+  // a result whose record may not have landed (kept a while). After an outage the stalled checker can
+  // hand such a job back; a redelivery to this same worker then takes the real result instead of
+  // judging the attempt lost ('interrupted').
   const localAttempts = new Map<string, Promise<ExecJobResult | undefined>>()
+  const keepResult = (jobId: string, result: Promise<ExecJobResult | undefined>): void => {
+    if (localAttempts.size >= MAX_KEPT_RESULTS) {
+      const oldest = localAttempts.keys().next()
+      if (!oldest.done) localAttempts.delete(oldest.value)
+    }
+    localAttempts.set(jobId, result)
+    setTimeout(() => {
+      if (localAttempts.get(jobId) === result) localAttempts.delete(jobId)
+    }, KEEP_RESULT_MS).unref()
+  }
+  // Jobs whose last attempt here failed its fence `begin` (Redis went away under the call): the
+  // command was not started by that attempt, whatever the fence record says (the script may have run
+  // with its reply lost). A redelivery to this worker may run it; elsewhere the fence decides.
+  const unstarted = new Set<string>()
+  const startKnownFence = (data: ExecJob, attempt: number): JobFence => {
+    const known = unstarted.has(data.jobId)
+    unstarted.delete(data.jobId)
+    const fence = deps.fences.fence(known ? { ...data, idempotent: true } : data, attempt, workerId, {
+      pipelinedFinish: true,
+    })
+    return {
+      ...fence,
+      begin: (start) =>
+        fence.begin(start).catch((err: unknown) => {
+          if (unstarted.size >= MAX_KEPT_RESULTS) unstarted.clear()
+          unstarted.add(data.jobId)
+          throw err
+        }),
+    }
+  }
   const whenIdle = (): Promise<void> =>
     active === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))
 
@@ -99,7 +142,14 @@ export async function startBullmqConsumer(
     const earlier = localAttempts.get(data.jobId)
     if (earlier) {
       const result = await earlier
-      if (result) return result
+      if (result) {
+        localAttempts.delete(data.jobId)
+        // Store it if the first attempt could not (first writer wins: a stored result is kept).
+        return await deps.fences
+          .fence(data, Math.max(1, job.attemptsStarted), workerId)
+          .finish(result)
+          .catch(() => result)
+      }
     }
     const controller = new AbortController()
     const onAbort = (): void => {
@@ -116,7 +166,7 @@ export async function startBullmqConsumer(
       signal: controller.signal,
       attempt,
       workerId,
-      fence: deps.fences.fence(data, attempt, workerId, { pipelinedFinish: true }),
+      fence: startKnownFence(data, attempt),
       publish: (chunk) => deps.fences.publishChunk(data.jobId, chunk),
     }
     // Redis went away under the job (the session store or the fence could not be reached): the job is
@@ -151,8 +201,8 @@ export async function startBullmqConsumer(
         outcome = { kind: 'handback' }
       }
       if (outcome.kind === 'result') {
-        settled = outcome.result
         if (fenceDrops === dropsAtStart && deps.fenceClient.status === 'ready') return outcome.result
+        settled = outcome.result
         // Redis went away during the job: the result record (sent without waiting) may have been
         // refused. Store it once Redis is back, before BullMQ's completion: if the job lock lapsed
         // meanwhile, the redelivery then returns this result instead of running or fencing the job.
@@ -174,7 +224,8 @@ export async function startBullmqConsumer(
       await job.moveToWait(token)
       throw new WaitingError()
     } finally {
-      localAttempts.delete(data.jobId)
+      if (settled) keepResult(data.jobId, Promise.resolve(settled))
+      else localAttempts.delete(data.jobId)
       settle(settled)
       active -= 1
       if (active === 0) for (const resolve of idleWaiters.splice(0)) resolve()
