@@ -16,6 +16,7 @@ import { type ErrorScope, isSandboxGone, mapCreateError, mapDaytonaError, redact
 import { type DaytonaProviderOptions, DaytonaProviderOptionsSchema } from './options.js'
 import { DaytonaSandbox, type HandleContext, raceAbort } from './sandbox.js'
 import { classifyState } from './states.js'
+import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
 
 /** Provider id of the Daytona provider. */
 export const DAYTONA_PROVIDER_ID = 'daytona'
@@ -109,23 +110,10 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
   }
 
   async function create(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
-    if (profile.provider !== DAYTONA_PROVIDER_ID) {
-      throw new AppError(
-        'CONFIG_INVALID',
-        `profile ${profile.name} targets provider '${profile.provider}', not 'daytona'`,
-      )
-    }
+    assertProfileFor(DAYTONA_PROVIDER_ID, profile)
     signal?.throwIfAborted()
     const createId = randomUUID()
-    const allLabels: Labels = {
-      ...labels,
-      [LABELS.owner]: OWNER,
-      [LABELS.profile]: profile.name,
-      ...(opts.instanceId ? { [LABELS.instance]: opts.instanceId } : {}),
-      [CWD_LABEL]: profile.cwd,
-      [MAX_EXECS_LABEL]: String(profile.maxConcurrentExecs),
-      [CREATE_LABEL]: createId,
-    }
+    const allLabels: Labels = { ...ownedLabels(labels, profile, opts.instanceId), [CREATE_LABEL]: createId }
     const what = `creating a Daytona sandbox for profile ${profile.name}`
     let remote: RemoteSandbox
     try {
@@ -165,12 +153,7 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
   }
 
   async function connect(ref: SandboxRef, { signal }: { signal?: AbortSignal } = {}): Promise<Sandbox> {
-    if (ref.providerId !== DAYTONA_PROVIDER_ID) {
-      throw new AppError(
-        'CONFIG_INVALID',
-        `ref ${ref.id} belongs to provider '${ref.providerId}', not 'daytona'`,
-      )
-    }
+    assertRefFor(DAYTONA_PROVIDER_ID, ref)
     const what = `connecting to sandbox ${ref.id}`
     let remote: RemoteSandbox
     try {

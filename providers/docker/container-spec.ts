@@ -1,13 +1,13 @@
 import type Docker from 'dockerode'
 import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
+import { SETTINGS_LABELS } from '../../src/sandbox/provider-kit.js'
 import type { Labels } from '../../src/sandbox/types.js'
 import type { ResolvedDockerProviderOptions } from './options.js'
 
-/** Value of the owner label on every container this provider creates. */
-export const OWNER = 'sandbox-router'
+export { OWNER } from '../../src/sandbox/provider-kit.js'
 /** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
-export const CWD_LABEL = 'sandbox-router.cwd'
-export const MAX_EXECS_LABEL = 'sandbox-router.max-execs'
+export const CWD_LABEL = SETTINGS_LABELS.cwd
+export const MAX_EXECS_LABEL = SETTINGS_LABELS.maxExecs
 
 const MiB = 1024 * 1024
 /** The writable workspace: a tmpfs mounted over the image's /workspace. */

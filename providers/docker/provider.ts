@@ -21,6 +21,7 @@ import {
 import { engineStatus, mapCreateError, mapEngineError } from './errors.js'
 import { type DockerProviderOptions, DockerProviderOptionsSchema } from './options.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
+import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
 
 /** Provider id of the Docker provider. */
 export const DOCKER_PROVIDER_ID = 'docker'
@@ -65,22 +66,10 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   }
 
   async function create(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
-    if (profile.provider !== DOCKER_PROVIDER_ID) {
-      throw new AppError(
-        'CONFIG_INVALID',
-        `profile ${profile.name} targets provider '${profile.provider}', not 'docker'`,
-      )
-    }
+    assertProfileFor(DOCKER_PROVIDER_ID, profile)
     signal?.throwIfAborted()
     const image = profile.image ?? opts.defaultImage
-    const allLabels: Labels = {
-      ...labels,
-      [LABELS.owner]: OWNER,
-      [LABELS.profile]: profile.name,
-      ...(opts.instanceId ? { [LABELS.instance]: opts.instanceId } : {}),
-      [CWD_LABEL]: profile.cwd,
-      [MAX_EXECS_LABEL]: String(profile.maxConcurrentExecs),
-    }
+    const allLabels = ownedLabels(labels, profile, opts.instanceId)
     let id: string
     try {
       // No abort signal on the create call itself: an aborted request could still leave a container.
@@ -132,12 +121,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   }
 
   async function connect(ref: SandboxRef, { signal }: { signal?: AbortSignal } = {}): Promise<Sandbox> {
-    if (ref.providerId !== DOCKER_PROVIDER_ID) {
-      throw new AppError(
-        'CONFIG_INVALID',
-        `ref ${ref.id} belongs to provider '${ref.providerId}', not 'docker'`,
-      )
-    }
+    assertRefFor(DOCKER_PROVIDER_ID, ref)
     let info: Docker.ContainerInspectInfo
     try {
       info = await docker.getContainer(ref.id).inspect({ abortSignal: signal })

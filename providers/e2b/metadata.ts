@@ -1,10 +1,10 @@
-/** Value of the owner label (`sandbox-router.owner`) on every sandbox the service creates. */
-export const OWNER = 'sandbox-router'
+import { SETTINGS_LABELS } from '../../src/sandbox/provider-kit.js'
+
+export { OWNER } from '../../src/sandbox/provider-kit.js'
 
 /** Metadata keys that let `connect(ref)` rebuild a handle's settings in another process. */
 export const META = {
-  cwd: 'sandbox-router.cwd',
-  maxExecs: 'sandbox-router.max-execs',
+  ...SETTINGS_LABELS,
   idleTtlMs: 'sandbox-router.idle-ttl-ms',
 } as const
 

@@ -21,6 +21,7 @@ import {
 } from './options.js'
 import { E2BSandbox } from './sandbox.js'
 import { shellQuote } from './wrapper.js'
+import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
 
 /** Provider id of the E2B provider. */
 export const E2B_PROVIDER_ID = 'e2b'
@@ -117,21 +118,11 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
   }
 
   async function create(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
-    if (profile.provider !== E2B_PROVIDER_ID) {
-      throw new AppError(
-        'CONFIG_INVALID',
-        `profile ${profile.name} targets provider '${profile.provider}', not 'e2b'`,
-      )
-    }
+    assertProfileFor(E2B_PROVIDER_ID, profile)
     signal?.throwIfAborted()
     const template = profile.template ?? opts.defaultTemplate
     const metadata: Labels = {
-      ...labels,
-      [LABELS.owner]: OWNER,
-      [LABELS.profile]: profile.name,
-      ...(opts.instanceId ? { [LABELS.instance]: opts.instanceId } : {}),
-      [META.cwd]: profile.cwd,
-      [META.maxExecs]: String(profile.maxConcurrentExecs),
+      ...ownedLabels(labels, profile, opts.instanceId),
       [META.idleTtlMs]: String(profile.idleTtlMs),
     }
     const initialMs = Lifetime.initialFor(profile.idleTtlMs, opts.lifetimeSlackMs)
@@ -185,9 +176,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
   }
 
   async function connect(ref: SandboxRef, { signal }: { signal?: AbortSignal } = {}): Promise<Sandbox> {
-    if (ref.providerId !== E2B_PROVIDER_ID) {
-      throw new AppError('CONFIG_INVALID', `ref ${ref.id} belongs to provider '${ref.providerId}', not 'e2b'`)
-    }
+    assertRefFor(E2B_PROVIDER_ID, ref)
     const site = { what: `connecting to sandbox ${ref.id}`, sandboxId: ref.id }
     const guessTtl = positiveInt(ref.labels?.[META.idleTtlMs], opts.defaultIdleTtlMs)
     const asked = Lifetime.initialFor(guessTtl, opts.lifetimeSlackMs)
