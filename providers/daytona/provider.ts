@@ -14,9 +14,9 @@ import {
 import { CREATE_LABEL, CWD_LABEL, MAX_EXECS_LABEL, OWNER, buildCreateParams } from './create-params.js'
 import { type ErrorScope, isSandboxGone, mapCreateError, mapDaytonaError, redactUrl } from './errors.js'
 import { type DaytonaProviderOptions, DaytonaProviderOptionsSchema } from './options.js'
-import { DaytonaSandbox, type HandleContext, raceAbort } from './sandbox.js'
+import { DaytonaSandbox, type HandleContext } from './sandbox.js'
 import { classifyState } from './states.js'
-import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
+import { assertProfileFor, assertRefFor, ownedLabels, raceAbort } from '../../src/sandbox/provider-kit.js'
 
 /** Provider id of the Daytona provider. */
 export const DAYTONA_PROVIDER_ID = 'daytona'

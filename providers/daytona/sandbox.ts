@@ -15,6 +15,7 @@ import { type ExecContext, startRun } from './exec.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { type DaemonCall, mkdirCall, probeCall } from './wrapper.js'
+import { raceAbort } from '../../src/sandbox/provider-kit.js'
 
 /** Daytona accepts only these names in an exec's environment. */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -35,26 +36,6 @@ export interface HandleContext {
   options: ResolvedDaytonaProviderOptions
   /** `SANDBOX_LOST` when the sandbox is gone or not running, else undefined (state unknown or fine). */
   checkLost(sandboxId: string): Promise<AppError | undefined>
-}
-
-/** `promise`, or the abort reason as soon as `signal` aborts (the promise itself keeps going). */
-export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise
-  if (signal.aborted) return Promise.reject(signal.reason as unknown)
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as unknown)
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort)
-        resolve(value)
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort)
-        reject(err)
-      },
-    )
-  })
 }
 
 /**

@@ -15,6 +15,7 @@ import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
 import { MAX_FRAME_BYTES } from './protocol.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
+import { raceAbort } from '../../src/sandbox/provider-kit.js'
 
 /** What a handle needs to know about its container (from the profile, or from labels on connect). */
 export interface DockerSandboxSettings {
@@ -31,26 +32,6 @@ export interface DockerSandboxSettings {
   pingTimeoutMs: number
   /** A file operation with no answer this long fails with SANDBOX_TIMEOUT (and drops the channel). */
   fileOpTimeoutMs: number
-}
-
-/** `promise`, or the abort reason as soon as `signal` aborts (the promise itself keeps going). */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise
-  if (signal.aborted) return Promise.reject(signal.reason as unknown)
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as unknown)
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort)
-        resolve(v)
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort)
-        reject(err)
-      },
-    )
-  })
 }
 
 /** Leaves room in one EXEC frame for the command, env and cwd. */

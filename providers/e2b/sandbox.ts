@@ -14,6 +14,7 @@ import { type ExecContext, startExec } from './exec.js'
 import type { Lifetime } from './lifetime.js'
 import type { ResolvedE2BProviderOptions } from './options.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
+import { raceAbort } from '../../src/sandbox/provider-kit.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {
@@ -28,17 +29,6 @@ export interface E2BSandboxSettings {
 
 /** The wrapped command must fit in one argv string of the sandbox (Linux MAX_ARG_STRLEN is 128 KiB). */
 const MAX_COMMAND_BYTES = 100 * 1024
-
-/** `promise`, or the abort reason as soon as `signal` aborts. */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as unknown)
-    if (signal.aborted) return onAbort()
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.finally(() => signal.removeEventListener('abort', onAbort)).then(resolve, reject)
-  })
-}
 
 /**
  * A handle to one E2B sandbox: commands through the in-sandbox wrapper (our timeout, caps and

@@ -20,4 +20,11 @@ export type { ResolvedRoute } from './registry.js'
 export { Semaphore } from './semaphore.js'
 export { resolveExecRequest, resolveSandboxPath } from './exec-request.js'
 export type { ExecRequestRules, ResolvedExec } from './exec-request.js'
-export { assertProfileFor, assertRefFor, ownedLabels, OWNER, SETTINGS_LABELS } from './provider-kit.js'
+export {
+  assertProfileFor,
+  assertRefFor,
+  ownedLabels,
+  OWNER,
+  raceAbort,
+  SETTINGS_LABELS,
+} from './provider-kit.js'

@@ -50,3 +50,23 @@ export function ownedLabels(labels: Labels, profile: ResolvedProfile, instanceId
     [SETTINGS_LABELS.maxExecs]: String(profile.maxConcurrentExecs),
   }
 }
+
+/** `promise`, or the abort reason as soon as `signal` aborts (the promise itself keeps going). */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  if (signal.aborted) return Promise.reject(signal.reason as unknown)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as unknown)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
+}
