@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
 import { runCli } from '../../src/cli/run.js'
-import type { RunningServer } from '../../src/runtime/serve.js'
+import type { LiveServer } from '../support/live-service.js'
 import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
 import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
 
@@ -12,7 +12,7 @@ const ACME = 'acme-key-0123456789abcdef'
 const GLOBEX = 'globex-key-0123456789abcdef'
 
 let model: OpenAIFakeServer
-let server: RunningServer
+let server: LiveServer
 
 let live: LiveService
 

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
-import type { RunningServer } from '../../src/runtime/serve.js'
+import type { LiveServer } from '../support/live-service.js'
 
 const ACME = 'acme-key-0123456789abcdef'
 const GLOBEX = 'globex-key-0123456789abcdef'
 
-let server: RunningServer
+let server: LiveServer
 const prefix = `e2e${process.pid}${Date.now().toString(36)}`
 
 let live: LiveService

@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
-import type { Runtime } from '../../src/runtime/create-runtime.js'
-import type { RunningServer } from '../../src/runtime/serve.js'
+import type { LiveServer } from '../support/live-service.js'
 
 const KEY = 'quota-key-0123456789abcdef'
 const OTHER = 'other-key-0123456789abcdef'
-let runtime: Runtime
-let server: RunningServer
+let server: LiveServer
 
 let live: LiveService
 
@@ -20,7 +18,7 @@ beforeAll(async () => {
       { key: OTHER, tenant: 'other' },
     ],
   })
-  ;({ runtime, server } = live)
+  ;({ server } = live)
 }, 120_000)
 
 afterAll(() => live?.close(), 60_000)
@@ -60,7 +58,11 @@ describe('per-tenant quotas', () => {
       method: 'DELETE',
       headers: { authorization: `Bearer ${KEY}` },
     })
-    await runtime.queue.wait(id, { timeoutMs: 20_000 })
+    // the job's event stream ends with its result once the cancel has taken effect
+    const events = await fetch(`${server.url}/v1/jobs/${id}/events`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    })
+    expect(await events.text()).toContain('event: result')
     const third = await post('/v1/exec', { provider: 'docker', profile: 'default', command: 'echo again' })
     expect(third.status).toBe(200)
   })

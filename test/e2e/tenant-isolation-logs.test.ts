@@ -2,7 +2,6 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createLogger } from '../../src/logger.js'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
 import { chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
@@ -64,8 +63,10 @@ beforeAll(async () => {
       { key: ACME, tenant: 'acme' },
       { key: GLOBEX, tenant: 'globex' },
     ],
-    // Everything down to debug, and no masking of known secrets: the service must not write them at all.
-    logger: createLogger({ level: 'debug', destination: { write: (s: string) => void raw.push(s) } }),
+    // Everything down to debug. The service masks known secrets as [REDACTED]; the test also checks
+    // that it never had to (it must not try to write them at all).
+    logLevel: 'debug',
+    onLogLine: (line) => void raw.push(`${line}\n`),
   })
   url = live.server.url
 }, 120_000)
@@ -300,5 +301,6 @@ describe('tenant isolation in the log (real service, two tenants)', () => {
       expect(text.includes(secret), `${name} in the log`).toBe(false)
     }
     expect(text).not.toMatch(/bearer\s+\S/i)
+    expect(text.includes('[REDACTED]'), 'a secret the service had to mask').toBe(false)
   })
 })

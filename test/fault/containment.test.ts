@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
-import type { RunningServer } from '../../src/runtime/serve.js'
+import type { LiveServer } from '../support/live-service.js'
 
 // Attacks a model-written command might make, run through the whole service (HTTP → queue → worker →
 // pooled sandbox) on the default profile. After each, the same session must still answer.
 const KEY = 'contain-key-0123456789abcdef'
-let server: RunningServer
+let server: LiveServer
 
 let live: LiveService
 

@@ -1,51 +1,75 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { loadConfig } from '../../src/config/load.js'
+import { removeScopeContainers, startSbxServer } from './sbx-cli.js'
+import type { ChildLine, LineChild } from './sbx-cli.js'
 import type { ConfigInput } from '../../src/config/schema.js'
-import type { KeyEntry } from '../../src/http/keyring.js'
-import { createLogger } from '../../src/logger.js'
-import type { Logger } from '../../src/logger.js'
-import { createRuntime } from '../../src/runtime/create-runtime.js'
-import type { Runtime } from '../../src/runtime/create-runtime.js'
-import { startServer } from '../../src/runtime/serve.js'
-import type { RunningServer } from '../../src/runtime/serve.js'
 
-/** A really listening service over an embedded runtime (in-process queue, real Docker provider). */
+/** One API key the service accepts (passed to the child through an environment variable). */
+export interface LiveKey {
+  readonly key: string
+  readonly tenant: string
+  readonly admin?: boolean
+}
+
+/** The address of a running service. */
+export interface LiveServer {
+  readonly url: string
+  readonly port: number
+}
+
+/** The real `sbx serve` (or `sbx api`), started as a user starts it, as a child process. */
 export interface LiveService {
-  readonly runtime: Runtime
-  readonly server: RunningServer
-  /** Stops the server, then drains and closes the runtime (its sandboxes are destroyed). */
+  readonly server: LiveServer
+  /** The child process (its output lines: stderr for the CLI, stdout for pino JSON logs). */
+  readonly child: LineChild
+  /** SIGTERM (the service drains and destroys its sandboxes), then removes what is left of its scope. */
   close(): Promise<void>
 }
 
 /**
- * Starts the service the way `sbx serve` does, on a free port of 127.0.0.1, with a config file
- * written from `config` (built-in defaults when absent), silent logs unless a `logger` is given, and a
- * Redis key `prefix` of its own.
+ * Starts `node bin/sbx.js serve` (in-process queue unless `config.queue` says bullmq) on a free port
+ * of 127.0.0.1, with a config file written from `config` whose `queue.prefix` is `prefix` and whose
+ * `apiKeys` are `keys` (each read from an environment variable, so no key sits in the file). `env` is
+ * added to the child's environment; `onLogLine` receives every pino line at `logLevel`.
  */
 export async function startLiveService(opts: {
-  keys: KeyEntry[]
+  keys: LiveKey[]
   prefix: string
   config?: ConfigInput
   env?: Readonly<Record<string, string>>
-  /** The service's logger (e.g. `createLogger({ destination })` to capture its lines). @default silent */
-  logger?: Logger
+  /** @default 'warn' */
+  logLevel?: string
+  /** Every line the service writes on stdout (its pino JSON log). */
+  onLogLine?: (line: string) => void
+  /** `api` for a fleet API process (workers started separately). @default 'serve' */
+  command?: 'serve' | 'api'
 }): Promise<LiveService> {
-  const dir = mkdtempSync(join(tmpdir(), 'sbx-live-'))
-  if (opts.config) writeFileSync(join(dir, 'sandbox-router.config.json'), JSON.stringify(opts.config))
-  const runtime = await createRuntime(loadConfig({ cwd: dir, env: {} }), {
-    prefix: opts.prefix,
-    logger: opts.logger ?? createLogger({ level: 'silent' }),
-    ...(opts.env ? { env: opts.env } : {}),
+  const keyEnv: Record<string, string> = {}
+  const apiKeys = opts.keys.map((k, i) => {
+    keyEnv[`SBX_LIVE_KEY_${i}`] = k.key
+    return { keyEnv: `SBX_LIVE_KEY_${i}`, tenant: k.tenant, admin: k.admin ?? false }
   })
-  const server = await startServer(runtime, { port: 0, host: '127.0.0.1', keys: opts.keys })
+  const config: ConfigInput = {
+    ...(opts.config ?? {}),
+    apiKeys,
+    queue: { ...(opts.config?.queue ?? {}), prefix: opts.prefix },
+  } as ConfigInput
+  const srv = await startSbxServer(opts.command ?? 'serve', {
+    config,
+    env: { ...keyEnv, ...(opts.env ?? {}), LOG_LEVEL: opts.logLevel ?? 'warn' },
+  })
+  const onLine = opts.onLogLine
+  if (onLine) {
+    for (const l of srv.child.lines) if (l.stream === 'stdout') onLine(l.text)
+    srv.child.onLine((l: ChildLine) => {
+      if (l.stream === 'stdout') onLine(l.text)
+    })
+  }
+  const port = Number(new URL(srv.url).port)
   return {
-    runtime,
-    server,
+    server: { url: srv.url, port },
+    child: srv.child,
     async close() {
-      await server.close()
-      await runtime.close({ deadlineMs: 5_000 })
+      await srv.stop(30_000)
+      await removeScopeContainers(opts.prefix)
     },
   }
 }
