@@ -123,6 +123,7 @@ export function createApp(deps: AppDeps): App {
   }
   app.use('/v1/*', authenticate)
   app.use('/mcp', authenticate)
+  app.use('/metrics', authenticate)
 
   // After the auth middleware: Hono runs handlers in registration order, so `GET /v1/providers`
   // registered earlier answered without a key.

@@ -64,7 +64,7 @@ export async function startServer(
         }),
       ),
     readiness: () => runtime.readiness(),
-    metrics: () => runtime.metrics.text(),
+    metrics: (scope) => runtime.metrics.text(scope),
     limits: {
       bodyLimitBytes: config.server.bodyLimitBytes,
       fileLimitBytes: config.server.fileLimitBytes,
