@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
 import { SESSION_ID_PATTERN, SESSION_ID_RULE } from '../sessions/session-id.js'
+import { checkCommand, checkCwd, checkEnv, checkToolArguments } from './input-limits.js'
 
 export const ErrorSchema = z
   .object({ error: z.object({ code: z.string().openapi({ example: 'NOT_FOUND' }), message: z.string() }) })
@@ -27,6 +28,11 @@ export const ExecInputSchema = z
     idempotent: z.boolean().optional(),
   })
   .strict()
+  .superRefine((input, ctx) => {
+    checkCommand(input.command, ['command'], ctx)
+    if (input.cwd !== undefined) checkCwd(input.cwd, ['cwd'], ctx)
+    if (input.env) checkEnv(input.env, ctx)
+  })
   .openapi('ExecInput')
 
 /** The normalised command result: the queue's schema, re-declared with OpenAPI metadata. */
@@ -60,6 +66,7 @@ export const ToolCallInputSchema = z
     sessionId: SessionIdSchema.optional(),
   })
   .strict()
+  .superRefine((input, ctx) => checkToolArguments(input.name, input.arguments, ctx))
   .openapi('ToolCallInput')
 
 export const ToolCallResultSchema = z
