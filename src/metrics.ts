@@ -109,8 +109,39 @@ export class Metrics {
     poolGauge('sbx_pool_idle', 'Warm sandboxes ready', (p) => p.idle)
   }
 
-  /** The text exposition format. */
-  text(): Promise<string> {
-    return this.registry.metrics()
+  /**
+   * The text exposition format: every series, or with `scope` only the series labelled with
+   * `tenant="<scope.tenant>"` (a non-admin key's view: no fleet-wide series, since queue depth,
+   * latency and pool figures sum every tenant's activity).
+   */
+  async text(scope?: { readonly tenant: string }): Promise<string> {
+    if (!scope) return this.registry.metrics()
+    return tenantExposition(await this.registry.getMetricsAsJSON(), scope.tenant)
   }
 }
+
+type MetricJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>[number]
+
+/** The exposition of the series of `metrics` whose `tenant` label is `tenant` (others left out). */
+function tenantExposition(metrics: readonly MetricJson[], tenant: string): string {
+  const out: string[] = []
+  for (const m of metrics) {
+    const values = m.values.filter((v) => v.labels['tenant'] === tenant)
+    if (values.length === 0) continue
+    out.push(`# HELP ${m.name} ${escapeHelp(m.help)}`, `# TYPE ${m.name} ${m.type}`)
+    for (const v of values) {
+      const name = (v as { metricName?: string }).metricName ?? m.name
+      const labels = Object.entries(v.labels)
+        .filter(([, x]) => x !== undefined)
+        .map(([k, x]) => `${k}="${escapeLabel(String(x))}"`)
+        .join(',')
+      out.push(`${name}${labels ? `{${labels}}` : ''} ${formatValue(v.value)}`)
+    }
+  }
+  return out.length ? `${out.join('\n')}\n` : ''
+}
+
+const escapeHelp = (s: string): string => s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')
+const escapeLabel = (s: string): string => s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"')
+const formatValue = (v: number): string =>
+  Number.isNaN(v) ? 'NaN' : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : String(v)

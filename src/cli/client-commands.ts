@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { AppError } from '../errors.js'
+import { assertSessionId } from '../sessions/session-id.js'
 import type { CliIO } from './output.js'
 import { paint, UsageError } from './output.js'
 
@@ -78,6 +79,7 @@ export async function sessionsCommand(sub: 'ls' | 'rm', args: readonly string[],
   }
   const id = positionals[0]
   if (!id) throw new UsageError(usage)
+  assertSessionId(id, 'session id')
   await callApi(t, `/v1/sessions/${encodeURIComponent(id)}`, { method: 'DELETE' })
   io.out(values.json ? JSON.stringify({ deleted: id }) : `deleted session ${id}`)
   return 0

@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util'
 import { loadConfig } from '../config/load.js'
 import type { LoadedConfig } from '../config/load.js'
 import { AppError } from '../errors.js'
+import { assertSessionId } from '../sessions/session-id.js'
 import { createLogger } from '../logger.js'
 import { createRuntime } from '../runtime/create-runtime.js'
 import type { RuntimeOptions, RuntimeRole } from '../runtime/create-runtime.js'
@@ -171,6 +172,7 @@ export async function execCommand(args: readonly string[], io: CliIO): Promise<n
   if (values.help) return (io.out(usage), 0)
   const command = positionals.join(' ').trim()
   if (!command) throw new UsageError(`no command given\n${usage}`)
+  if (values.session !== undefined) assertSessionId(values.session, '--session')
   const loaded = loadFor(values)
   const fleet = loaded.config.queue.driver === 'bullmq'
   const runtime = await createRuntime(loaded, {

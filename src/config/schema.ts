@@ -67,9 +67,21 @@ export const ConfigSchema = z
         bodyLimitBytes: z.number().int().positive().default(1_048_576),
         /** Max file upload (bytes). @default 10485760 */
         fileLimitBytes: z.number().int().positive().default(10_485_760),
+        /**
+         * Time a client has to send one whole request, headers and body (ms); a slower one gets 408
+         * and its connection is closed. Waiting for the answer (`wait=true`, SSE) is not bounded by
+         * it. Raise it for large file uploads over slow links. @default 30000
+         */
+        requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(30_000),
       })
       .strict()
-      .default({ port: 8080, host: '127.0.0.1', bodyLimitBytes: 1_048_576, fileLimitBytes: 10_485_760 }),
+      .default({
+        port: 8080,
+        host: '127.0.0.1',
+        bodyLimitBytes: 1_048_576,
+        fileLimitBytes: 10_485_760,
+        requestTimeoutMs: 30_000,
+      }),
     queue: z
       .object({
         /** `memory`: the embedded in-process queue; `bullmq`: the fleet on Redis. @default 'memory' */

@@ -1,5 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { Scalar } from '@scalar/hono-api-reference'
+import { isUtf8 } from 'node:buffer'
 import { bodyLimit } from 'hono/body-limit'
 import { HTTPException } from 'hono/http-exception'
 import type { MiddlewareHandler } from 'hono'
@@ -123,6 +124,10 @@ export function createApp(deps: AppDeps): App {
   }
   app.use('/v1/*', authenticate)
   app.use('/mcp', authenticate)
+  app.use('/metrics', authenticate)
+  // JSON bodies must be UTF-8: decoding would otherwise put U+FFFD in place of bad bytes silently.
+  app.use('/v1/*', (c, next) => (c.req.path.endsWith('/files') ? next() : requireUtf8Body(c, next)))
+  app.use('/mcp', requireUtf8Body)
 
   // After the auth middleware: Hono runs handlers in registration order, so `GET /v1/providers`
   // registered earlier answered without a key.
@@ -145,6 +150,21 @@ export function createApp(deps: AppDeps): App {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' })
   app.get('/docs', Scalar({ url: '/openapi.json', pageTitle: 'sandbox-router API' }))
   return app
+}
+
+/** Refuses (400) a request body that is not valid UTF-8; the checked bytes go on to the handler. */
+const requireUtf8Body: MiddlewareHandler<HttpEnv> = async (c, next) => {
+  const raw = c.req.raw
+  if (!raw.body) return next()
+  const bytes = new Uint8Array(await raw.arrayBuffer())
+  if (!isUtf8(bytes)) {
+    throw new AppError(
+      'BAD_REQUEST',
+      'invalid request at "(body)": the body is not valid UTF-8; send JSON encoded as UTF-8',
+    )
+  }
+  c.req.raw = new Request(raw, { body: bytes })
+  await next()
 }
 
 /** 429 with a `Retry-After` (seconds). */

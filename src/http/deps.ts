@@ -167,6 +167,11 @@ export interface AgentRunsApi {
   >
 }
 
+/** A tenant's view of the metrics: only the series whose `tenant` label is this tenant. */
+export interface MetricsScope {
+  readonly tenant: string
+}
+
 /** Everything `createApp` needs. No env reads, no listening: the composition root builds these. */
 export interface AppDeps {
   keyring: Keyring
@@ -178,8 +183,11 @@ export interface AppDeps {
   providers(): Promise<ProviderView[]>
   /** Named readiness checks (`redis`, `docker`, …). */
   readiness(): Promise<Record<string, SandboxHealth>>
-  /** Prometheus text exposition. */
-  metrics(): Promise<string>
+  /**
+   * Prometheus text exposition: every series, or with `scope` only the series labelled with that
+   * tenant (what a non-admin key may read).
+   */
+  metrics(scope?: MetricsScope): Promise<string>
   /** The queue dashboard at `/admin/queues` (fleet mode). */
   admin?: Pick<AdminRoutesOptions, 'queues'>
   /** The MCP endpoint at `/mcp`, when enabled. */

@@ -3,6 +3,7 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import { z } from 'zod'
 import { AppError } from '../errors.js'
 import type { AppDeps } from './deps.js'
+import { checkCommand, checkCwd } from './input-limits.js'
 import type { Principal } from './keyring.js'
 
 /** Where MCP `bash` calls go: the server's shell routing policy. */
@@ -97,7 +98,17 @@ export class McpEndpoint {
       {
         description:
           'Run a shell command in this session’s sandbox (files persist across calls). Returns exit code, stdout and stderr.',
-        inputSchema: { command: z.string().min(1), cwd: z.string().optional() },
+        // The checks of POST /v1/exec: a bad command is refused before any job exists.
+        inputSchema: {
+          command: z
+            .string()
+            .min(1)
+            .superRefine((v, ctx) => checkCommand(v, [], ctx)),
+          cwd: z
+            .string()
+            .superRefine((v, ctx) => checkCwd(v, [], ctx))
+            .optional(),
+        },
       },
       async ({ command, cwd }) => {
         const args = JSON.stringify(cwd ? { command, cwd } : { command })

@@ -1,5 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
+import { SESSION_ID_PATTERN, SESSION_ID_RULE } from '../sessions/session-id.js'
+import { checkCommand, checkCwd, checkEnv, checkToolArguments } from './input-limits.js'
 
 export const ErrorSchema = z
   .object({ error: z.object({ code: z.string().openapi({ example: 'NOT_FOUND' }), message: z.string() }) })
@@ -7,15 +9,18 @@ export const ErrorSchema = z
 
 const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
 
+/** A client-chosen session id (see {@link SESSION_ID_PATTERN}): in every body that names a session. */
+export const SessionIdSchema = z
+  .string()
+  .regex(SESSION_ID_PATTERN, SESSION_ID_RULE)
+  .openapi({ example: 'my-session' })
+
 export const ExecInputSchema = z
   .object({
     provider: z.string().min(1).openapi({ example: 'docker' }),
     profile: z.string().min(1).openapi({ example: 'default' }),
     command: z.string().min(1).max(100_000).openapi({ example: 'echo hello' }),
-    sessionId: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]{1,128}$/)
-      .optional(),
+    sessionId: SessionIdSchema.optional(),
     cwd: z.string().startsWith('/').max(4096).optional(),
     env: Env.optional(),
     stdin: z.string().max(1_000_000).optional(),
@@ -23,6 +28,11 @@ export const ExecInputSchema = z
     idempotent: z.boolean().optional(),
   })
   .strict()
+  .superRefine((input, ctx) => {
+    checkCommand(input.command, ['command'], ctx)
+    if (input.cwd !== undefined) checkCwd(input.cwd, ['cwd'], ctx)
+    if (input.env) checkEnv(input.env, ctx)
+  })
   .openapi('ExecInput')
 
 /** The normalised command result: the queue's schema, re-declared with OpenAPI metadata. */
@@ -53,12 +63,10 @@ export const ToolCallInputSchema = z
       .regex(/^[A-Za-z0-9._:-]{1,128}$/)
       .optional(),
     type: z.string().default('function'),
-    sessionId: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]{1,128}$/)
-      .optional(),
+    sessionId: SessionIdSchema.optional(),
   })
   .strict()
+  .superRefine((input, ctx) => checkToolArguments(input.name, input.arguments, ctx))
   .openapi('ToolCallInput')
 
 export const ToolCallResultSchema = z
@@ -80,10 +88,7 @@ export const ToolCallResultSchema = z
 
 export const SessionInputSchema = z
   .object({
-    id: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]{1,128}$/)
-      .optional(),
+    id: SessionIdSchema.optional(),
     provider: z.string().min(1).default('docker'),
     profile: z.string().min(1).default('default'),
   })
@@ -100,11 +105,15 @@ export const SessionSchema = z
   })
   .openapi('Session')
 
+/** The `:id` of a job, session or agent run; no id of any kind is a dot segment (`.`, `..`). */
 export const IdParam = z.object({
   id: z
     .string()
     .min(1)
     .max(256)
+    .refine((id) => id !== '.' && id !== '..', {
+      message: 'an id is never "." or ".." (a dot segment of a URL path)',
+    })
     .openapi({ param: { name: 'id', in: 'path' } }),
 })
 

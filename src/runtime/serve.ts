@@ -64,7 +64,7 @@ export async function startServer(
         }),
       ),
     readiness: () => runtime.readiness(),
-    metrics: () => runtime.metrics.text(),
+    metrics: (scope) => runtime.metrics.text(scope),
     limits: {
       bodyLimitBytes: config.server.bodyLimitBytes,
       fileLimitBytes: config.server.fileLimitBytes,
@@ -74,8 +74,14 @@ export async function startServer(
   })
   const host = opts.host ?? config.server.host
   const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port: opts.port ?? config.server.port, hostname: host }, () =>
-      resolve(s),
+    const s = serve(
+      {
+        fetch: app.fetch,
+        port: opts.port ?? config.server.port,
+        hostname: host,
+        serverOptions: requestTimeouts(config.server.requestTimeoutMs),
+      },
+      () => resolve(s),
     )
     s.once('error', reject)
   })
@@ -91,6 +97,23 @@ export async function startServer(
       await closed
       await dashboard?.close()
     },
+  }
+}
+
+/**
+ * Node's bounds on receiving a request: headers and body within `requestTimeoutMs` (408, then the
+ * connection closes), checked every second or more often. Node's defaults leave a trickled body open
+ * for 300 s. Only an incomplete request is timed, so long answers (`wait=true`, SSE) are not cut.
+ */
+function requestTimeouts(requestTimeoutMs: number): {
+  requestTimeout: number
+  headersTimeout: number
+  connectionsCheckingInterval: number
+} {
+  return {
+    requestTimeout: requestTimeoutMs,
+    headersTimeout: requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1_000, Math.max(50, Math.floor(requestTimeoutMs / 10))),
   }
 }
 

@@ -5,6 +5,7 @@ import type { LiveServer } from '../support/live-service.js'
 
 const ACME = 'acme-key-0123456789abcdef'
 const GLOBEX = 'globex-key-0123456789abcdef'
+const OPS = 'ops-admin-key-0123456789abcdef'
 
 let server: LiveServer
 const prefix = `e2e${process.pid}${Date.now().toString(36)}`
@@ -17,6 +18,7 @@ beforeAll(async () => {
     keys: [
       { key: ACME, tenant: 'acme' },
       { key: GLOBEX, tenant: 'globex' },
+      { key: OPS, tenant: 'ops', admin: true },
     ],
   })
   server = live.server
@@ -48,7 +50,9 @@ describe('HTTP API (embedded runtime, real Docker)', () => {
       expect.arrayContaining(['/v1/exec', '/v1/jobs/{id}', '/v1/tool-calls', '/v1/sessions']),
     )
     expect((await api('/docs')).status).toBe(200)
-    expect(await (await api('/metrics')).text()).toContain('sbx_exec_duration_seconds')
+    // Metrics need a key; fleet-wide series are admin scope (test/e2e/metrics-tenancy.test.ts).
+    expect((await api('/metrics')).status).toBe(401)
+    expect(await (await api('/metrics', { key: OPS })).text()).toContain('sbx_exec_duration_seconds')
   })
 
   test('auth: missing and unknown keys are 401 JSON errors', async () => {

@@ -218,6 +218,55 @@ describe('fuzzing the HTTP API (live server, real Docker)', () => {
     )
   })
 
+  // F9: a valid request whose only fault is an invalid UTF-8 sequence inside a string was accepted,
+  // the sequence decoded to U+FFFD. A tool call of a non-shell tool runs nothing either way.
+  test('invalid UTF-8 inside an otherwise valid body: 400 BAD_REQUEST, not a U+FFFD', async () => {
+    await fc.assert(
+      fc.asyncProperty(invalidUtf8, async (bytes) => {
+        const inner = bytes.subarray(new TextEncoder().encode('{"command":"').length, -2)
+        const enc = new TextEncoder()
+        const body = new Uint8Array([
+          ...enc.encode('{"name":"read","arguments":"'),
+          ...inner.filter((b) => b !== 0x22 && b !== 0x5c && b >= 0x20),
+          0xff,
+          ...enc.encode('"}'),
+        ])
+        const res = await api('/v1/tool-calls', { method: 'POST', body })
+        const { code } = await expectClientError(res, 'POST /v1/tool-calls with invalid UTF-8 in arguments')
+        expect(res.status).toBe(400)
+        expect(code).toBe('BAD_REQUEST')
+      }),
+      runs(100),
+    )
+  })
+
+  // F9: NUL in a command, cwd or env value passed the schema and failed later as a job.
+  test('NUL in command, cwd or an env value of an exec: 400 naming that field, before the provider', async () => {
+    const field = fc.constantFrom('command', 'cwd', 'env')
+    const text = fc
+      .tuple(fc.string({ maxLength: 20 }), fc.string({ maxLength: 20 }))
+      .map(([a, b]) => `${a}\u0000${b}`)
+    await fc.assert(
+      fc.asyncProperty(field, text, async (f, t) => {
+        // An unknown provider: were the NUL let through, the answer would be UNKNOWN_PROVIDER.
+        const body = {
+          provider: 'nope',
+          profile: 'default',
+          command: f === 'command' ? t : 'true',
+          ...(f === 'cwd' ? { cwd: `/${t}` } : {}),
+          ...(f === 'env' ? { env: { A: t } } : {}),
+        }
+        const res = await api('/v1/exec', { method: 'POST', body: JSON.stringify(body) })
+        const raw = await res.text()
+        expect(res.status, raw).toBe(400)
+        const { message } = (JSON.parse(raw) as { error: { message: string } }).error
+        expect(message, raw).toContain(`"${f === 'env' ? 'env.A' : f}"`)
+        expect(message, raw).toContain('NUL')
+      }),
+      runs(100),
+    )
+  })
+
   test('bodies over the limit: 413 PAYLOAD_TOO_LARGE, with or without a Content-Length', async () => {
     const target = fc.constantFrom(
       ...JSON_ENDPOINTS.map((e) => ({ method: 'POST', path: e.path, limit: BODY_LIMIT })),

@@ -3,7 +3,7 @@ import { streamSSE } from 'hono/streaming'
 import { AppError } from '../../errors.js'
 import type { App } from '../app.js'
 import type { AppDeps } from '../deps.js'
-import { ErrorSchema, IdParam } from '../schemas.js'
+import { ErrorSchema, IdParam, SessionIdSchema } from '../schemas.js'
 
 const err = (description: string) => ({
   content: { 'application/json': { schema: ErrorSchema } },
@@ -17,10 +17,7 @@ const AgentRunInputSchema = z
       .min(1)
       .max(200_000)
       .openapi({ example: 'List the files in the workspace and summarise them.' }),
-    sessionId: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]{1,128}$/)
-      .optional(),
+    sessionId: SessionIdSchema.optional(),
     model: z.string().min(1).optional(),
     maxIterations: z.number().int().positive().max(200).optional(),
     budget: z.object({ maxTotalTokens: z.number().int().positive().optional() }).strict().optional(),

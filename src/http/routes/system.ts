@@ -53,7 +53,10 @@ async function withinReadinessDeadline(
   }
 }
 
-/** `/healthz`, `/readyz`, `/metrics` (no auth) and `GET /v1/providers`. */
+/**
+ * `/healthz`, `/readyz` (no auth), `/metrics` (a key: an admin key reads every series, any other key
+ * only its own tenant's) and `GET /v1/providers`.
+ */
 export function registerSystemRoutes(app: App, deps: AppDeps): void {
   app.get('/healthz', (c) => c.json({ ok: true }))
   app.get('/readyz', async (c) => {
@@ -66,9 +69,12 @@ export function registerSystemRoutes(app: App, deps: AppDeps): void {
       .join('; ')
     return c.json({ ok, checks, error: { code: 'UNAVAILABLE', message: `not ready: ${failing}` } }, 503)
   })
-  app.get('/metrics', async (c) =>
-    c.text(await deps.metrics(), 200, { 'content-type': 'text/plain; version=0.0.4' }),
-  )
+  app.get('/metrics', async (c) => {
+    // Cross-tenant metric reads are admin scope (config `apiKeys[].admin`).
+    const { admin, tenant } = c.get('principal')
+    const text = await deps.metrics(admin ? undefined : { tenant })
+    return c.text(text, 200, { 'content-type': 'text/plain; version=0.0.4' })
+  })
 
   app.openapi(
     createRoute({
