@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { openJobEvents } from '../support/job-stream.js'
+import type { EventStream } from '../support/job-stream.js'
 import {
   configDir,
   fleetConfig,
@@ -74,6 +75,21 @@ async function ready(): Promise<void> {
   while ((await srv().fetch('/readyz')).status !== 200) await delay(100)
 }
 
+/**
+ * Opens a job's event stream. Just after Redis is back the API's pub/sub connection may still be
+ * reconnecting (`/readyz` checks the command connection), and the stream answers 503 until it has.
+ */
+async function events(id: string): Promise<EventStream> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await openJobEvents(srv(), id, KEY)
+    } catch (err) {
+      if (attempt >= 100 || !String(err).includes('HTTP 503')) throw err
+      await delay(100)
+    }
+  }
+}
+
 /** The AOF file Redis appends to now (Redis 7: `appendonlydir/<name>.<n>.incr.aof`, highest n). */
 function liveAof(dir: string): string {
   const aofDir = join(dir, 'appendonlydir')
@@ -90,9 +106,9 @@ describe('answers of accepted jobs through Redis faults', () => {
     const res = await srv().post('/v1/exec', run('echo begun; sleep 3; echo survived', 'blip'), { key: KEY })
     expect(res.status).toBe(200)
     const id = res.headers.get('x-job-id') as string
-    const events = await openJobEvents(srv(), id, KEY)
-    await events.next((e) => e.event === 'stdout' && e.data.includes('begun'))
-    events.close()
+    const stream = await events(id)
+    await stream.next((e) => e.event === 'stdout' && e.data.includes('begun'))
+    stream.close()
     await server.kill9()
     await server.launch()
     const job = JSON.parse(await res.text()) as Job
@@ -141,6 +157,34 @@ describe('answers of accepted jobs through Redis faults', () => {
     expect(view.result?.stdout).toBe('after\n')
   }, 120_000)
 
+  test('Redis away past the wait: the POST answers `unknown` (accepted, result unreadable), and GET finds the job once Redis is back', async () => {
+    const server = redis as RedisServer
+    // The wait of a waiting POST lasts the command's timeout + 30 s: 31 s here.
+    const res = await srv().post(
+      '/v1/exec',
+      { ...run('echo begun; sleep 0.5; echo late', 'long'), timeoutMs: 1_000 },
+      { key: KEY },
+    )
+    expect(res.status).toBe(200)
+    const id = res.headers.get('x-job-id') as string
+    const stream = await events(id)
+    await stream.next((e) => e.event === 'stdout' && e.data.includes('begun'))
+    stream.close()
+    await server.kill9()
+    const job = JSON.parse(await res.text()) as Job
+    expect(job.id).toBe(id)
+    expect(job.state, JSON.stringify(job)).toBe('unknown')
+    expect(job.error?.code).toBe('QUEUE_UNAVAILABLE')
+    expect(job.error?.message).toContain(`Accepted as job ${id}`)
+    expect(job.error?.message).toContain(`GET /v1/jobs/${id}`)
+    await server.launch()
+    await ready()
+    const stream2 = await events(id)
+    const final = JSON.parse((await stream2.next((e) => e.event === 'result', 60_000)).data) as Job
+    stream2.close()
+    expect(['completed', 'interrupted'], JSON.stringify(final)).toContain(final.state)
+  }, 180_000)
+
   test('an accepted job lost by Redis (its AOF cut back): the waiting POST answers `unknown`, it may have run; GET says it may be lost', async () => {
     const server = redis as RedisServer
     const aof = liveAof(server.dir)
@@ -148,9 +192,9 @@ describe('answers of accepted jobs through Redis faults', () => {
     const res = await srv().post('/v1/exec', run('echo begun; sleep 20; echo end'), { key: KEY })
     expect(res.status).toBe(200)
     const id = res.headers.get('x-job-id') as string
-    const events = await openJobEvents(srv(), id, KEY)
-    await events.next((e) => e.event === 'stdout' && e.data.includes('begun'))
-    events.close()
+    const stream = await events(id)
+    await stream.next((e) => e.event === 'stdout' && e.data.includes('begun'))
+    stream.close()
     // What an fsync window loses on a host crash: every write since `before`, the job's among them.
     await server.kill9()
     truncateSync(aof, before)
