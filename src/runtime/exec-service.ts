@@ -97,7 +97,20 @@ export class QueueExecService implements ExecService {
   ): Promise<JobView | undefined> {
     const deadline = Date.now() + opts.timeoutMs
     const { signal } = opts
-    const info = await this.retrying(() => this.owned(tenant, id), deadline, signal)
+    const stayedAway = (err: unknown): unknown =>
+      err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE'
+        ? new AppError(
+            'QUEUE_UNAVAILABLE',
+            `Redis stayed unreachable until the wait (${opts.timeoutMs} ms) ended`,
+            {
+              retryable: true,
+              cause: err,
+            },
+          )
+        : err
+    const info = await this.retrying(() => this.owned(tenant, id), deadline, signal).catch((err: unknown) => {
+      throw stayedAway(err)
+    })
     if (!info) return undefined
     if (info.result) return jobView(info)
     let result: ExecJobResult | undefined
@@ -109,12 +122,19 @@ export class QueueExecService implements ExecService {
     } catch (err) {
       // The job's record is gone (lost by Redis, or past retention).
       if (err instanceof AppError && err.code === 'NOT_FOUND') return undefined
-      // A wait that ran out is not a failure of the job: answer with where it is now.
-      if (!(err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE') && !signal?.aborted) throw err
+      // A wait that ran out is not a failure of the job: answer with where it is now. One that ended
+      // early without an abort (the queue closed under it) is reported as it is.
+      const ranOut =
+        err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE' && Date.now() >= deadline - 50
+      if (!ranOut && !signal?.aborted) throw err
     }
     if (result) return jobView({ job: info.job, state: 'finished', result })
     if (signal?.aborted) return jobView(info)
-    return this.retrying(() => this.get(tenant, id), Date.now() + FINAL_READ_GRACE_MS, signal)
+    return this.retrying(() => this.get(tenant, id), Date.now() + FINAL_READ_GRACE_MS, signal).catch(
+      (err: unknown) => {
+        throw stayedAway(err)
+      },
+    )
   }
 
   /** Runs `read`, retrying while Redis is unreachable (QUEUE_UNAVAILABLE) until `deadline` (epoch ms). */
