@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import { afterAll, describe, expect, test } from 'vitest'
 import { openJobEvents } from '../support/job-stream.js'
 import {
@@ -53,10 +54,14 @@ async function execDone(srv: SbxServer, command: string, sessionId: string): Pro
 
 /** The job id is on the wire before the job ends; the body, read later, is the job's final view. */
 async function headersBeforeTheEnd(srv: SbxServer, sessionId: string) {
+  const t0 = performance.now()
   const res = await srv.post('/v1/exec', run('echo begun >> log; sleep 4; echo done', sessionId), {
     key: KEY_A,
   })
   const id = res.headers.get('x-job-id')
+  console.log(
+    `[job-answers] status and X-Job-Id after ${Math.round(performance.now() - t0)} ms (the job takes 4 s)`,
+  )
   expect(res.status).toBe(200)
   expect(id).toMatch(/^j[0-9a-f]{32}$/)
   expect(res.headers.get('location')).toBe(`/v1/jobs/${id}`)

@@ -1,5 +1,6 @@
 import { readdirSync, statSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
 import { setTimeout as delay } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { openJobEvents } from '../support/job-stream.js'
@@ -109,9 +110,12 @@ describe('answers of accepted jobs through Redis faults', () => {
     const stream = await events(id)
     await stream.next((e) => e.event === 'stdout' && e.data.includes('begun'))
     stream.close()
-    await server.kill9()
-    await server.launch()
+    const killedAt = await server.kill9()
+    const backAt = await server.launch()
     const job = JSON.parse(await res.text()) as Job
+    console.log(
+      `[redis-job-answers] blip: Redis down ${Math.round(backAt - killedAt)} ms; the waiting POST answered ${job.state} ${Math.round(performance.now() - backAt)} ms after it was back`,
+    )
     expect(job, JSON.stringify(job)).toMatchObject({ id, state: 'completed' })
     expect(job.result?.stdout).toBe('begun\nsurvived\n')
     await ready()
@@ -170,13 +174,17 @@ describe('answers of accepted jobs through Redis faults', () => {
     const stream = await events(id)
     await stream.next((e) => e.event === 'stdout' && e.data.includes('begun'))
     stream.close()
-    await server.kill9()
+    const killedAt = await server.kill9()
     const job = JSON.parse(await res.text()) as Job
+    console.log(
+      `[redis-job-answers] Redis away: the waiting POST answered ${job.state} ${Math.round(performance.now() - killedAt)} ms after the kill: ${job.error?.message}`,
+    )
     expect(job.id).toBe(id)
     expect(job.state, JSON.stringify(job)).toBe('unknown')
     expect(job.error?.code).toBe('QUEUE_UNAVAILABLE')
     expect(job.error?.message).toContain(`Accepted as job ${id}`)
     expect(job.error?.message).toContain(`GET /v1/jobs/${id}`)
+    expect(job.error?.message).toMatch(/Redis stayed unreachable/)
     await server.launch()
     await ready()
     const stream2 = await events(id)
@@ -198,8 +206,12 @@ describe('answers of accepted jobs through Redis faults', () => {
     // What an fsync window loses on a host crash: every write since `before`, the job's among them.
     await server.kill9()
     truncateSync(aof, before)
-    await server.launch()
+    const backAt = await server.launch()
     const job = JSON.parse(await res.text()) as Job
+    console.log(
+      `[redis-job-answers] AOF cut back to its size before the submit: ` +
+        `the waiting POST answered ${job.state} ${Math.round(performance.now() - backAt)} ms after Redis was back: ${job.error?.message}`,
+    )
     expect(job.id).toBe(id)
     expect(job.state, JSON.stringify(job)).toBe('unknown')
     expect(job.error?.message).toMatch(/Accepted as job/)
