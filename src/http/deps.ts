@@ -48,7 +48,11 @@ export type JobEvent = { type: 'stdout' | 'stderr'; data: string } | { type: 're
 export interface ExecService {
   /** Submits (or finds, for a repeated `callId`) a job. */
   submit(tenant: string, input: ExecInput, opts: { callId: string }): Promise<JobView>
-  /** Waits until the job is terminal, the deadline passes (returns the current view) or the signal aborts. */
+  /**
+   * Waits until the job is terminal, the deadline passes (returns the current view) or the signal
+   * aborts. Redis outages are ridden out until the deadline; rejects with QUEUE_UNAVAILABLE when Redis
+   * stayed away. `undefined` when the job is not (or no longer: lost, past retention) the tenant's.
+   */
   wait(
     tenant: string,
     id: string,
