@@ -4,7 +4,7 @@ import type { ExecInput, ExecService, JobEvent, JobView } from '../http/deps.js'
 import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
 import type { JobInfo, JobQueue } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
-import { jobView } from './job-view.js'
+import { jobView, vanishedJobView } from './job-view.js'
 import { ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import type { TenantJobLimiter } from './tenant-jobs.js'
@@ -162,7 +162,8 @@ export class QueueExecService implements ExecService {
     id: string,
     signal: AbortSignal,
   ): Promise<AsyncIterable<JobEvent> | undefined> {
-    if (!(await this.owned(tenant, id))) return undefined
+    const info = await this.owned(tenant, id)
+    if (!info) return undefined
     const pending: JobEvent[] = []
     let wake: (() => void) | undefined
     let done = false
@@ -174,7 +175,8 @@ export class QueueExecService implements ExecService {
     const finish = async (): Promise<void> => {
       try {
         const view = await this.wait(tenant, id, { timeoutMs: 24 * 3600_000, signal })
-        if (view) push({ type: 'result', job: view })
+        // A job that vanished while streamed (lost by Redis) still ends its stream with a result.
+        push({ type: 'result', job: view ?? vanishedJobView(jobView(info)) })
       } finally {
         done = true
         wake?.()

@@ -193,7 +193,7 @@ describe('answers of accepted jobs through Redis faults', () => {
     expect(['completed', 'interrupted'], JSON.stringify(final)).toContain(final.state)
   }, 180_000)
 
-  test('an accepted job lost by Redis (its AOF cut back): the waiting POST answers `unknown`, it may have run; GET says it may be lost', async () => {
+  test('an accepted job lost by Redis (its AOF cut back): the waiting POST and the SSE result answer `unknown`, it may have run; GET says it may be lost', async () => {
     const server = redis as RedisServer
     const aof = liveAof(server.dir)
     const before = statSync(aof).size
@@ -202,7 +202,6 @@ describe('answers of accepted jobs through Redis faults', () => {
     const id = res.headers.get('x-job-id') as string
     const stream = await events(id)
     await stream.next((e) => e.event === 'stdout' && e.data.includes('begun'))
-    stream.close()
     // What an fsync window loses on a host crash: every write since `before`, the job's among them.
     await server.kill9()
     truncateSync(aof, before)
@@ -216,6 +215,10 @@ describe('answers of accepted jobs through Redis faults', () => {
     expect(job.state, JSON.stringify(job)).toBe('unknown')
     expect(job.error?.message).toMatch(/Accepted as job/)
     expect(job.error?.message).toMatch(/may have run/)
+    // The event stream open across the loss ends with the same honest result.
+    const streamed = JSON.parse((await stream.next((e) => e.event === 'result')).data) as Job
+    stream.close()
+    expect(streamed).toMatchObject({ id, state: 'unknown', error: { code: 'NOT_FOUND' } })
     await ready()
     const get = await srv().fetch(`/v1/jobs/${id}`, { key: KEY })
     const body = (await get.json()) as Job
