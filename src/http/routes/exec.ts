@@ -24,7 +24,7 @@ const job = (description: string) => ({ content: { 'application/json': { schema:
 
 const notFound = (id: string): AppError => new AppError('NOT_FOUND', noSuchJobMessage(id))
 
-/** `POST /v1/exec`, `/v1/jobs/:id` (GET, DELETE, events) and `POST /v1/tool-calls`. */
+/** `POST /v1/exec`, `GET /v1/jobs`, `/v1/jobs/:id` (GET, DELETE, events) and `POST /v1/tool-calls`. */
 export function registerExecRoutes(app: App, deps: AppDeps): void {
   const maxWaitMs = deps.limits?.maxWaitMs ?? 15 * 60_000
 
@@ -187,9 +187,10 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       responses: {
         200: {
           content: { 'application/json': { schema: ToolCallResultSchema } },
-          description: 'the evaluation',
+          description: 'the evaluation (routed calls: with the job that ran the command)',
         },
         400: err('bad input'),
+        503: err('the queue is unavailable: nothing was accepted; retry after Retry-After'),
       },
     }),
     async (c) => {
