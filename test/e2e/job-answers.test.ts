@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import { afterAll, describe, expect, test } from 'vitest'
 import { openJobEvents } from '../support/job-stream.js'
+import { deleteKeys } from '../unit/queue/drivers.js'
 import {
   configDir,
   fleetConfig,
@@ -36,7 +37,11 @@ const started: { stop(): Promise<void> }[] = []
 const scopes: string[] = []
 afterAll(async () => {
   for (const s of started.reverse()) await s.stop()
-  for (const scope of scopes) await removeScopeContainers(scope)
+  for (const scope of scopes) {
+    await removeScopeContainers(scope)
+    // The fleet runs' keys on the shared Redis (each scope is its run's `queue.prefix`).
+    await deleteKeys(`${scope}:*`)
+  }
 }, 120_000)
 
 const run = (command: string, sessionId?: string) => ({
@@ -78,6 +83,8 @@ describe('waiting POST /v1/exec: the job id before the wait, and a way back to t
     const config = fleetConfig(prefix, { apiKeys })
     const dir = configDir(config)
     let api = await startSbxServer('api', { config, cwd: dir })
+    // Stopped at the end even when the test fails before it kills this one.
+    started.push(api)
     const worker: LineChild = await startSbxWorker({ config, cwd: dir })
     started.push(worker)
     expect((await execDone(api, 'true', 's1')).state).toBe('completed')
