@@ -143,6 +143,14 @@ describe('waiting POST /v1/exec: the job id before the wait, and a way back to t
     expect(mine.jobs).toHaveLength(2)
     const theirs = (await (await srv.fetch('/v1/jobs', { key: KEY_B })).json()) as { jobs: Job[] }
     expect(theirs.jobs).toEqual([])
+    // The OpenAPI document describes the listing and the new job fields.
+    const doc = (await (await srv.fetch('/openapi.json')).json()) as {
+      paths: Record<string, Record<string, unknown>>
+      components: { schemas: Record<string, { properties?: Record<string, { enum?: string[] }> }> }
+    }
+    expect(Object.keys(doc.paths['/v1/jobs'] ?? {})).toContain('get')
+    expect(doc.components.schemas['Job']?.properties?.['state']?.enum).toContain('unknown')
+    expect(Object.keys(doc.components.schemas['Job']?.properties ?? {})).toContain('partialOutput')
   }, 180_000)
 })
 
