@@ -44,6 +44,9 @@ beforeAll(async () => {
   const config = fleetConfig(prefix, {
     apiKeys: [{ key: KEY, tenant: 'acme' }],
     queue: { redisUrl: redis.url },
+    // Tool calls route here: a 1 s timeout, so a tool call's wait lasts 31 s.
+    profiles: { quick: { provider: 'docker', defaultTimeoutMs: 1_000 } },
+    routing: { shell: { providerId: 'docker', profile: 'quick' } },
   })
   const dir = configDir(config)
   api = await startSbxServer('api', { config, cwd: dir })
@@ -191,6 +194,39 @@ describe('answers of accepted jobs through Redis faults', () => {
     const final = JSON.parse((await stream2.next((e) => e.event === 'result', 60_000)).data) as Job
     stream2.close()
     expect(['completed', 'interrupted'], JSON.stringify(final)).toContain(final.state)
+  }, 180_000)
+
+  test('a tool call accepted before Redis went away, past its wait: 200 naming the job, state `unknown`', async () => {
+    const server = redis as RedisServer
+    const answer = srv().post(
+      '/v1/tool-calls',
+      { name: 'bash', arguments: { command: 'echo begun; sleep 0.5; echo late' }, sessionId: 'tc-long' },
+      { key: KEY },
+    )
+    // The client learns the job only from the answer: find it as a lost client would, in the listing.
+    let id: string | undefined
+    while (!id) {
+      const list = (await (await srv().fetch('/v1/jobs?sessionId=tc-long', { key: KEY })).json()) as {
+        jobs: Job[]
+      }
+      id = list.jobs[0]?.id
+      if (!id) await delay(50)
+    }
+    const stream = await events(id)
+    await stream.next((e) => e.event === 'stdout' && e.data.includes('begun'))
+    stream.close()
+    const killedAt = await server.kill9()
+    const res = await answer
+    const evaluation = (await res.json()) as { output: string; job?: { id: string; state: string } }
+    console.log(
+      `[redis-job-answers] Redis away: the tool call answered ${res.status} ${Math.round(performance.now() - killedAt)} ms after the kill: ${JSON.stringify(evaluation.job)} ${evaluation.output}`,
+    )
+    expect(res.status, JSON.stringify(evaluation)).toBe(200)
+    expect(evaluation.job).toEqual({ id, state: 'unknown' })
+    expect(evaluation.output).toContain(`error: QUEUE_UNAVAILABLE: Accepted as job ${id}`)
+    expect(evaluation.output).toMatch(/may have run/)
+    await server.launch()
+    await ready()
   }, 180_000)
 
   test('an accepted job lost by Redis (its AOF cut back): the waiting POST and the SSE result answer `unknown`, it may have run; GET says it may be lost', async () => {
