@@ -178,6 +178,7 @@ function countingQueue(q: JobQueue, accepted: Set<string>): JobQueue {
     wait: (jobId, o) => q.wait(jobId, o),
     getResult: (jobId) => q.getResult(jobId),
     inspect: (jobId) => q.inspect(jobId),
+    list: (tenant, o) => q.list(tenant, o),
     counts: () => q.counts(),
     subscribeOutput: (jobId, l) => q.subscribeOutput(jobId, l),
     cancel: (jobId, reason) => q.cancel(jobId, reason),

@@ -17,8 +17,11 @@ export interface ExecInput {
   idempotent?: boolean
 }
 
-/** Where a job is. */
-export type JobState = 'queued' | 'running' | 'completed' | 'failed' | 'interrupted' | 'cancelled'
+/**
+ * Where a job is. `unknown`: the job was accepted, but its state could not be read (Redis away past
+ * the wait, or its record gone); `error` says why and what to do.
+ */
+export type JobState = 'queued' | 'running' | 'completed' | 'failed' | 'interrupted' | 'cancelled' | 'unknown'
 
 /** A job as the API shows it (tenant-scoped). */
 export interface JobView {
@@ -29,6 +32,11 @@ export interface JobView {
   sessionId?: string
   result?: ExecResult
   error?: { code: string; message: string }
+  /**
+   * For an `interrupted` job: the bounded tail of the output its attempt had published before it was
+   * interrupted. Partial by nature: the command may have printed more.
+   */
+  partialOutput?: { stdout: string; stderr: string }
   createdAt: number
   finishedAt?: number
 }
@@ -40,13 +48,19 @@ export type JobEvent = { type: 'stdout' | 'stderr'; data: string } | { type: 're
 export interface ExecService {
   /** Submits (or finds, for a repeated `callId`) a job. */
   submit(tenant: string, input: ExecInput, opts: { callId: string }): Promise<JobView>
-  /** Waits until the job is terminal, the deadline passes (returns the current view) or the signal aborts. */
+  /**
+   * Waits until the job is terminal, the deadline passes (returns the current view) or the signal
+   * aborts. Redis outages are ridden out until the deadline; rejects with QUEUE_UNAVAILABLE when Redis
+   * stayed away. `undefined` when the job is not (or no longer: lost, past retention) the tenant's.
+   */
   wait(
     tenant: string,
     id: string,
     opts: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<JobView | undefined>
   get(tenant: string, id: string): Promise<JobView | undefined>
+  /** The tenant's recent jobs (within retention), newest first; optionally of one session. */
+  list(tenant: string, filter: { sessionId?: string; limit: number }): Promise<JobView[]>
   cancel(tenant: string, id: string): Promise<JobView | undefined>
   /** Live output then the result; ends after the result. `undefined` when the job is not the tenant's. */
   events(tenant: string, id: string, signal: AbortSignal): Promise<AsyncIterable<JobEvent> | undefined>
@@ -68,6 +82,8 @@ export interface ToolCallEvaluation {
   output?: string
   result?: ExecResult
   blocked?: boolean
+  /** For routed calls: the job that ran the command (`GET /v1/jobs/:id`) and its state. */
+  job?: { id: string; state: JobState }
 }
 
 /** Evaluates tool calls through the server's configured interceptors and extensions. */

@@ -41,16 +41,36 @@ export const ExecResultSchema = z.object(QueueExecResultSchema.shape).openapi('E
 export const JobSchema = z
   .object({
     id: z.string(),
-    state: z.enum(['queued', 'running', 'completed', 'failed', 'interrupted', 'cancelled']),
+    state: z.enum(['queued', 'running', 'completed', 'failed', 'interrupted', 'cancelled', 'unknown']),
     provider: z.string(),
     profile: z.string(),
     sessionId: z.string().optional(),
     result: ExecResultSchema.optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional(),
+    partialOutput: z.object({ stdout: z.string(), stderr: z.string() }).optional().openapi({
+      description: 'interrupted jobs: the bounded tail of output published before the interruption',
+    }),
     createdAt: z.number(),
     finishedAt: z.number().optional(),
   })
   .openapi('Job')
+
+export const JobListQuery = z.object({
+  sessionId: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,128}$/)
+    .optional()
+    .openapi({ param: { name: 'sessionId', in: 'query' } }),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(100)
+    .default(20)
+    .openapi({ param: { name: 'limit', in: 'query' } }),
+})
+
+export const JobListSchema = z.object({ jobs: z.array(JobSchema) }).openapi('JobList')
 
 export const ToolCallInputSchema = z
   .object({
@@ -83,6 +103,7 @@ export const ToolCallResultSchema = z
     output: z.string().optional(),
     result: ExecResultSchema.optional(),
     blocked: z.boolean().optional(),
+    job: z.object({ id: z.string(), state: z.string() }).optional(),
   })
   .openapi('ToolCallResult')
 

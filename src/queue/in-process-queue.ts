@@ -4,7 +4,7 @@ import { checkConcurrency, defaultWorkerId, failedResult, runJob } from './run-j
 import type { RunOutcome } from './run-job.js'
 import { ExecJobSchema } from './schemas.js'
 import type { ExecJob, ExecJobResult, OutputChunk } from './schemas.js'
-import type { Consumer, ConsumeOptions, JobAbortReason, JobProcessor, JobQueue } from './types.js'
+import type { Consumer, ConsumeOptions, JobAbortReason, JobInfo, JobProcessor, JobQueue } from './types.js'
 import { boundedWait } from './wait-for.js'
 
 /** Options of {@link createInProcessJobQueue}. */
@@ -34,6 +34,11 @@ interface LocalConsumer {
   readonly active: Set<Entry>
   closing: boolean
   onIdle?: () => void
+}
+
+function infoOf(e: Entry): JobInfo {
+  const state = e.state === 'done' ? 'finished' : e.state
+  return { job: e.job, state, ...(e.result ? { result: e.result } : {}) }
 }
 
 /** A listener's exception must not reach the sandbox's output callback. */
@@ -168,7 +173,7 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
       if (!entry) {
         const err = new AppError(
           'NOT_FOUND',
-          `No job ${jobId} in the queue (never submitted, or past retention).`,
+          `No job ${jobId} in the queue: never submitted, past retention, or lost with a restart of this process.`,
         )
         return Promise.reject(err)
       }
@@ -190,9 +195,20 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
 
     inspect(jobId) {
       const e = entries.get(jobId)
-      if (!e) return Promise.resolve(undefined)
-      const state = e.state === 'done' ? 'finished' : e.state
-      return Promise.resolve({ job: e.job, state, ...(e.result ? { result: e.result } : {}) })
+      return Promise.resolve(e ? infoOf(e) : undefined)
+    },
+
+    list(tenant, opts) {
+      sweep()
+      const found: JobInfo[] = []
+      // Map order is insertion (submission) order: walk it backwards for newest first.
+      for (const e of [...entries.values()].reverse()) {
+        if (found.length >= opts.limit) break
+        if (e.job.tenant !== tenant) continue
+        if (opts.sessionId !== undefined && e.job.sessionId !== opts.sessionId) continue
+        found.push(infoOf(e))
+      }
+      return Promise.resolve(found)
     },
 
     counts() {

@@ -113,6 +113,11 @@ export interface JobQueue {
   getResult(jobId: string): Promise<ExecJobResult | undefined>
   /** The job, its state and (when finished) its result; undefined when unknown or past retention. */
   inspect(jobId: string): Promise<JobInfo | undefined>
+  /**
+   * Up to `limit` of the tenant's jobs within the retention window (optionally of one session), newest
+   * first. Only that tenant's jobs are ever listed.
+   */
+  list(tenant: string, opts: { sessionId?: string; limit: number }): Promise<JobInfo[]>
   /** Jobs waiting (including delayed/prioritized) and running, across the queue. */
   counts(): Promise<{ readonly waiting: number; readonly active: number }>
   /** Delivers the job's live output from now on. Resolves once the subscription is active. */

@@ -25,6 +25,36 @@ function partialText(p: { stdout: string; stderr: string }): string {
   return `\nOutput before the interruption:\nstdout:\n${cut(p.stdout)}\nstderr:\n${cut(p.stderr)}`
 }
 
+/** A routed command the queue did not accept (Redis unreachable): nothing ran; submit it again later. */
+export class JobNotAcceptedError extends AppError {
+  override readonly name = 'JobNotAcceptedError'
+  constructor(
+    readonly jobId: string,
+    cause: AppError,
+  ) {
+    super(cause.code, cause.message, { retryable: cause.retryable, cause })
+  }
+}
+
+/**
+ * A routed command accepted as a job whose result could not be read before the caller's deadline
+ * (Redis away, or no worker). It was asked to stop, but it may have run: the job's view tells.
+ */
+export class JobOutcomeUnknownError extends AppError {
+  override readonly name = 'JobOutcomeUnknownError'
+  constructor(
+    readonly jobId: string,
+    cause: AppError,
+  ) {
+    super(
+      cause.code,
+      `Accepted as job ${jobId}; its result could not be read (${cause.message}). It was asked to stop so ` +
+        `it does not run later, but it may have run partly or fully: GET /v1/jobs/${jobId} for its final state.`,
+      { retryable: cause.retryable, cause },
+    )
+  }
+}
+
 /** The error of a cancelled routed command. */
 export function jobCancelledError(reason: string): AppError {
   return new AppError(

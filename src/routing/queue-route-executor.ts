@@ -5,7 +5,12 @@ import { abortReasonOf } from '../queue/run-job.js'
 import type { ExecJob, ExecJobResult, OutputChunk } from '../queue/schemas.js'
 import type { JobQueue } from '../queue/types.js'
 import type { ExecResult } from '../sandbox/types.js'
-import { jobCancelledError, unwrapJobResult } from './job-errors.js'
+import {
+  JobNotAcceptedError,
+  JobOutcomeUnknownError,
+  jobCancelledError,
+  unwrapJobResult,
+} from './job-errors.js'
 import type { RouteTargets } from './route-targets.js'
 import type { RouteContext, RouteExecutor, RouteRequest } from './types.js'
 
@@ -123,7 +128,18 @@ export class QueueRouteExecutor implements RouteExecutor {
     // Subscribe before submitting, so no chunk is published before anyone listens.
     const off = ctx.onStdout || ctx.onStderr ? await queue.subscribeOutput(job.jobId, deliver) : undefined
     try {
-      await queue.submit(job)
+      try {
+        await queue.submit(job)
+      } catch (err) {
+        if (err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE')
+          throw new JobNotAcceptedError(job.jobId, err)
+        throw err
+      }
+      try {
+        ctx.onAccepted?.(job.jobId)
+      } catch {
+        // The caller's bookkeeping must not fail the command.
+      }
       const outcome = await this.awaitResult(job.jobId, job.timeoutMs + this.waitMarginMs, ctx.signal)
       const result = unwrapJobResult(outcome)
       // Live output is best effort (pub/sub); top the stream up from the final result.
@@ -157,6 +173,7 @@ export class QueueRouteExecutor implements RouteExecutor {
       if (err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE') {
         // Nobody waits for it any more: make sure it does not run later.
         queue.cancel(jobId, 'the caller stopped waiting').catch(() => undefined)
+        throw new JobOutcomeUnknownError(jobId, err)
       }
       throw err
     } finally {

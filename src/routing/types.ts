@@ -26,12 +26,16 @@ export interface RouteContext {
   readonly signal?: AbortSignal
   readonly onStdout?: (chunk: string) => void
   readonly onStderr?: (chunk: string) => void
+  /** Called with the job id once the queue accepted the command (before it runs). */
+  readonly onAccepted?: (jobId: string) => void
 }
 
 /**
  * Executes routeTo verdicts. The agent loop calls it; the execution plane supplies the queue-backed
  * implementation. Errors are `AppError`s (UNKNOWN_PROVIDER, UNKNOWN_PROFILE, SANDBOX_LOST,
- * JOB_INTERRUPTED, JOB_CANCELLED, ACQUIRE_TIMEOUT…); the agent turns them into a tool result for the model.
+ * JOB_INTERRUPTED, JOB_CANCELLED, ACQUIRE_TIMEOUT…; QUEUE_UNAVAILABLE as `JobNotAcceptedError` when
+ * nothing was accepted, `JobOutcomeUnknownError` when an accepted job's result could not be read); the
+ * agent turns them into a tool result for the model.
  */
 export interface RouteExecutor {
   execute(route: RouteRequest, ctx?: RouteContext): Promise<ExecResult>

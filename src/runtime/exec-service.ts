@@ -1,40 +1,22 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { AppError } from '../errors.js'
 import type { ExecInput, ExecService, JobEvent, JobView } from '../http/deps.js'
 import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
 import type { JobInfo, JobQueue } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
+import { jobView, vanishedJobView } from './job-view.js'
 import { ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import type { TenantJobLimiter } from './tenant-jobs.js'
 
-/** Maps a queue job to the API's view of it. */
-export function jobView(info: JobInfo): JobView {
-  const { job } = info
-  const base: JobView = {
-    id: job.jobId,
-    state: info.state === 'waiting' ? 'queued' : 'running',
-    provider: job.providerId,
-    profile: job.profile,
-    ...(job.sessionId ? { sessionId: job.sessionId } : {}),
-    createdAt: job.submittedAt,
-  }
-  return info.result ? { ...base, ...finished(info.result) } : base
-}
+/** After a wait that got no result, the job's current state is read for up to this long more (ms). */
+const FINAL_READ_GRACE_MS = 5_000
 
-function finished(r: ExecJobResult): Partial<JobView> {
-  switch (r.status) {
-    case 'completed':
-      return { state: 'completed', result: r.result }
-    case 'failed':
-      return { state: 'failed', error: { code: r.code, message: r.message } }
-    case 'interrupted':
-      return { state: 'interrupted', error: { code: 'JOB_INTERRUPTED', message: r.message } }
-    case 'cancelled':
-      return { state: 'cancelled', error: { code: 'JOB_CANCELLED', message: r.reason } }
-  }
-}
-
-/** {@link ExecService} on the job queue: every lookup checks the job's tenant (another tenant's job is unknown). */
+/**
+ * {@link ExecService} on the job queue: every lookup checks the job's tenant (another tenant's job is
+ * unknown). Once a job is accepted, a Redis outage never turns its answer into "not accepted": waits
+ * ride it out until their deadline.
+ */
 export class QueueExecService implements ExecService {
   constructor(
     private readonly queue: JobQueue,
@@ -85,18 +67,16 @@ export class QueueExecService implements ExecService {
           .finally(release)
       }
     }
-    const info = await this.queue.inspect(job.jobId)
+    // Accepted: from here on the answer is the job, even if Redis went away just now.
+    const info = await this.queue.inspect(job.jobId).catch(() => undefined)
     if (info && info.job.tenant !== tenant)
       throw new AppError('CONFLICT', 'job id collision; retry with another key')
-    return info
-      ? jobView(info)
-      : {
-          id: job.jobId,
-          state: 'queued',
-          provider: job.providerId,
-          profile: job.profile,
-          createdAt: job.submittedAt,
-        }
+    return info ? jobView(info) : jobView({ job: existing?.job ?? job, state: 'waiting' })
+  }
+
+  async list(tenant: string, filter: { sessionId?: string; limit: number }): Promise<JobView[]> {
+    const infos = await this.queue.list(tenant, filter)
+    return infos.filter((i) => i.job.tenant === tenant).map(jobView)
   }
 
   async get(tenant: string, id: string): Promise<JobView | undefined> {
@@ -104,24 +84,70 @@ export class QueueExecService implements ExecService {
     return info ? jobView(info) : undefined
   }
 
+  /**
+   * Waits for the job's end until `timeoutMs`. Redis outages are ridden out until then (lookups are
+   * retried); after a wait without a result the job's current state is read once more. Rejects with
+   * QUEUE_UNAVAILABLE only when Redis stayed away; `undefined` when the job is not (or no longer) the
+   * tenant's.
+   */
   async wait(
     tenant: string,
     id: string,
     opts: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<JobView | undefined> {
-    const info = await this.owned(tenant, id)
+    const deadline = Date.now() + opts.timeoutMs
+    const { signal } = opts
+    const stayedAway = (err: unknown): unknown =>
+      err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE'
+        ? new AppError(
+            'QUEUE_UNAVAILABLE',
+            `Redis stayed unreachable until the wait (${opts.timeoutMs} ms) ended`,
+            {
+              retryable: true,
+              cause: err,
+            },
+          )
+        : err
+    const info = await this.retrying(() => this.owned(tenant, id), deadline, signal).catch((err: unknown) => {
+      throw stayedAway(err)
+    })
     if (!info) return undefined
     if (info.result) return jobView(info)
+    let result: ExecJobResult | undefined
     try {
-      await this.queue.wait(id, {
-        timeoutMs: opts.timeoutMs,
-        ...(opts.signal ? { signal: opts.signal } : {}),
+      result = await this.queue.wait(id, {
+        timeoutMs: Math.max(1, deadline - Date.now()),
+        ...(signal ? { signal } : {}),
       })
     } catch (err) {
-      // A wait that ran out is not a failure of the job: answer with where it is now.
-      if (!(err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE') && !opts.signal?.aborted) throw err
+      // The job's record is gone (lost by Redis, or past retention).
+      if (err instanceof AppError && err.code === 'NOT_FOUND') return undefined
+      // A wait that ran out is not a failure of the job: answer with where it is now. One that ended
+      // early without an abort (the queue closed under it) is reported as it is.
+      const ranOut =
+        err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE' && Date.now() >= deadline - 50
+      if (!ranOut && !signal?.aborted) throw err
     }
-    return this.get(tenant, id)
+    if (result) return jobView({ job: info.job, state: 'finished', result })
+    if (signal?.aborted) return jobView(info)
+    return this.retrying(() => this.get(tenant, id), Date.now() + FINAL_READ_GRACE_MS, signal).catch(
+      (err: unknown) => {
+        throw stayedAway(err)
+      },
+    )
+  }
+
+  /** Runs `read`, retrying while Redis is unreachable (QUEUE_UNAVAILABLE) until `deadline` (epoch ms). */
+  private async retrying<T>(read: () => Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
+    for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 1_000)) {
+      try {
+        return await read()
+      } catch (err) {
+        const unavailable = err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE'
+        if (!unavailable || signal?.aborted || Date.now() + delayMs > deadline) throw err
+        await sleep(delayMs, undefined, signal ? { signal } : {}).catch(() => undefined)
+      }
+    }
   }
 
   async cancel(tenant: string, id: string): Promise<JobView | undefined> {
@@ -136,7 +162,8 @@ export class QueueExecService implements ExecService {
     id: string,
     signal: AbortSignal,
   ): Promise<AsyncIterable<JobEvent> | undefined> {
-    if (!(await this.owned(tenant, id))) return undefined
+    const info = await this.owned(tenant, id)
+    if (!info) return undefined
     const pending: JobEvent[] = []
     let wake: (() => void) | undefined
     let done = false
@@ -148,7 +175,8 @@ export class QueueExecService implements ExecService {
     const finish = async (): Promise<void> => {
       try {
         const view = await this.wait(tenant, id, { timeoutMs: 24 * 3600_000, signal })
-        if (view) push({ type: 'result', job: view })
+        // A job that vanished while streamed (lost by Redis) still ends its stream with a result.
+        push({ type: 'result', job: view ?? vanishedJobView(jobView(info)) })
       } finally {
         done = true
         wake?.()

@@ -1,8 +1,11 @@
 import type { InterceptorChains } from '../extensions/compose.js'
-import type { ToolCallEvaluation, ToolCallService } from '../http/deps.js'
+import { AppError } from '../errors.js'
+import type { JobState, ToolCallEvaluation, ToolCallService } from '../http/deps.js'
 import { evaluateToolCall } from '../interceptors/chains.js'
 import type { ToolCallRequest } from '../interceptors/types.js'
 import { executeRoutedToolCall } from '../routing/execute-routed-tool-call.js'
+import type { RoutedToolCallOutcome } from '../routing/execute-routed-tool-call.js'
+import { JobInterruptedError, JobNotAcceptedError, JobOutcomeUnknownError } from '../routing/job-errors.js'
 import type { RouteExecutor } from '../routing/types.js'
 import { ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
@@ -45,6 +48,7 @@ export class ChainToolCallService implements ToolCallService {
           profile: route.profile,
         })
         const cwd = cwdOf(verdict.request.arguments)
+        let jobId: string | undefined
         const outcome = await executeRoutedToolCall({
           executor: this.router,
           interceptors: this.chains.toolCall,
@@ -59,8 +63,13 @@ export class ChainToolCallService implements ToolCallService {
             ...(opts.sessionId ? { sessionId: opts.sessionId } : {}),
             ...(cwd ? { cwd } : {}),
           },
-          ctx: opts.signal ? { signal: opts.signal } : {},
+          ctx: {
+            ...(opts.signal ? { signal: opts.signal } : {}),
+            onAccepted: (id) => (jobId = id),
+          },
         })
+        // Nothing was accepted: the caller gets the 503 (with Retry-After), not a tool output to misread.
+        if (outcome.error instanceof JobNotAcceptedError) throw outcome.error
         return {
           decision: {
             kind: 'routeTo',
@@ -73,6 +82,7 @@ export class ChainToolCallService implements ToolCallService {
           output: outcome.output,
           ...(outcome.result ? { result: outcome.result } : {}),
           blocked: outcome.blocked,
+          ...(jobId ? { job: { id: jobId, state: jobStateOf(outcome) } } : {}),
         }
       }
     }
@@ -87,4 +97,14 @@ function cwdOf(args: string): string | undefined {
   } catch {
     return undefined
   }
+}
+
+/** The state of an accepted routed call's job, from how the call ended. */
+function jobStateOf(outcome: RoutedToolCallOutcome): JobState {
+  const { error } = outcome
+  if (error === undefined) return 'completed'
+  if (error instanceof JobOutcomeUnknownError) return 'unknown'
+  if (error instanceof JobInterruptedError) return 'interrupted'
+  if (error instanceof AppError && error.code === 'JOB_CANCELLED') return 'cancelled'
+  return 'failed'
 }

@@ -125,6 +125,11 @@ describe('the API while Redis is away', () => {
         method: 'POST',
         body: { name: 'bash', arguments: { command: 'echo during' }, sessionId: 'api-s' },
       }),
+      // Without a session nothing touches Redis before the submit: it must be the same 503, not a 200 tool output.
+      toolCallNoSession: await call('/v1/tool-calls', {
+        method: 'POST',
+        body: { name: 'bash', arguments: { command: 'echo during' } },
+      }),
     }
     console.log(
       `[redis-api] while Redis is away: ${JSON.stringify(

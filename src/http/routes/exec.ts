@@ -1,16 +1,20 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { streamSSE } from 'hono/streaming'
 import { AppError } from '../../errors.js'
+import { noSuchJobMessage, unknownJobView, vanishedJobView } from '../../runtime/job-view.js'
 import type { App } from '../app.js'
 import type { AppDeps, JobView } from '../deps.js'
 import {
   ErrorSchema,
   ExecInputSchema,
   IdParam,
+  JobListQuery,
+  JobListSchema,
   JobSchema,
   ToolCallInputSchema,
   ToolCallResultSchema,
 } from '../schemas.js'
+import { acceptedJobAnswer } from './job-answer.js'
 
 const err = (description: string) => ({
   content: { 'application/json': { schema: ErrorSchema } },
@@ -18,9 +22,9 @@ const err = (description: string) => ({
 })
 const job = (description: string) => ({ content: { 'application/json': { schema: JobSchema } }, description })
 
-const notFound = (id: string): AppError => new AppError('NOT_FOUND', `no job ${id}`)
+const notFound = (id: string): AppError => new AppError('NOT_FOUND', noSuchJobMessage(id))
 
-/** `POST /v1/exec`, `/v1/jobs/:id` (GET, DELETE, events) and `POST /v1/tool-calls`. */
+/** `POST /v1/exec`, `GET /v1/jobs`, `/v1/jobs/:id` (GET, DELETE, events) and `POST /v1/tool-calls`. */
 export function registerExecRoutes(app: App, deps: AppDeps): void {
   const maxWaitMs = deps.limits?.maxWaitMs ?? 15 * 60_000
 
@@ -30,7 +34,11 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       path: '/v1/exec',
       summary: 'Run a command in a sandbox',
       description:
-        'Waits for the result by default (200); with `wait=false` answers 202 with the job id. An `Idempotency-Key` header makes a repeated request return the same job.',
+        'Waits for the result by default: once the job is accepted, status 200 and the headers `X-Job-Id` and ' +
+        '`Location: /v1/jobs/{id}` are sent at once, newlines keep the connection alive, and the body is the ' +
+        "job's view when it ends (or, past the wait, its current state; `unknown` when its result could not be " +
+        'read). With `wait=false` answers 202 with the job at once. An `Idempotency-Key` header makes a ' +
+        'repeated request return the same job. Any 4xx/5xx means the job was not accepted.',
       security: [{ bearer: [] }],
       request: {
         query: z.object({
@@ -48,8 +56,8 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
         body: { content: { 'application/json': { schema: ExecInputSchema } }, required: true },
       },
       responses: {
-        200: job('finished job with its result'),
-        202: job('accepted; poll GET /v1/jobs/{id} or stream /events'),
+        200: job('accepted: the job when it ended, or its state when the wait ran out'),
+        202: job('accepted (`wait=false`); poll GET /v1/jobs/{id} or stream /events'),
         400: err('bad input (names the field), unknown provider or profile'),
         401: err('no or unknown key'),
         413: err('body too large'),
@@ -64,11 +72,47 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       const submitted = await deps.exec.submit(tenant, input, {
         callId: key ? `idem:${key}` : `req:${crypto.randomUUID()}`,
       })
+      c.header('X-Job-Id', submitted.id)
+      c.header('Location', `/v1/jobs/${submitted.id}`)
       if (c.req.valid('query').wait === 'false') return c.json(submitted, 202)
+      if (isTerminal(submitted)) return c.json(submitted, 200)
       const timeoutMs = Math.min(maxWaitMs, (input.timeoutMs ?? 600_000) + 30_000)
-      const done = await deps.exec.wait(tenant, submitted.id, { timeoutMs, signal: c.req.raw.signal })
-      const view = done ?? submitted
-      return c.json(view, isTerminal(view) ? 200 : 202)
+      const signal = c.req.raw.signal
+      // Accepted: from here on the answer is this job's view, never an error status.
+      return acceptedJobAnswer(submitted, async () => {
+        try {
+          const view = await deps.exec.wait(tenant, submitted.id, { timeoutMs, signal })
+          return view ?? vanishedJobView(submitted)
+        } catch (err) {
+          deps.logger.warn(
+            { err, jobId: submitted.id, requestId: c.get('requestId') },
+            'the result of an accepted job could not be read',
+          )
+          return unknownJobView(submitted, err)
+        }
+      }) as never
+    },
+  )
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/v1/jobs',
+      summary: "The tenant's recent jobs, newest first",
+      description:
+        'Jobs within the retention window (default 1 h), optionally of one session: a client that lost its ' +
+        'connection before it learnt the job id finds its job here.',
+      security: [{ bearer: [] }],
+      request: { query: JobListQuery },
+      responses: { 200: { content: { 'application/json': { schema: JobListSchema } }, description: 'jobs' } },
+    }),
+    async (c) => {
+      const { sessionId, limit } = c.req.valid('query')
+      const jobs = await deps.exec.list(c.get('principal').tenant, {
+        ...(sessionId ? { sessionId } : {}),
+        limit,
+      })
+      return c.json({ jobs }, 200)
     },
   )
 
@@ -143,9 +187,10 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       responses: {
         200: {
           content: { 'application/json': { schema: ToolCallResultSchema } },
-          description: 'the evaluation',
+          description: 'the evaluation (routed calls: with the job that ran the command)',
         },
         400: err('bad input'),
+        503: err('the queue is unavailable: nothing was accepted; retry after Retry-After'),
       },
     }),
     async (c) => {
@@ -178,5 +223,5 @@ function stringifyArguments(args: Record<string, unknown>): string {
 }
 
 function isTerminal(job: JobView): boolean {
-  return job.state !== 'queued' && job.state !== 'running'
+  return job.state !== 'queued' && job.state !== 'running' && job.state !== 'unknown'
 }

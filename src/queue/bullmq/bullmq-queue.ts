@@ -17,6 +17,7 @@ import {
 } from './redis-clients.js'
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
+import { TenantJobIndex } from './tenant-index.js'
 
 /** Options of {@link createBullmqJobQueue}. */
 export interface BullmqQueueOptions extends BullmqConsumerTuning {
@@ -62,6 +63,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     retentionMs,
     tailCapBytes: options.tailCapBytes ?? 65_536,
   })
+  const index = new TenantJobIndex(command, `${prefix}:${queueName}:sbx:index`, retentionMs)
   const retention = { age: Math.ceil(retentionMs / 1000) }
   const queue = new Queue(queueName, {
     connection: command,
@@ -133,7 +135,11 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     if (stored) return stored
     const job = await queue.getJob(jobId)
     if (!job) {
-      throw new AppError('NOT_FOUND', `No job ${jobId} in the queue (never submitted, or past retention).`)
+      throw new AppError(
+        'NOT_FOUND',
+        `No job ${jobId} in the queue: never submitted, past retention, or lost by Redis (writes not yet ` +
+          'on disk when it crashed); if it was accepted, its command may have run.',
+      )
     }
     if (!job.finishedOn) return undefined
     if (job.failedReason) return queueGaveUp(job.failedReason)
@@ -168,12 +174,15 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     async submit(input) {
       const job = ExecJobSchema.parse(input)
       try {
+        // Indexed first: a job that is in the queue is always listed for its tenant.
+        await index.add(job)
         await queue.add('exec', job, { jobId: job.jobId })
       } catch (err) {
         throw new AppError(
           'QUEUE_UNAVAILABLE',
           `Could not enqueue job ${job.jobId}: Redis is unreachable (${messageOf(err)}); ` +
-            'the job was not accepted: submit it again once Redis is back.',
+            'the job was not accepted: submit it again once Redis is back (with the same Idempotency-Key, ' +
+            'a repeat never runs it twice).',
           { retryable: true, cause: err },
         )
       }
@@ -258,6 +267,16 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       inspectJob(jobId).catch((err: unknown) => {
         throw queueUnavailable(err, `Looking up job ${jobId}`)
       }),
+
+    async list(tenant, opts) {
+      try {
+        const ids = await index.recent(tenant, opts)
+        const infos = await Promise.all(ids.map((id) => inspectJob(id)))
+        return infos.filter((i): i is JobInfo => i !== undefined && i.job.tenant === tenant)
+      } catch (err) {
+        throw queueUnavailable(err, `Listing the jobs of tenant ${tenant}`)
+      }
+    },
 
     async counts() {
       try {

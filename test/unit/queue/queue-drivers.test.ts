@@ -72,6 +72,26 @@ describe.each(DRIVERS)('JobQueue driver: %s', (_name, factory) => {
     expect(await q.queue.inspect(makeJob('x').jobId)).toBeUndefined()
   })
 
+  test("list: a tenant's jobs newest first, by session, never another tenant's", async () => {
+    const { q } = await setup()
+    const t0 = Date.now()
+    const a1 = makeJob('echo a1', { sessionId: 's1', submittedAt: t0 })
+    const a2 = makeJob('echo a2', { submittedAt: t0 + 1 })
+    const a3 = makeJob('echo a3', { sessionId: 's1', submittedAt: t0 + 2 })
+    const b1 = makeJob('echo b1', { tenant: 'globex', sessionId: 's1', submittedAt: t0 + 3 })
+    for (const job of [a1, a2, a3, b1]) await q.queue.submit(job)
+    await Promise.all([a1, a2, a3, b1].map((j) => q.queue.wait(j.jobId, WAIT)))
+    const ids = async (tenant: string, opts: { sessionId?: string; limit: number }) =>
+      (await q.queue.list(tenant, opts)).map((i) => i.job.jobId)
+    expect(await ids('acme', { limit: 10 })).toEqual([a3.jobId, a2.jobId, a1.jobId])
+    expect(await ids('acme', { limit: 2 })).toEqual([a3.jobId, a2.jobId])
+    expect(await ids('acme', { sessionId: 's1', limit: 10 })).toEqual([a3.jobId, a1.jobId])
+    expect(await ids('globex', { limit: 10 })).toEqual([b1.jobId])
+    expect(await ids('initech', { limit: 10 })).toEqual([])
+    const [newest] = await q.queue.list('acme', { limit: 1 })
+    expect(newest).toMatchObject({ state: 'finished', result: { status: 'completed' } })
+  })
+
   test('processor errors map to failed results with stable codes', async () => {
     const { q } = await setup()
     const app = makeJob('fail-app')

@@ -2,7 +2,13 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { AppError } from '../../../src/errors.js'
 import { createInProcessJobQueue } from '../../../src/queue/index.js'
 import type { ExecJobResult, JobProcessor, JobQueue } from '../../../src/queue/index.js'
-import { JobInterruptedError, QueueRouteExecutor, staticRouteTargets } from '../../../src/routing/index.js'
+import {
+  JobInterruptedError,
+  JobNotAcceptedError,
+  JobOutcomeUnknownError,
+  QueueRouteExecutor,
+  staticRouteTargets,
+} from '../../../src/routing/index.js'
 import type { RouteRequest } from '../../../src/routing/index.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 
@@ -138,6 +144,36 @@ describe('QueueRouteExecutor', () => {
     const err = await failure(ex.execute(r))
     expect(err.code).toBe('QUEUE_UNAVAILABLE')
     expect(err.retryable).toBe(true)
-    await expect(queue.wait(ex.jobIdOf(r), { timeoutMs: 1_000 })).resolves.toMatchObject({ status: 'cancelled' })
+    // Accepted, so the error says which job it was and that it may have run.
+    expect(err).toBeInstanceOf(JobOutcomeUnknownError)
+    expect((err as JobOutcomeUnknownError).jobId).toBe(ex.jobIdOf(r))
+    expect(err.message).toContain(`Accepted as job ${ex.jobIdOf(r)}`)
+    expect(err.message).toMatch(/may have run/)
+    await expect(queue.wait(ex.jobIdOf(r), { timeoutMs: 1_000 })).resolves.toMatchObject({
+      status: 'cancelled',
+    })
+  })
+
+  test('a queue that refuses the job: JobNotAcceptedError, and onAccepted is never called', async () => {
+    queue = createInProcessJobQueue()
+    await queue.close()
+    const ex = new QueueRouteExecutor({ queue, targets })
+    const accepted: string[] = []
+    const err = await failure(ex.execute(route(), { onAccepted: (id) => accepted.push(id) }))
+    expect(err).toBeInstanceOf(JobNotAcceptedError)
+    expect(err.code).toBe('QUEUE_UNAVAILABLE')
+    expect(accepted).toEqual([])
+  })
+
+  test('onAccepted gets the job id before the result', async () => {
+    queue = createInProcessJobQueue()
+    await queue.consume(async () => completed('ok\n'))
+    const ex = new QueueRouteExecutor({ queue, targets })
+    const r = route()
+    const accepted: string[] = []
+    await expect(ex.execute(r, { onAccepted: (id) => accepted.push(id) })).resolves.toMatchObject({
+      stdout: 'ok\n',
+    })
+    expect(accepted).toEqual([ex.jobIdOf(r)])
   })
 })

@@ -1,0 +1,43 @@
+import type { Redis } from 'ioredis'
+
+/**
+ * Per-tenant (and per-session) indexes of submitted job ids in Redis, for `GET /v1/jobs`: sorted sets
+ * scored by submission time, trimmed to the retention window on every write. An id is indexed before
+ * its job is added, so every accepted job is listed; an id whose job never made it (the add failed) is
+ * simply not found when listed.
+ */
+export class TenantJobIndex {
+  constructor(
+    private readonly client: Redis,
+    private readonly base: string,
+    private readonly retentionMs: number,
+  ) {}
+
+  private keys(tenant: string, sessionId?: string): string[] {
+    const t = encodeURIComponent(tenant)
+    const keys = [`${this.base}:t:${t}`]
+    if (sessionId !== undefined) keys.push(`${this.base}:s:${t}:${encodeURIComponent(sessionId)}`)
+    return keys
+  }
+
+  /** Indexes a job id (keeps the first submission time of a resubmitted id). */
+  async add(job: { jobId: string; tenant: string; sessionId?: string; submittedAt: number }): Promise<void> {
+    const multi = this.client.multi()
+    for (const key of this.keys(job.tenant, job.sessionId)) {
+      multi.zadd(key, 'NX', job.submittedAt, job.jobId)
+      multi.zremrangebyscore(key, '-inf', `(${Date.now() - this.retentionMs}`)
+      multi.pexpire(key, this.retentionMs)
+    }
+    const replies = await multi.exec()
+    const failed = replies?.find(([err]) => err)
+    if (failed?.[0]) throw failed[0]
+  }
+
+  /** Up to `limit` job ids of the tenant (or one of its sessions), newest first. */
+  async recent(tenant: string, opts: { sessionId?: string; limit: number }): Promise<string[]> {
+    const keys = this.keys(tenant, opts.sessionId)
+    const key = keys[keys.length - 1] as string
+    const min = Date.now() - this.retentionMs
+    return this.client.zrevrangebyscore(key, '+inf', min, 'LIMIT', 0, opts.limit)
+  }
+}
