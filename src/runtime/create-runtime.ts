@@ -281,6 +281,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         router,
         directory,
         new TenantJobLimiter(config.quotas.maxConcurrentJobs),
+        pool,
       ),
       sessions: new PooledSessionService(directory, pool, registry),
       toolCalls: new ChainToolCallService(chains, router, directory),

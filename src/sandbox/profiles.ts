@@ -33,13 +33,21 @@ export const ProfileSchema = z
     maxConcurrentExecs: z.number().int().positive().default(8),
     pool: z
       .object({
-        /** Unbound sandboxes kept ready. @default 0 */
+        /** Warm pool: unbound sandboxes kept ready for new sessions, fleet-wide. @default 0 */
         minIdle: z.number().int().min(0).default(0),
-        /** Max sandboxes of this profile (bound + idle) per process pool. @default 32 */
-        maxSize: z.number().int().positive().default(32),
+        /**
+         * Profile cap: sandboxes of this profile (bound, warm, ephemeral and being created), counted
+         * across the whole fleet and every tenant. Past it a new session fails at once with
+         * `QUOTA_EXCEEDED`. @default unbounded (only each tenant's `quotas.maxSandboxes` applies)
+         */
+        maxSize: z.number().int().positive().optional(),
       })
       .strict()
-      .default({ minIdle: 0, maxSize: 32 }),
+      .refine((p) => p.maxSize === undefined || p.minIdle <= p.maxSize, {
+        message: 'minIdle must not exceed maxSize (warm sandboxes count against the profile cap)',
+        path: ['minIdle'],
+      })
+      .default({ minIdle: 0 }),
     /** A bound sandbox unused this long is destroyed (ms). @default 900000 */
     idleTtlMs: z.number().int().positive().default(900_000),
     /** Hardening switches; each defaults to the hardened setting. */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { sleep } from './backoff.js'
 import { obtain } from './binder.js'
+import { admit } from './bounds.js'
 import type { Obtained } from './binder.js'
 import { describeTarget, isLost, PoolCore } from './core.js'
 import type { PoolErrorHandler, PoolProviders, Target } from './core.js'
@@ -98,6 +99,11 @@ export class SandboxSessionPool implements SessionPool {
     if (t.session === undefined) return
     const b = await this.core.store.unbind(t.session)
     if (b) await this.core.destroy(b.ref, b.slots, 'closed')
+  }
+
+  async admit(key: SessionKey): Promise<void> {
+    if (this.core.closed) throw this.core.shutdownSignal.reason
+    await admit(this.core, this.core.target(key))
   }
 
   /** Destroys sandboxes of this scope that are neither bound, warm nor leased (after a grace period). */

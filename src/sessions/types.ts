@@ -43,6 +43,12 @@ export interface SessionPool {
   acquire(key: SessionKey, opts?: AcquireOptions): Promise<Lease>
   /** Destroys the session's sandbox and forgets the binding. Unknown key: no-op. */
   close(key: SessionKey): Promise<void>
+  /**
+   * Fails fast, before a job is queued, when a new sandbox for `key` would not fit: throws
+   * `QUOTA_EXCEEDED` naming the bound (tenant quota or profile cap) and how to free room. A session
+   * already bound always passes. The acquire checks again atomically; this check is advisory.
+   */
+  admit(key: SessionKey): Promise<void>
   /** Destroys every owned sandbox without a live lease/binding. Returns how many were reaped. */
   reap(): Promise<number>
   /** Stops timers, releases handles; `destroyIdle` also destroys unbound warm sandboxes. */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { backoffDelayMs } from './backoff.js'
 import type { PoolCore, Target } from './core.js'
+import { profileClaim } from './bounds.js'
 import { createLabels, poolSlots, WARM_SESSION } from './keys.js'
 import type { ClaimQuota, WarmClaim } from './store/types.js'
 
@@ -123,7 +124,7 @@ export class WarmPools {
     const token = `r:${randomUUID()}`
     const now = Date.now()
     const room = await store.reserveSlots(
-      [{ name: slot, max: t.profile.pool.maxSize }],
+      [profileClaim(t)],
       token,
       now + opts.acquireTimeoutMs + opts.lockTtlMs,
       now,
