@@ -13,8 +13,15 @@ export const ProfileSchema = z
     template: z.string().min(1).optional(),
     /** CPU cores (may be fractional for Docker). @default 1 */
     cpu: z.number().positive().max(64).default(1),
-    /** Memory limit in MiB. @default 512 */
+    /**
+     * Memory of the sandbox's processes in MiB. The container's limit adds `diskMb` and `tmpMb`
+     * (tmpfs pages are memory), so a full disk is `ENOSPC`, not an out-of-memory kill. @default 512
+     */
     memoryMb: z.number().int().min(16).max(262_144).default(512),
+    /** Size of the writable `/workspace` (and of a cwd outside it) in MiB. @default 512 */
+    diskMb: z.number().int().min(1).max(1_048_576).default(512),
+    /** Size of `/tmp` in MiB. @default the provider's `tmpSizeMb` (256 for Docker) */
+    tmpMb: z.number().int().min(1).max(1_048_576).optional(),
     /** Network access: `none` (default) or `bridge` (an explicit opt-out of isolation). */
     network: z.enum(['none', 'bridge']).default('none'),
     /** Max processes inside the sandbox. @default 256 */

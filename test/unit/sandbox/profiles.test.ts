@@ -9,6 +9,7 @@ describe('profiles', () => {
       name: 'default',
       cpu: 1,
       memoryMb: 512,
+      diskMb: 512,
       network: 'none',
       pidsLimit: 256,
       env: {},
@@ -23,6 +24,7 @@ describe('profiles', () => {
     })
     // No profile cap by default: the tenant quota (quotas.maxSandboxes) is what bounds a fleet.
     expect(p.pool.maxSize).toBeUndefined()
+    expect(p.tmpMb).toBeUndefined()
   })
 
   test('a warm pool larger than the profile cap is rejected, naming minIdle', () => {
