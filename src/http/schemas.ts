@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi'
-import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
+import { ExecResultSchema as QueueExecResultSchema, SandboxReplacementSchema } from '../queue/schemas.js'
 
 export const ErrorSchema = z
   .object({ error: z.object({ code: z.string().openapi({ example: 'NOT_FOUND' }), message: z.string() }) })
@@ -97,6 +97,8 @@ export const SessionSchema = z
     profile: z.string(),
     sandboxId: z.string().optional(),
     createdAt: z.number(),
+    /** Set when the session's sandbox was replaced by an empty one, until acknowledged. */
+    sandboxReplaced: SandboxReplacementSchema.optional(),
   })
   .openapi('Session')
 

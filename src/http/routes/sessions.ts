@@ -60,6 +60,51 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
 
   app.openapi(
     createRoute({
+      method: 'get',
+      path: '/v1/sessions/{id}',
+      summary: 'One session: its sandbox and whether that sandbox was replaced (files lost)',
+      security: [{ bearer: [] }],
+      request: { params: IdParam },
+      responses: {
+        200: { content: { 'application/json': { schema: SessionSchema } }, description: 'the session' },
+        404: err('no such session'),
+      },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param')
+      const s = await deps.sessions.get(c.get('principal').tenant, id)
+      if (!s) throw notFound(id)
+      return c.json(s, 200)
+    },
+  )
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/v1/sessions/{id}/ack',
+      summary: "Acknowledge that the session's sandbox was replaced (clears `sandboxReplaced`)",
+      description:
+        'After a sandbox is lost (or idles out) the next call runs in a fresh, empty sandbox, and every result and view of the session carries `sandboxReplaced` until this call or a delete of the session.',
+      security: [{ bearer: [] }],
+      request: { params: IdParam },
+      responses: {
+        200: {
+          content: { 'application/json': { schema: SessionSchema } },
+          description: 'the session, without the notice',
+        },
+        404: err('no such session'),
+      },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param')
+      const s = await deps.sessions.acknowledge(c.get('principal').tenant, id)
+      if (!s) throw notFound(id)
+      return c.json(s, 200)
+    },
+  )
+
+  app.openapi(
+    createRoute({
       method: 'delete',
       path: '/v1/sessions/{id}',
       summary: 'Close a session and destroy its sandboxes',
@@ -120,7 +165,7 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
           content: { 'application/octet-stream': { schema: z.string().openapi({ format: 'binary' }) } },
           description: 'the file',
         },
-        404: err('no such session or file'),
+        404: err('no such session, or no such file (the message names the path)'),
       },
     }),
     async (c) => {
