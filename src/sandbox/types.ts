@@ -61,6 +61,11 @@ export interface ExecResult {
   truncated: boolean
   durationMs: number
   sandboxId: string
+  /**
+   * Set by the session pool (not by providers) while the session's sandbox was replaced by an
+   * empty one and the user has not acknowledged it: files from before are lost.
+   */
+  sandboxReplaced?: { at: number; reason: string; filesLost: true; previousSandboxId: string }
 }
 
 /** Health of one sandbox. */

@@ -113,6 +113,17 @@ async function killedBetweenCommands(srv: SbxServer, scope: string, sessionId: s
 
   const later = await exec(srv, sessionId, 'echo later')
   expect(later.result?.sandboxReplaced).toEqual(notice)
+  // An agent's tool call in the session reads it too, in the text the model sees.
+  const tool = await srv.post('/v1/tool-calls', {
+    name: 'bash',
+    arguments: { command: 'echo via-tool' },
+    sessionId,
+  })
+  expect(tool.status).toBe(200)
+  const toolOut = ((await tool.json()) as { output: string }).output
+  expect(toolOut).toContain('[sandbox replaced at ')
+  expect(toolOut).toContain('files from before are lost')
+  expect(toolOut).toContain('via-tool')
   const listed = (await (await srv.fetch('/v1/sessions')).json()) as { sessions: SessionView[] }
   expect(listed.sessions.find((s) => s.id === sessionId)?.sandboxReplaced).toEqual(notice)
   const view = await session(srv, sessionId)
