@@ -147,12 +147,23 @@ async function killedBetweenCommands(srv: SbxServer, scope: string, sessionId: s
   expect((await session(srv, sessionId)).sandboxReplaced).toBeUndefined()
 }
 
+const KEY_A = `sbx_test_a_${uniqueName('k')}`
+const KEY_B = `sbx_test_b_${uniqueName('k')}`
+
 describe('sandbox loss, full disk and deletes through sbx serve', () => {
   const scope = uniqueName('loss')
   let srv: SbxServer
   beforeAll(async () => {
     srv = await startSbxServer('serve', {
-      config: { queue: { prefix: scope }, quotas: { requestsPerSecond: 1000 } },
+      config: {
+        queue: { prefix: scope },
+        quotas: { requestsPerSecond: 1000 },
+        apiKeys: [
+          { key: KEY_A, tenant: 'ta' },
+          { key: KEY_B, tenant: 'tb' },
+        ],
+      },
+      env: { SBX_API_KEY: KEY_A },
     })
   }, 120_000)
   afterAll(async () => {
@@ -162,6 +173,28 @@ describe('sandbox loss, full disk and deletes through sbx serve', () => {
 
   test('a container killed between commands: the next command runs in a fresh sandbox and says the files are lost', async () => {
     await killedBetweenCommands(srv, scope, 'k1')
+  }, 120_000)
+
+  test("another tenant sees nothing of a session's replacement, and cannot acknowledge it", async () => {
+    const job = await exec(srv, 'k3', 'true')
+    await run('docker', ['kill', await sessionContainer(scope, job.result?.sandboxId ?? '')])
+    expect((await exec(srv, 'k3', 'true')).result?.sandboxReplaced).toBeDefined()
+    expect((await srv.fetch('/v1/sessions/k3', { key: KEY_B })).status).toBe(404)
+    expect((await srv.post('/v1/sessions/k3/ack', {}, { key: KEY_B })).status).toBe(404)
+    const theirs = (await (await srv.fetch('/v1/sessions', { key: KEY_B })).json()) as {
+      sessions: SessionView[]
+    }
+    expect(theirs.sessions).toEqual([])
+    // The same session name in the other tenant is its own session, with no notice.
+    const other = await srv.post(
+      '/v1/exec',
+      { provider: 'docker', profile: 'default', sessionId: 'k3', command: 'true' },
+      { key: KEY_B },
+    )
+    const otherJob = (await other.json()) as Job
+    expect(otherJob.state).toBe('completed')
+    expect(otherJob.result?.sandboxReplaced).toBeUndefined()
+    expect((await session(srv, 'k3')).sandboxReplaced).toBeDefined()
   }, 120_000)
 
   test('a container killed during a command: that command is SANDBOX_LOST, the next one runs and says so', async () => {
