@@ -1,5 +1,8 @@
+import { Redis } from 'ioredis'
 import { afterAll, describe, expect, test } from 'vitest'
+import { deleteKeys } from '../integration/sessions/helpers.js'
 import {
+  SHARED_REDIS,
   fleetConfig,
   removeScopeContainers,
   scopeContainers,
@@ -59,7 +62,12 @@ describe('fleet bounds through sbx api + sbx worker', () => {
   const scopes: string[] = []
   afterAll(async () => {
     for (const s of started.reverse()) await s.stop()
-    for (const scope of scopes) await removeScopeContainers(scope)
+    const redis = new Redis(SHARED_REDIS)
+    for (const scope of scopes) {
+      await removeScopeContainers(scope)
+      await deleteKeys(redis, `${scope}:`)
+    }
+    await redis.quit()
   })
 
   async function fleet(tag: string, extra: Parameters<typeof fleetConfig>[1]): Promise<SbxServer> {

@@ -1,7 +1,10 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { deleteKeys } from '../integration/sessions/helpers.js'
 import {
+  SHARED_REDIS,
   fleetConfig,
   removeScopeContainers,
   startSbxServer,
@@ -251,6 +254,9 @@ describe('sandbox loss through sbx api + sbx worker', () => {
   afterAll(async () => {
     for (const s of started.reverse()) await s.stop()
     await removeScopeContainers(scope)
+    const redis = new Redis(SHARED_REDIS)
+    await deleteKeys(redis, `${scope}:`)
+    await redis.quit()
   })
 
   test('a container killed between commands: the fleet runs the next command and says the files are lost', async () => {
