@@ -88,6 +88,15 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
               `(DELETE /v1/sessions/${job.sessionId}): the command was killed with the session's sandbox`,
           }
         }
+        const next =
+          job.sessionId === undefined
+            ? ''
+            : "; the session's next call runs in a fresh, empty sandbox (its files are lost; see sandboxReplaced)"
+        throw new AppError(
+          'SANDBOX_LOST',
+          `${err.message}. The command may have run partly (or not at all)${next}`,
+          { retryable: err.retryable, cause: err },
+        )
       }
       throw err
     } finally {

@@ -208,6 +208,8 @@ describe('sandbox loss, full disk and deletes through sbx serve', () => {
     const final = await waitJob(srv, job.id)
     expect(final.state).toBe('failed')
     expect(final.error?.code).toBe('SANDBOX_LOST')
+    expect(final.error?.message).toContain('may have run partly')
+    expect(final.error?.message).toContain("the session's next call runs in a fresh, empty sandbox")
     const next = await exec(srv, 'k2', 'echo again')
     expect(next.state).toBe('completed')
     expect(next.result?.sandboxReplaced).toMatchObject({ filesLost: true, previousSandboxId: lostId })
