@@ -97,6 +97,11 @@ export const ConfigSchema = z
             enabled: z.boolean().default(true),
             /** Engine socket or URL; env DOCKER_HOST. */
             host: z.string().optional(),
+            /**
+             * Sandboxes this engine holds at once, every profile and tenant together, counted across
+             * the fleet; a new one past it is refused at once with QUOTA_EXCEEDED. @default unbounded
+             */
+            maxSandboxes: z.number().int().positive().optional(),
           })
           .strict()
           .default({ enabled: true }),

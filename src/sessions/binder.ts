@@ -5,7 +5,14 @@ import { backoffDelayMs, sleep } from './backoff.js'
 import { describeTarget, isLost, isRetryable } from './core.js'
 import type { PoolCore, Target } from './core.js'
 import type { Deadline } from './deadline.js'
-import { profileCapReached, profileClaim, tenantClaim, tenantQuotaExceeded } from './bounds.js'
+import {
+  profileCapReached,
+  profileClaim,
+  providerCapReached,
+  providerClaim,
+  tenantClaim,
+  tenantQuotaExceeded,
+} from './bounds.js'
 import { createLabels, EPHEMERAL_SESSION } from './keys.js'
 import type { WarmPools } from './warm.js'
 
@@ -39,7 +46,8 @@ export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Dea
   const token = `r:${randomUUID()}`
   const quota = tenantClaim(core, t)
   const cap = profileClaim(t)
-  const slots = [quota.name, cap.name]
+  const engine = providerClaim(core, t)
+  const slots = [quota.name, cap.name, engine.name]
   // Reservations outlive the acquire a little, so a crashed worker's reservation frees itself.
   const holdUntil = () => Date.now() + dl.remainingMs + opts.lockTtlMs
   // Phase 1: a warm sandbox (quota checked in the same atomic claim), else reserve room to create.
@@ -59,10 +67,11 @@ export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Dea
         continue
       }
     }
-    const room = await store.reserveSlots([quota, cap], token, holdUntil(), Date.now())
+    const room = await store.reserveSlots([quota, cap, engine], token, holdUntil(), Date.now())
     if (room.ok) break
     if (room.full === quota.name) throw tenantQuotaExceeded(core, t, room.count)
-    throw profileCapReached(core, t, room.count)
+    if (room.full === cap.name) throw profileCapReached(core, t, room.count)
+    throw providerCapReached(core, t, room.count)
   }
   // Phase 2: create, retried with backoff while the error is retryable and attempts remain.
   try {

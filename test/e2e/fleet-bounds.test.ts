@@ -29,9 +29,18 @@ interface ExecAnswer {
   }
 }
 
-async function exec(api: SbxServer, sessionId: string, profile = 'default'): Promise<ExecAnswer> {
+async function exec(
+  api: SbxServer,
+  sessionId: string,
+  profile = 'default',
+  key?: string,
+): Promise<ExecAnswer> {
   const t0 = Date.now()
-  const res = await api.post('/v1/exec', { provider: 'docker', profile, sessionId, command: 'echo ok' })
+  const res = await api.post(
+    '/v1/exec',
+    { provider: 'docker', profile, sessionId, command: 'echo ok' },
+    key === undefined ? {} : { key },
+  )
   return {
     status: res.status,
     ms: Date.now() - t0,
@@ -70,11 +79,15 @@ describe('fleet bounds through sbx api + sbx worker', () => {
     await redis.quit()
   })
 
-  async function fleet(tag: string, extra: Parameters<typeof fleetConfig>[1]): Promise<SbxServer> {
+  async function fleet(
+    tag: string,
+    extra: Parameters<typeof fleetConfig>[1],
+    env?: Record<string, string>,
+  ): Promise<SbxServer> {
     const prefix = uniqueName(tag)
     scopes.push(prefix)
     const config = fleetConfig(prefix, extra)
-    const api = await startSbxServer('api', { config })
+    const api = await startSbxServer('api', { config, ...(env ? { env } : {}) })
     started.push(api)
     started.push(await startSbxWorker({ config }))
     return api
@@ -114,6 +127,31 @@ describe('fleet bounds through sbx api + sbx worker', () => {
     expectCompleted(await exec(api, 'c3', 'capped'))
     expect((await api.fetch('/v1/sessions/c2', { method: 'DELETE' })).status).toBe(200)
     expectCompleted(await exec(api, 'd2'))
+  }, 180_000)
+
+  test('an engine cap (providers.docker.maxSandboxes) holds across profiles and tenants', async () => {
+    const keyA = `sbx_test_a_${uniqueName('k')}`
+    const keyB = `sbx_test_b_${uniqueName('k')}`
+    const api = await fleet(
+      'bnde',
+      {
+        providers: { docker: { enabled: true, maxSandboxes: 2 } },
+        quotas: { maxSandboxes: 10, requestsPerSecond: 1000, maxConcurrentJobs: 64 },
+        profiles: { other: { provider: 'docker' } },
+        apiKeys: [
+          { key: keyA, tenant: 'ta' },
+          { key: keyB, tenant: 'tb' },
+        ],
+      },
+      { SBX_API_KEY: keyA },
+    )
+    expectCompleted(await exec(api, 'a1'))
+    expectCompleted(await exec(api, 'b1', 'other', keyB))
+    // Each tenant is far below its quota of 10, and each profile is unbounded: the engine is full.
+    expectRefused(await exec(api, 'a2', 'other'), 'providers.docker.maxSandboxes = 2')
+    expectRefused(await exec(api, 'b2', 'default', keyB), 'providers.docker.maxSandboxes = 2')
+    expect((await api.fetch('/v1/sessions/b1', { method: 'DELETE', key: keyB })).status).toBe(200)
+    expectCompleted(await exec(api, 'a2', 'other'))
   }, 180_000)
 
   test('quotas.maxSandboxes above the old hidden cap of 32 really allows that many sessions', async () => {
