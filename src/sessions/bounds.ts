@@ -9,11 +9,11 @@ import type { SlotClaim } from './store/types.js'
  * (`profiles.<name>.pool.maxSize`); when a provider has one, its sandboxes across every profile and
  * tenant (`providers.<id>.maxSandboxes`: what one engine holds). All are counted fleet-wide in the
  * store's slot sets.
- * Reaching either fails at once with QUOTA_EXCEEDED: room only comes back when a session is
+ * Reaching any of them fails at once with QUOTA_EXCEEDED: room only comes back when a session is
  * deleted or idles out, so waiting for it would just turn the answer into a timeout.
  */
 
-/** Advice shared by both bounds: what frees room. */
+/** Advice shared by every bound: what frees room. */
 function freeRoom(t: Target): string {
   return (
     'delete sessions you no longer need (DELETE /v1/sessions/<id>, or `sbx sessions rm <id>`); ' +
