@@ -56,20 +56,20 @@ async function exec(srv: SbxServer, sessionId: string, command: string, wait = t
   return (await res.json()) as Job
 }
 
-/** Resolves once the job's live output contains `text` (its SSE stream). */
-async function outputSeen(srv: SbxServer, jobId: string, text: string): Promise<void> {
-  const res = await srv.fetch(`/v1/jobs/${jobId}/events`)
-  const reader = res.body?.getReader()
-  if (!reader) throw new Error('no event stream')
-  const decoder = new TextDecoder()
-  let seen = ''
+/**
+ * Resolves once the session's running command has created `path`, asking the file API until it
+ * answers 200. (Not the SSE stream: it carries only output published after the subscription, and a
+ * command in a warm session can print before the client subscribes.)
+ */
+async function commandStarted(srv: SbxServer, sessionId: string, path: string): Promise<void> {
+  const deadline = Date.now() + 60_000
   for (;;) {
-    const { done, value } = await reader.read()
-    if (done) throw new Error(`stream ended before "${text}": ${seen}`)
-    seen += decoder.decode(value, { stream: true })
-    if (seen.includes(text)) break
+    const res = await srv.fetch(`/v1/sessions/${sessionId}/files?path=${encodeURIComponent(path)}`)
+    await res.arrayBuffer()
+    if (res.status === 200) return
+    if (res.status !== 404 || Date.now() > deadline)
+      throw new Error(`waiting for ${path} in session ${sessionId}: HTTP ${res.status}`)
   }
-  await reader.cancel()
 }
 
 /** The running container of a session, by the labels the service puts on it. */
@@ -201,8 +201,8 @@ describe('sandbox loss, full disk and deletes through sbx serve', () => {
   }, 120_000)
 
   test('a container killed during a command: that command is SANDBOX_LOST, the next one runs and says so', async () => {
-    const job = await exec(srv, 'k2', 'echo started; sleep 60', false)
-    await outputSeen(srv, job.id, 'started')
+    const job = await exec(srv, 'k2', 'touch /workspace/started; sleep 60', false)
+    await commandStarted(srv, 'k2', '/workspace/started')
     const lostId = (await session(srv, 'k2')).sandboxId ?? ''
     await run('docker', ['kill', await sessionContainer(scope, lostId)])
     const final = await waitJob(srv, job.id)
@@ -273,8 +273,8 @@ describe('sandbox loss through sbx api + sbx worker', () => {
 
 /** A session deleted while its command runs: the DELETE is quick, the command ends "session deleted". */
 async function deleteDuringCommand(srv: SbxServer, sessionId: string): Promise<void> {
-  const job = await exec(srv, sessionId, 'echo started; sleep 60', false)
-  await outputSeen(srv, job.id, 'started')
+  const job = await exec(srv, sessionId, 'touch /workspace/started; sleep 60', false)
+  await commandStarted(srv, sessionId, '/workspace/started')
   const t0 = Date.now()
   expect((await srv.fetch(`/v1/sessions/${sessionId}`, { method: 'DELETE' })).status).toBe(200)
   const deleteMs = Date.now() - t0
