@@ -105,7 +105,13 @@ export interface SessionService {
   acknowledge(tenant: string, id: string): Promise<SessionView | undefined>
   /** Undefined when there is no such session; a missing file is `NOT_FOUND` naming the path. */
   readFile(tenant: string, id: string, path: string): Promise<Uint8Array | undefined>
-  writeFile(tenant: string, id: string, path: string, data: Uint8Array): Promise<boolean>
+  /** Undefined when there is no such session; else the session's `sandboxReplaced` notice, if any. */
+  writeFile(
+    tenant: string,
+    id: string,
+    path: string,
+    data: Uint8Array,
+  ): Promise<Pick<SessionView, 'sandboxReplaced'> | undefined>
 }
 
 /** Provider registry view for `GET /v1/providers`. */

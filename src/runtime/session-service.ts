@@ -74,11 +74,18 @@ export class PooledSessionService implements SessionService {
     })
   }
 
-  async writeFile(tenant: string, id: string, path: string, data: Uint8Array): Promise<boolean> {
+  async writeFile(
+    tenant: string,
+    id: string,
+    path: string,
+    data: Uint8Array,
+  ): Promise<Pick<SessionView, 'sandboxReplaced'> | undefined> {
     const r = await this.directory.get(tenant, id)
-    if (!r) return false
-    await this.withSandbox(r, (sb) => sb.writeFile(path, data))
-    return true
+    if (!r) return undefined
+    return this.withSandbox(r, async (sb, replaced) => {
+      await sb.writeFile(path, data)
+      return replaced ? { sandboxReplaced: replaced } : {}
+    })
   }
 
   private async withSandbox<T>(

@@ -141,6 +141,13 @@ async function killedBetweenCommands(srv: SbxServer, scope: string, sessionId: s
   expect(fileErr).toContain('replaced')
   expect(fileErr).not.toMatch(/^no session/)
 
+  const put = await srv.fetch(`/v1/sessions/${sessionId}/files?path=/workspace/new`, {
+    method: 'PUT',
+    body: 'fresh',
+  })
+  expect(put.status).toBe(200)
+  expect(((await put.json()) as { sandboxReplaced?: Replacement }).sandboxReplaced).toEqual(notice)
+
   const acked = await srv.post(`/v1/sessions/${sessionId}/ack`, {})
   expect(acked.status).toBe(200)
   expect(((await acked.json()) as SessionView).sandboxReplaced).toBeUndefined()
@@ -148,6 +155,11 @@ async function killedBetweenCommands(srv: SbxServer, scope: string, sessionId: s
   expect(quiet.state).toBe('completed')
   expect(quiet.result?.sandboxReplaced).toBeUndefined()
   expect((await session(srv, sessionId)).sandboxReplaced).toBeUndefined()
+  const put2 = await srv.fetch(`/v1/sessions/${sessionId}/files?path=/workspace/new`, {
+    method: 'PUT',
+    body: 'again',
+  })
+  expect(await put2.json()).toEqual({ path: '/workspace/new', bytes: 5 })
 }
 
 const KEY_A = `sbx_test_a_${uniqueName('k')}`

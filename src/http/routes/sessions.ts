@@ -2,6 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import { AppError } from '../../errors.js'
 import type { App } from '../app.js'
 import type { AppDeps } from '../deps.js'
+import { SandboxReplacementSchema } from '../../queue/schemas.js'
 import { ErrorSchema, IdParam, PathQuery, SessionInputSchema, SessionSchema } from '../schemas.js'
 
 const err = (description: string) => ({
@@ -134,8 +135,16 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
       request: { params: IdParam, query: PathQuery },
       responses: {
         200: {
-          content: { 'application/json': { schema: z.object({ path: z.string(), bytes: z.number() }) } },
-          description: 'written',
+          content: {
+            'application/json': {
+              schema: z.object({
+                path: z.string(),
+                bytes: z.number(),
+                sandboxReplaced: SandboxReplacementSchema.optional(),
+              }),
+            },
+          },
+          description: "written (with the session's `sandboxReplaced` notice while it stands)",
         },
         404: err('no such session'),
         413: err('file too large'),
@@ -148,8 +157,9 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
       if (declared > fileLimit) throw tooLarge(fileLimit)
       const data = new Uint8Array(await c.req.arrayBuffer())
       if (data.byteLength > fileLimit) throw tooLarge(fileLimit)
-      if (!(await deps.sessions.writeFile(c.get('principal').tenant, id, path, data))) throw notFound(id)
-      return c.json({ path, bytes: data.byteLength }, 200)
+      const written = await deps.sessions.writeFile(c.get('principal').tenant, id, path, data)
+      if (!written) throw notFound(id)
+      return c.json({ path, bytes: data.byteLength, ...written }, 200)
     },
   )
 
