@@ -27,7 +27,8 @@ function ownerOptions(user: string): string {
 /**
  * The hardened container for a profile: no network (unless the profile opts into `bridge`), all
  * capabilities dropped, no-new-privileges, pids/memory/cpu limits, a read-only root with tmpfs
- * mounts for the workspace and /tmp, a non-root user, and the agent as the main process.
+ * mounts for the workspace (`diskMb`) and /tmp (`tmpMb`), a non-root user, and the agent as the
+ * main process. The memory limit is `memoryMb` plus the tmpfs sizes.
  */
 export function buildContainerSpec(
   profile: ResolvedProfile,
@@ -35,15 +36,21 @@ export function buildContainerSpec(
   labels: Labels,
   options: ResolvedDockerProviderOptions,
 ): Docker.ContainerCreateOptions {
-  const memory = profile.memoryMb * MiB
+  const tmpMb = profile.tmpMb ?? options.tmpSizeMb
   const tmpfs: Record<string, string> = {
-    '/tmp': `rw,nosuid,nodev,exec,size=${options.tmpSizeMb}m,mode=1777`,
-    [WORKSPACE]: `rw,nosuid,nodev,exec,size=${profile.memoryMb}m,${ownerOptions(profile.user)}`,
+    '/tmp': `rw,nosuid,nodev,exec,size=${tmpMb}m,mode=1777`,
+    [WORKSPACE]: `rw,nosuid,nodev,exec,size=${profile.diskMb}m,${ownerOptions(profile.user)}`,
   }
+  let diskMb = profile.diskMb + tmpMb
   // A working directory outside the writable mounts gets a tmpfs of its own.
   if (!under(profile.cwd, WORKSPACE) && !under(profile.cwd, '/tmp')) {
-    tmpfs[profile.cwd] = `rw,nosuid,nodev,exec,size=${profile.memoryMb}m,${ownerOptions(profile.user)}`
+    tmpfs[profile.cwd] = `rw,nosuid,nodev,exec,size=${profile.diskMb}m,${ownerOptions(profile.user)}`
+    diskMb += profile.diskMb
   }
+  // tmpfs pages are charged to the container's memory cgroup: the limit holds the processes'
+  // memoryMb plus every tmpfs at its full size, so a full disk ends in ENOSPC (the size= bound)
+  // rather than an out-of-memory kill, and filling the disk leaves the processes their memory.
+  const memory = (profile.memoryMb + diskMb) * MiB
   return {
     Image: image,
     Cmd: [options.agentPath, '--init'],

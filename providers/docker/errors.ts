@@ -107,7 +107,7 @@ export function fileError(sandboxId: string, path: string, err: ErrFrame): AppEr
     case 'EDQUOT':
       return new AppError(
         'QUOTA_EXCEEDED',
-        `sandbox ${sandboxId} is out of space (${name}); delete files or raise memoryMb`,
+        `sandbox ${sandboxId} is out of space (${name}); delete files, or raise the profile's diskMb (/workspace) or tmpMb (/tmp)`,
       )
     case 'EISDIR':
     case 'ENOTDIR':

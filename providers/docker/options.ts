@@ -27,7 +27,7 @@ export const DockerProviderOptionsSchema = z
       .int()
       .positive()
       .default(256 * 1024 * 1024),
-    /** Size of the `/tmp` tmpfs (MiB); tmpfs pages also count against the memory limit. @default 256 */
+    /** Size of the `/tmp` tmpfs (MiB) for profiles without `tmpMb`; added to the memory limit. @default 256 */
     tmpSizeMb: z.number().int().positive().default(256),
   })
   .strict()

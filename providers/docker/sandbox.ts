@@ -64,6 +64,11 @@ export class DockerSandbox implements Sandbox {
     await this.channel(signal, checkState)
   }
 
+  /** No I/O while the channel is up; after it dropped, the container's state decides (`SANDBOX_LOST`). */
+  async ready(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.channel(opts.signal)
+  }
+
   private async channel(signal?: AbortSignal, checkState = true): Promise<AgentChannel> {
     if (this.closed) {
       throw new AppError(

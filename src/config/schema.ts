@@ -25,7 +25,11 @@ export const ApiKeySchema = z
 /** Per-tenant quotas. */
 export const QuotaSchema = z
   .object({
-    /** Sandboxes a tenant may hold at once. @default 16 */
+    /**
+     * Sandboxes a tenant may hold at once (bound sessions, ephemeral calls, creates in flight),
+     * counted across the whole fleet; a new one past it is refused at once with QUOTA_EXCEEDED.
+     * @default 16
+     */
     maxSandboxes: z.number().int().positive().default(16),
     /** Jobs a tenant may have queued or running at once. @default 64 */
     maxConcurrentJobs: z.number().int().positive().default(64),
@@ -105,6 +109,11 @@ export const ConfigSchema = z
             enabled: z.boolean().default(true),
             /** Engine socket or URL; env DOCKER_HOST. */
             host: z.string().optional(),
+            /**
+             * Sandboxes this engine holds at once, every profile and tenant together, counted across
+             * the fleet; a new one past it is refused at once with QUOTA_EXCEEDED. @default unbounded
+             */
+            maxSandboxes: z.number().int().positive().optional(),
           })
           .strict()
           .default({ enabled: true }),

@@ -103,6 +103,11 @@ export interface SessionView {
   /** Bound sandbox id, once the first call ran. */
   sandboxId?: string
   createdAt: number
+  /**
+   * Set when the session's sandbox was replaced by an empty one (its files are lost), until
+   * `POST /v1/sessions/{id}/ack` or the session is deleted.
+   */
+  sandboxReplaced?: { at: number; reason: string; filesLost: true; previousSandboxId: string }
 }
 
 /** Tenant-scoped sessions and their files. */
@@ -112,8 +117,17 @@ export interface SessionService {
   get(tenant: string, id: string): Promise<SessionView | undefined>
   /** Destroys its sandboxes. `false` when not the tenant's. */
   delete(tenant: string, id: string): Promise<boolean>
+  /** Clears the session's `sandboxReplaced` notice; the view after it, or undefined when not the tenant's. */
+  acknowledge(tenant: string, id: string): Promise<SessionView | undefined>
+  /** Undefined when there is no such session; a missing file is `NOT_FOUND` naming the path. */
   readFile(tenant: string, id: string, path: string): Promise<Uint8Array | undefined>
-  writeFile(tenant: string, id: string, path: string, data: Uint8Array): Promise<boolean>
+  /** Undefined when there is no such session; else the session's `sandboxReplaced` notice, if any. */
+  writeFile(
+    tenant: string,
+    id: string,
+    path: string,
+    data: Uint8Array,
+  ): Promise<Pick<SessionView, 'sandboxReplaced'> | undefined>
 }
 
 /** Provider registry view for `GET /v1/providers`. */

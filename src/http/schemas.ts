@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi'
-import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
+import { ExecResultSchema as QueueExecResultSchema, SandboxReplacementSchema } from '../queue/schemas.js'
 import { SESSION_ID_PATTERN, SESSION_ID_RULE } from '../sessions/session-id.js'
 import { checkCommand, checkCwd, checkEnv, checkToolArguments } from './input-limits.js'
 
@@ -123,6 +123,8 @@ export const SessionSchema = z
     profile: z.string(),
     sandboxId: z.string().optional(),
     createdAt: z.number(),
+    /** Set when the session's sandbox was replaced by an empty one, until acknowledged. */
+    sandboxReplaced: SandboxReplacementSchema.optional(),
   })
   .openapi('Session')
 

@@ -69,6 +69,15 @@ export const ExecJobSchema = z
 /** One routed command as it travels through the queue. */
 export type ExecJob = z.output<typeof ExecJobSchema>
 
+/** A session's sandbox was replaced, its files lost (`SandboxReplacement` of src/sessions). */
+export const SandboxReplacementSchema = z.object({
+  /** When the loss was noticed (ms since epoch). */
+  at: z.number(),
+  reason: z.string(),
+  filesLost: z.literal(true),
+  previousSandboxId: z.string(),
+})
+
 /** The normalised result of a command (mirrors `ExecResult` of src/sandbox). */
 export const ExecResultSchema = z.object({
   exitCode: z.number().int().nullable(),
@@ -79,6 +88,11 @@ export const ExecResultSchema = z.object({
   truncated: z.boolean(),
   durationMs: z.number(),
   sandboxId: z.string(),
+  /**
+   * Set while the session's sandbox was replaced by an empty one (files lost) and the user has not
+   * acknowledged it (`POST /v1/sessions/{id}/ack`).
+   */
+  sandboxReplaced: SandboxReplacementSchema.optional(),
 })
 
 /** What is known about an earlier execution attempt (the fence record). */

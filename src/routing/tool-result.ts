@@ -8,6 +8,7 @@ import type { ExecResult } from '../sandbox/types.js'
  * exit_code: 0            (or `exit_code: null` and `signal: SIGKILL`)
  * [timed out after 5000 ms; the process group was killed]     (only when timedOut)
  * [output truncated at the output cap]                         (only when truncated)
+ * [sandbox replaced at <ISO time>: files from before are lost (<reason>)]   (until acknowledged)
  * stdout:
  * <stdout, verbatim>
  * stderr:
@@ -23,6 +24,12 @@ export function formatExecResult(result: ExecResult, opts: { timeoutMs?: number 
     lines.push(`[timed out${after}; the process group was killed]`)
   }
   if (result.truncated) lines.push('[output truncated at the output cap]')
+  const r = result.sandboxReplaced
+  if (r) {
+    lines.push(
+      `[sandbox replaced at ${new Date(r.at).toISOString()}: files from before are lost (${r.reason})]`,
+    )
+  }
   lines.push('stdout:', block(result.stdout), 'stderr:', block(result.stderr))
   return lines.join('\n')
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
-import { createDockerProvider } from '../../providers/docker/index.js'
+import { createDockerProvider, DOCKER_PROVIDER_ID } from '../../providers/docker/index.js'
 import type { LoadedConfig } from '../config/load.js'
 import { AppError } from '../errors.js'
 import { composeInterceptors } from '../extensions/compose.js'
@@ -155,6 +155,10 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       scope: prefix,
       instanceId,
       maxSandboxesPerTenant: config.quotas.maxSandboxes,
+      maxSandboxesPerProvider:
+        config.providers.docker.maxSandboxes === undefined
+          ? {}
+          : { [DOCKER_PROVIDER_ID]: config.providers.docker.maxSandboxes },
       ...(opts.pool ?? {}),
       onError: (err, context) => logger.warn({ err, context }, 'session pool background error'),
     })
@@ -281,6 +285,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         router,
         directory,
         new TenantJobLimiter(config.quotas.maxConcurrentJobs),
+        pool,
       ),
       sessions: new PooledSessionService(directory, pool, registry),
       toolCalls: new ChainToolCallService(chains, router, directory),

@@ -8,6 +8,8 @@ import { jobView, vanishedJobView } from './job-view.js'
 import { ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import type { TenantJobLimiter } from './tenant-jobs.js'
+import type { SessionPool } from '../sessions/types.js'
+import { sessionKeyOf } from '../worker/exec-processor.js'
 
 /** After a wait that got no result, the job's current state is read for up to this long more (ms). */
 const FINAL_READ_GRACE_MS = 5_000
@@ -23,6 +25,8 @@ export class QueueExecService implements ExecService {
     private readonly router: QueueRouteExecutor,
     private readonly directory: SessionDirectory,
     private readonly limiter?: TenantJobLimiter,
+    /** Refuses (429 QUOTA_EXCEEDED) a job whose new sandbox would not fit, before it is queued. */
+    private readonly bounds?: Pick<SessionPool, 'admit'>,
   ) {}
 
   async submit(tenant: string, input: ExecInput, opts: { callId: string }): Promise<JobView> {
@@ -40,11 +44,13 @@ export class QueueExecService implements ExecService {
       ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
       ...(input.idempotent !== undefined ? { idempotent: input.idempotent } : {}),
     })
+    const existing = await this.queue.inspect(job.jobId)
+    // A job already submitted (same Idempotency-Key) is answered as it is; a new one must fit.
+    if (!existing) await this.bounds?.admit(sessionKeyOf(job))
     await ensureSessionRecord(this.directory, tenant, input.sessionId, {
       provider: input.provider,
       profile: input.profile,
     })
-    const existing = await this.queue.inspect(job.jobId)
     if (existing && !sameRequest(existing.job, job)) {
       throw new AppError(
         'CONFLICT',

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js'
 import type { SessionService, SessionView } from '../http/deps.js'
-import type { SessionPool, SessionKey } from '../sessions/types.js'
+import type { Lease, SandboxReplacement, SessionKey, SessionPool, SessionState } from '../sessions/types.js'
 import type { SessionDirectory, SessionRecord } from './session-directory.js'
 
 /** Checks a provider/profile pair; throws UNKNOWN_PROVIDER / UNKNOWN_PROFILE listing the known ones. */
@@ -31,16 +31,23 @@ export class PooledSessionService implements SessionService {
       profile: input.profile,
       createdAt: Date.now(),
     }
-    return view(await this.directory.create(record))
+    return this.view(await this.directory.create(record))
   }
 
   async list(tenant: string): Promise<SessionView[]> {
-    return (await this.directory.list(tenant)).map(view)
+    return Promise.all((await this.directory.list(tenant)).map((r) => this.view(r)))
   }
 
   async get(tenant: string, id: string): Promise<SessionView | undefined> {
     const r = await this.directory.get(tenant, id)
-    return r ? view(r) : undefined
+    return r ? this.view(r) : undefined
+  }
+
+  async acknowledge(tenant: string, id: string): Promise<SessionView | undefined> {
+    const r = await this.directory.get(tenant, id)
+    if (!r) return undefined
+    await this.pool.acknowledge(keyOf(r))
+    return this.view(r)
   }
 
   async delete(tenant: string, id: string): Promise<boolean> {
@@ -53,45 +60,76 @@ export class PooledSessionService implements SessionService {
   async readFile(tenant: string, id: string, path: string): Promise<Uint8Array | undefined> {
     const r = await this.directory.get(tenant, id)
     if (!r) return undefined
-    return this.withSandbox(r, async (sb) => {
+    return this.withSandbox(r, async (sb, replaced) => {
       try {
         return await sb.readFile(path)
       } catch (err) {
-        if (err instanceof AppError && err.code === 'NOT_FOUND') return undefined
-        throw err
+        if (!(err instanceof AppError && err.code === 'NOT_FOUND')) throw err
+        const lost = replaced
+          ? `; the session's sandbox was replaced at ${new Date(replaced.at).toISOString()} ` +
+            `(${replaced.reason}) and its files were lost: acknowledge with POST /v1/sessions/${r.id}/ack`
+          : ''
+        throw new AppError('NOT_FOUND', `no file ${path} in session ${r.id}${lost}`, { cause: err })
       }
     })
   }
 
-  async writeFile(tenant: string, id: string, path: string, data: Uint8Array): Promise<boolean> {
+  async writeFile(
+    tenant: string,
+    id: string,
+    path: string,
+    data: Uint8Array,
+  ): Promise<Pick<SessionView, 'sandboxReplaced'> | undefined> {
     const r = await this.directory.get(tenant, id)
-    if (!r) return false
-    await this.withSandbox(r, (sb) => sb.writeFile(path, data))
-    return true
+    if (!r) return undefined
+    return this.withSandbox(r, async (sb, replaced) => {
+      await sb.writeFile(path, data)
+      return replaced ? { sandboxReplaced: replaced } : {}
+    })
   }
 
   private async withSandbox<T>(
     r: SessionRecord,
-    fn: (sb: Awaited<ReturnType<SessionPool['acquire']>>['sandbox']) => Promise<T>,
+    fn: (sb: Lease['sandbox'], replaced: SandboxReplacement | undefined) => Promise<T>,
   ): Promise<T> {
     const lease = await this.pool.acquire(keyOf(r))
     let outcome: 'ok' | 'lost' = 'ok'
+    let reason: string | undefined
     try {
-      return await fn(lease.sandbox)
+      return await fn(lease.sandbox, lease.sandboxReplaced)
     } catch (err) {
-      if (err instanceof AppError && err.code === 'SANDBOX_LOST') outcome = 'lost'
+      if (err instanceof AppError && err.code === 'SANDBOX_LOST') {
+        outcome = 'lost'
+        reason = err.message
+      }
       throw err
     } finally {
-      await lease.release(outcome)
+      await lease.release(outcome, reason)
+    }
+  }
+
+  /** The record with what the pool knows: the bound sandbox and an unacknowledged replacement. */
+  private async view(r: SessionRecord): Promise<SessionView> {
+    const state: SessionState = await this.pool.state(keyOf(r)).catch((err: unknown) => {
+      // A record of a provider or profile no longer configured still lists; it just has no sandbox.
+      if (err instanceof AppError && STALE_TARGET.has(err.code)) return {}
+      throw err
+    })
+    return {
+      id: r.id,
+      provider: r.provider,
+      profile: r.profile,
+      createdAt: r.createdAt,
+      ...(state.sandboxId ? { sandboxId: state.sandboxId } : {}),
+      ...(state.sandboxReplaced ? { sandboxReplaced: state.sandboxReplaced } : {}),
     }
   }
 }
 
+/** Errors of a session record whose provider or profile the config no longer has. */
+const STALE_TARGET = new Set<string>(['UNKNOWN_PROVIDER', 'UNKNOWN_PROFILE', 'BAD_REQUEST'])
+
 /** The pool key of a session record. */
 export function keyOf(r: SessionRecord): SessionKey {
   return { tenant: r.tenant, sessionId: r.id, providerId: r.provider, profile: r.profile }
-}
-
-function view(r: SessionRecord): SessionView {
-  return { id: r.id, provider: r.provider, profile: r.profile, createdAt: r.createdAt }
 }

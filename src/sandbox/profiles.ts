@@ -13,8 +13,15 @@ export const ProfileSchema = z
     template: z.string().min(1).optional(),
     /** CPU cores (may be fractional for Docker). @default 1 */
     cpu: z.number().positive().max(64).default(1),
-    /** Memory limit in MiB. @default 512 */
+    /**
+     * Memory of the sandbox's processes in MiB. The container's limit adds `diskMb` and `tmpMb`
+     * (tmpfs pages are memory), so a full disk is `ENOSPC`, not an out-of-memory kill. @default 512
+     */
     memoryMb: z.number().int().min(16).max(262_144).default(512),
+    /** Size of the writable `/workspace` (and of a cwd outside it) in MiB. @default 512 */
+    diskMb: z.number().int().min(1).max(1_048_576).default(512),
+    /** Size of `/tmp` in MiB. @default the provider's `tmpSizeMb` (256 for Docker) */
+    tmpMb: z.number().int().min(1).max(1_048_576).optional(),
     /** Network access: `none` (default) or `bridge` (an explicit opt-out of isolation). */
     network: z.enum(['none', 'bridge']).default('none'),
     /** Max processes inside the sandbox. @default 256 */
@@ -33,13 +40,21 @@ export const ProfileSchema = z
     maxConcurrentExecs: z.number().int().positive().default(8),
     pool: z
       .object({
-        /** Unbound sandboxes kept ready. @default 0 */
+        /** Warm pool: unbound sandboxes kept ready for new sessions, fleet-wide. @default 0 */
         minIdle: z.number().int().min(0).default(0),
-        /** Max sandboxes of this profile (bound + idle) per process pool. @default 32 */
-        maxSize: z.number().int().positive().default(32),
+        /**
+         * Profile cap: sandboxes of this profile (bound, warm, ephemeral and being created), counted
+         * across the whole fleet and every tenant. Past it a new session fails at once with
+         * `QUOTA_EXCEEDED`. @default unbounded (only each tenant's `quotas.maxSandboxes` applies)
+         */
+        maxSize: z.number().int().positive().optional(),
       })
       .strict()
-      .default({ minIdle: 0, maxSize: 32 }),
+      .refine((p) => p.maxSize === undefined || p.minIdle <= p.maxSize, {
+        message: 'minIdle must not exceed maxSize (warm sandboxes count against the profile cap)',
+        path: ['minIdle'],
+      })
+      .default({ minIdle: 0 }),
     /** A bound sandbox unused this long is destroyed (ms). @default 900000 */
     idleTtlMs: z.number().int().positive().default(900_000),
     /** Hardening switches; each defaults to the hardened setting. */

@@ -61,6 +61,11 @@ export interface ExecResult {
   truncated: boolean
   durationMs: number
   sandboxId: string
+  /**
+   * Set by the session pool (not by providers) while the session's sandbox was replaced by an
+   * empty one and the user has not acknowledged it: files from before are lost.
+   */
+  sandboxReplaced?: { at: number; reason: string; filesLost: true; previousSandboxId: string }
 }
 
 /** Health of one sandbox. */
@@ -79,6 +84,12 @@ export interface Sandbox {
   /** Reads a file (binary-safe). Throws `AppError('NOT_FOUND')` when absent. */
   readFile(path: string, opts?: { signal?: AbortSignal }): Promise<Uint8Array>
   health(): Promise<SandboxHealth>
+  /**
+   * Cheap check before a call: resolves when the handle can run commands (reopening a dropped
+   * channel if the sandbox still runs), throws `SANDBOX_LOST` when the sandbox is gone. Optional:
+   * without it, a dead sandbox shows up as the call's own `SANDBOX_LOST`.
+   */
+  ready?(opts?: { signal?: AbortSignal }): Promise<void>
   /** Releases this handle's channel without destroying the sandbox. Idempotent. */
   close(): Promise<void>
 }

@@ -5,7 +5,15 @@ import { backoffDelayMs, sleep } from './backoff.js'
 import { describeTarget, isLost, isRetryable } from './core.js'
 import type { PoolCore, Target } from './core.js'
 import type { Deadline } from './deadline.js'
-import { createLabels, EPHEMERAL_SESSION, poolSlots, tenantSlots } from './keys.js'
+import {
+  profileCapReached,
+  profileClaim,
+  providerCapReached,
+  providerClaim,
+  tenantClaim,
+  tenantQuotaExceeded,
+} from './bounds.js'
+import { createLabels, EPHEMERAL_SESSION } from './keys.js'
 import type { WarmPools } from './warm.js'
 
 /** A sandbox obtained for one tenant: leased (`leaseId`) and counted in its slot sets. */
@@ -30,32 +38,24 @@ function createFailed(t: Target, attempts: number, err: unknown): AppError {
 
 /**
  * Gets a fresh sandbox for `t`'s tenant: a warm one if any, else a create, retried with backoff
- * while the error is retryable and attempts remain. Enforces the tenant quota (immediately,
- * `QUOTA_EXCEEDED`) and the pool's `maxSize` (waits for room until the deadline).
+ * while the error is retryable and attempts remain. The tenant quota and the profile cap are
+ * enforced atomically in the store and fail at once with `QUOTA_EXCEEDED` (see `bounds.ts`).
  */
 export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Deadline): Promise<Obtained> {
-  const { store, opts, stats } = core
+  const { store, opts } = core
   const token = `r:${randomUUID()}`
-  const tenantSlot = tenantSlots(t.key.tenant)
-  const poolSlot = poolSlots(t.pool)
-  const slots = [tenantSlot, poolSlot]
+  const quota = tenantClaim(core, t)
+  const cap = profileClaim(t)
+  const engine = providerClaim(core, t)
+  const slots = [quota.name, cap.name, engine.name]
   // Reservations outlive the acquire a little, so a crashed worker's reservation frees itself.
   const holdUntil = () => Date.now() + dl.remainingMs + opts.lockTtlMs
-  const quota = { name: tenantSlot, max: opts.maxSandboxesPerTenant }
-  const quotaExceeded = (count: number) => {
-    stats.quotaRejections++
-    return new AppError(
-      'QUOTA_EXCEEDED',
-      `tenant '${t.key.tenant}' already holds ${count} sandbox(es), its maximum ` +
-        `(maxSandboxesPerTenant = ${quota.max}); close idle sessions or raise the limit`,
-    )
-  }
   // Phase 1: a warm sandbox (quota checked in the same atomic claim), else reserve room to create.
-  for (let fullWaits = 0; ;) {
+  for (;;) {
     dl.check()
     const leaseId = randomUUID()
     const claim = await warm.claim(t, leaseId, { slot: quota, expiresAt: holdUntil() })
-    if (claim.quotaFull) throw quotaExceeded(claim.quotaFull.count)
+    if (claim.quotaFull) throw tenantQuotaExceeded(core, t, claim.quotaFull.count)
     if (claim.entry) {
       const { ref } = claim.entry
       try {
@@ -67,19 +67,11 @@ export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Dea
         continue
       }
     }
-    const room = await store.reserveSlots(
-      [quota, { name: poolSlot, max: t.profile.pool.maxSize }],
-      token,
-      holdUntil(),
-      Date.now(),
-    )
+    const room = await store.reserveSlots([quota, cap, engine], token, holdUntil(), Date.now())
     if (room.ok) break
-    if (room.full === tenantSlot) throw quotaExceeded(room.count)
-    dl.lastError = new AppError(
-      'QUOTA_EXCEEDED',
-      `pool ${t.pool} is full: ${room.count} sandbox(es) of pool.maxSize ${room.max}`,
-    )
-    await sleep(backoffDelayMs(fullWaits++, opts.createBackoff), dl.signal)
+    if (room.full === quota.name) throw tenantQuotaExceeded(core, t, room.count)
+    if (room.full === cap.name) throw profileCapReached(core, t, room.count)
+    throw providerCapReached(core, t, room.count)
   }
   // Phase 2: create, retried with backoff while the error is retryable and attempts remain.
   try {

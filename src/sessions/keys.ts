@@ -43,6 +43,11 @@ export function poolSlots(pool: string): string {
   return `pool:${pool}`
 }
 
+/** Slot-set name counting a provider's sandboxes (its engine's cap). */
+export function providerSlots(providerId: string): string {
+  return `provider:${providerId}`
+}
+
 /** Labels of a sandbox about to be created. */
 export function createLabels(opts: {
   scope: string

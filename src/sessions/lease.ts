@@ -1,6 +1,6 @@
 import type { Sandbox, SandboxRef } from '../sandbox/types.js'
 import type { PoolCore } from './core.js'
-import type { Lease, LeaseOutcome, SessionKey } from './types.js'
+import type { Lease, LeaseOutcome, SandboxReplacement, SessionKey } from './types.js'
 
 /** What the pool remembers about a lease it handed out (renewed by its heartbeat). */
 export interface LiveLease {
@@ -21,17 +21,27 @@ export class PoolLease implements Lease {
     readonly sandbox: Sandbox,
     readonly hit: boolean,
     readonly live: LiveLease,
-    private readonly onRelease: (live: LiveLease, outcome: LeaseOutcome) => Promise<void>,
+    private readonly book: LeaseBook,
+    readonly sandboxReplaced?: SandboxReplacement,
   ) {}
 
   get ref(): SandboxRef {
     return this.live.ref
   }
 
-  release(outcome: LeaseOutcome = 'ok'): Promise<void> {
-    this.released ??= this.onRelease(this.live, outcome)
+  release(outcome: LeaseOutcome = 'ok', reason?: string): Promise<void> {
+    this.released ??= this.book.release(this.live, outcome, reason)
     return this.released
   }
+
+  closedMeanwhile(): Promise<boolean> {
+    return this.live.session === undefined ? Promise.resolve(false) : this.book.wasClosed(this.live.ref.id)
+  }
+}
+
+/** The replacement notice reason of a sandbox lost while leased. */
+function lostReason(reason: string | undefined): string {
+  return `the sandbox was lost while in use: ${reason ?? 'it stopped, was removed, or its engine restarted'}`
 }
 
 /**
@@ -48,9 +58,20 @@ export class LeaseBook {
   }
 
   /** Records a lease (already stored) and returns the caller's handle on it. */
-  open(key: SessionKey, sandbox: Sandbox, hit: boolean, live: LiveLease): Lease {
+  open(
+    key: SessionKey,
+    sandbox: Sandbox,
+    hit: boolean,
+    live: LiveLease,
+    replaced?: SandboxReplacement,
+  ): Lease {
     this.live.set(live.leaseId, live)
-    return new PoolLease(key, sandbox, hit, live, (l, outcome) => this.release(l, outcome))
+    return new PoolLease(key, sandbox, hit, live, this, replaced)
+  }
+
+  /** Whether a session delete closed this sandbox (recently). */
+  wasClosed(refId: string): Promise<boolean> {
+    return this.core.store.wasClosed(refId)
   }
 
   /** Extends every live lease of this process (and the slots they hold). */
@@ -64,7 +85,8 @@ export class LeaseBook {
     await this.core.store.renewLeases(leases, Date.now() + this.core.opts.leaseTtlMs)
   }
 
-  private async release(live: LiveLease, outcome: LeaseOutcome): Promise<void> {
+  /** Ends a lease: see the class comment. */
+  async release(live: LiveLease, outcome: LeaseOutcome, reason?: string): Promise<void> {
     const { core } = this
     this.live.delete(live.leaseId)
     core.handles.unuse(live.ref.id)
@@ -80,7 +102,9 @@ export class LeaseBook {
     }
     await core.store.endLease(live.ref.id, live.leaseId)
     // Only if the session still points at this sandbox: a stale 'lost' must not unbind a new one.
-    const unbound = await core.store.unbind(live.session, live.ref.id)
+    // The session's next call binds a fresh sandbox; the notice tells it the files are gone.
+    const note = { at: Date.now(), reason: lostReason(reason) }
+    const unbound = await core.store.unbind(live.session, live.ref.id, note)
     await core.destroy(live.ref, live.slots, unbound ? 'lost' : undefined)
   }
 }

@@ -5,6 +5,12 @@ import { POOL_LABELS, scopeLabels } from './keys.js'
 /** Bindings examined per eviction pass. */
 const EVICTION_BATCH = 100
 
+/** The replacement notice of an idle-evicted session: its next call gets an empty sandbox. */
+const IDLE_NOTE = (at: number) => ({
+  at,
+  reason: "the session was unused for longer than its profile's idleTtlMs, so its sandbox was destroyed",
+})
+
 /**
  * Destroys bound sandboxes whose session was idle past its profile's `idleTtlMs`. Each unbind is
  * atomic against `useBinding`, so a session used at the same moment keeps its sandbox.
@@ -12,7 +18,7 @@ const EVICTION_BATCH = 100
 export async function evictIdle(core: PoolCore, now: number): Promise<number> {
   let evicted = 0
   for (const session of await core.store.idleSessions(now, EVICTION_BATCH)) {
-    const b = await core.store.evictIfIdle(session, now)
+    const b = await core.store.evictIfIdle(session, now, IDLE_NOTE(now))
     if (!b) continue
     evicted++
     await core.destroy(b.ref, b.slots, 'idle')

@@ -32,6 +32,11 @@ export const SessionPoolOptionsSchema = z
     createBackoff: CreateBackoffSchema.default({ initialMs: 100, maxMs: 5_000, factor: 2 }),
     /** Sandboxes (bound, ephemeral and being created) one tenant may hold across the fleet. @default 64 */
     maxSandboxesPerTenant: z.number().int().positive().default(64),
+    /**
+     * Per provider id: sandboxes of that provider (every profile and tenant, warm ones included)
+     * across the fleet, e.g. what one Docker engine holds. A provider not listed is unbounded. @default {}
+     */
+    maxSandboxesPerProvider: z.record(z.string().min(1), z.number().int().positive()).default({}),
     /** A lease not renewed for this long is dead (its worker crashed). Renewed every third of it. @default 30000 */
     leaseTtlMs: z.number().int().min(100).default(30_000),
     /** TTL of the per-session bind lock; renewed while the holder creates. @default 15000 */

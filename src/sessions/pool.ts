@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { sleep } from './backoff.js'
 import { obtain } from './binder.js'
+import { admit } from './bounds.js'
 import type { Obtained } from './binder.js'
 import { describeTarget, isLost, PoolCore } from './core.js'
 import type { PoolErrorHandler, PoolProviders, Target } from './core.js'
@@ -12,7 +13,14 @@ import { SessionPoolOptionsSchema } from './options.js'
 import type { SessionPoolOptions } from './options.js'
 import type { AcquireOutcome, PoolStats } from './stats.js'
 import type { BindLock, SessionStore } from './store/types.js'
-import type { AcquireOptions, Lease, SessionKey, SessionPool } from './types.js'
+import type {
+  AcquireOptions,
+  Lease,
+  SandboxReplacement,
+  SessionKey,
+  SessionPool,
+  SessionState,
+} from './types.js'
 import { WarmPools } from './warm.js'
 
 /** Dependencies and options of {@link createSessionPool}. */
@@ -96,8 +104,31 @@ export class SandboxSessionPool implements SessionPool {
   async close(key: SessionKey): Promise<void> {
     const t = this.core.target(key)
     if (t.session === undefined) return
-    const b = await this.core.store.unbind(t.session)
+    const b = await this.core.store.closeSession(t.session)
     if (b) await this.core.destroy(b.ref, b.slots, 'closed')
+  }
+
+  async admit(key: SessionKey): Promise<void> {
+    if (this.core.closed) throw this.core.shutdownSignal.reason
+    await admit(this.core, this.core.target(key))
+  }
+
+  async state(key: SessionKey): Promise<SessionState> {
+    const t = this.core.target(key)
+    if (t.session === undefined) return {}
+    const [binding, replaced] = await Promise.all([
+      this.core.store.getBinding(t.session),
+      this.core.store.replacement(t.session),
+    ])
+    return {
+      ...(binding ? { sandboxId: binding.ref.id } : {}),
+      ...(replaced ? { sandboxReplaced: replaced } : {}),
+    }
+  }
+
+  async acknowledge(key: SessionKey): Promise<SandboxReplacement | undefined> {
+    const t = this.core.target(key)
+    return t.session === undefined ? undefined : this.core.store.acknowledge(t.session)
   }
 
   /** Destroys sandboxes of this scope that are neither bound, warm nor leased (after a grace period). */
@@ -165,8 +196,13 @@ export class SandboxSessionPool implements SessionPool {
       const r = await store.useOrLock(session, lease, now + t.profile.idleTtlMs, lock)
       if ('binding' in r) {
         const b = r.binding
+        let used = false
         try {
           const sandbox = await this.core.handles.use(b.ref, t.provider, dl.signal)
+          used = true
+          // A cached handle may be to a sandbox that died since its last call: find out now, while
+          // nothing has run on it, so this call can go to a fresh sandbox instead of failing.
+          await sandbox.ready?.({ signal: dl.signal })
           this.core.stats.countAcquire(outcome)
           const live: LiveLease = {
             leaseId,
@@ -175,12 +211,16 @@ export class SandboxSessionPool implements SessionPool {
             session,
             idleTtlMs: t.profile.idleTtlMs,
           }
-          return this.leases.open(t.key, sandbox, outcome !== 'created', live)
+          return this.leases.open(t.key, sandbox, outcome !== 'created', live, r.replaced)
         } catch (err) {
+          if (used) this.core.handles.unuse(b.ref.id)
           await store.endLease(b.ref.id, leaseId)
           if (!isLost(err)) throw err
-          // The bound sandbox is gone: unbind it (unless someone already did) and bind a fresh one.
-          const unbound = await store.unbind(session, b.ref.id)
+          // The bound sandbox is gone: unbind it (unless someone already did), note that its files
+          // are lost, and bind a fresh one.
+          const why = err instanceof Error ? err.message : String(err)
+          const note = { at: Date.now(), reason: `the sandbox was found gone before a call: ${why}` }
+          const unbound = await store.unbind(session, b.ref.id, note)
           await this.core.destroy(b.ref, b.slots, unbound ? 'lost' : undefined)
           continue
         }
@@ -221,7 +261,14 @@ export class SandboxSessionPool implements SessionPool {
         session,
         idleTtlMs: t.profile.idleTtlMs,
       }
-      return this.leases.open(t.key, got.sandbox, got.hit, live)
+      let replaced: SandboxReplacement | undefined
+      try {
+        replaced = await store.replacement(session)
+      } catch (err) {
+        await this.abandon(t, got, session).catch(() => undefined)
+        throw err
+      }
+      return this.leases.open(t.key, got.sandbox, got.hit, live, replaced)
     }
   }
 

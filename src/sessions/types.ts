@@ -17,6 +17,28 @@ export type LeaseOutcome =
   /** The sandbox vanished or broke: unbind it (and destroy what is left); the next call rebinds. */
   | 'lost'
 
+/**
+ * A session's sandbox was replaced by a fresh one: everything the old one held (files, background
+ * processes) is gone. Recorded by the pool and shown with every result of the session until the
+ * user acknowledges it ({@link SessionPool.acknowledge}) or deletes the session.
+ */
+export interface SandboxReplacement {
+  /** When the loss was noticed (ms since epoch). */
+  readonly at: number
+  /** Why, e.g. the engine's word on the old sandbox ("not running (exited, exit code 137)"). */
+  readonly reason: string
+  /** Always true: the new sandbox starts empty. */
+  readonly filesLost: true
+  /** Id of the sandbox that was lost. */
+  readonly previousSandboxId: string
+}
+
+/** What the pool knows about a session: its sandbox (once bound) and an unacknowledged replacement. */
+export interface SessionState {
+  readonly sandboxId?: string
+  readonly sandboxReplaced?: SandboxReplacement
+}
+
 /** The right to use a session's sandbox for one call. */
 export interface Lease {
   readonly key: SessionKey
@@ -24,8 +46,15 @@ export interface Lease {
   readonly ref: SandboxRef
   /** Whether the sandbox came from the warm pool or an existing binding (no create on this call). */
   readonly hit: boolean
-  /** Ends the lease. Idempotent. */
-  release(outcome?: LeaseOutcome): Promise<void>
+  /** Set while the session's sandbox was replaced and the user has not acknowledged it. */
+  readonly sandboxReplaced?: SandboxReplacement
+  /**
+   * Ends the lease. Idempotent. With `lost`, `reason` (the error's message) is recorded as the
+   * session's {@link SandboxReplacement} reason.
+   */
+  release(outcome?: LeaseOutcome, reason?: string): Promise<void>
+  /** Whether the session was deleted ({@link SessionPool.close}) while this lease was held. */
+  closedMeanwhile(): Promise<boolean>
 }
 
 /** Options of {@link SessionPool.acquire}. */
@@ -41,8 +70,18 @@ export interface AcquireOptions {
  */
 export interface SessionPool {
   acquire(key: SessionKey, opts?: AcquireOptions): Promise<Lease>
-  /** Destroys the session's sandbox and forgets the binding. Unknown key: no-op. */
+  /** Destroys the session's sandbox and forgets the binding (and any replacement notice). Unknown key: no-op. */
   close(key: SessionKey): Promise<void>
+  /**
+   * Fails fast, before a job is queued, when a new sandbox for `key` would not fit: throws
+   * `QUOTA_EXCEEDED` naming the bound (tenant quota or profile cap) and how to free room. A session
+   * already bound always passes. The acquire checks again atomically; this check is advisory.
+   */
+  admit(key: SessionKey): Promise<void>
+  /** The session's sandbox id and unacknowledged replacement, if any. */
+  state(key: SessionKey): Promise<SessionState>
+  /** Clears the session's replacement notice; returns the notice it cleared. */
+  acknowledge(key: SessionKey): Promise<SandboxReplacement | undefined>
   /** Destroys every owned sandbox without a live lease/binding. Returns how many were reaped. */
   reap(): Promise<number>
   /** Stops timers, releases handles; `destroyIdle` also destroys unbound warm sandboxes. */

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { backoffDelayMs } from './backoff.js'
 import type { PoolCore, Target } from './core.js'
-import { createLabels, poolSlots, WARM_SESSION } from './keys.js'
+import { warmSlots } from './bounds.js'
+import { createLabels, WARM_SESSION } from './keys.js'
 import type { ClaimQuota, WarmClaim } from './store/types.js'
 
 type PoolTarget = Pick<Target, 'key' | 'provider' | 'profile' | 'pool'>
@@ -40,7 +41,7 @@ export class WarmPools {
     stats.warm.set(t.pool, c.remaining)
     for (const e of c.expired) {
       void this.core.background(`destroying expired warm sandbox ${e.ref.id}`, () =>
-        this.core.destroy(e.ref, [poolSlots(t.pool)], 'idle'),
+        this.core.destroy(e.ref, this.slotNames(t), 'idle'),
       )
     }
     if (t.profile.pool.minIdle > 0) this.ensure(t)
@@ -51,7 +52,7 @@ export class WarmPools {
   async maintain(now: number): Promise<void> {
     for (const t of this.known.values()) {
       const expired = await this.core.store.takeExpiredWarm(t.pool, now)
-      await Promise.all(expired.map((e) => this.core.destroy(e.ref, [poolSlots(t.pool)], 'idle')))
+      await Promise.all(expired.map((e) => this.core.destroy(e.ref, this.slotNames(t), 'idle')))
       this.refillSoon(t.pool)
     }
   }
@@ -61,7 +62,7 @@ export class WarmPools {
     for (const t of this.known.values()) {
       const entries = await this.core.store.drainWarm(t.pool)
       this.core.stats.warm.set(t.pool, 0)
-      await Promise.all(entries.map((e) => this.core.destroy(e.ref, [poolSlots(t.pool)], 'shutdown')))
+      await Promise.all(entries.map((e) => this.core.destroy(e.ref, this.slotNames(t), 'shutdown')))
     }
   }
 
@@ -107,7 +108,7 @@ export class WarmPools {
           throw failed.reason
         }
         this.failures.delete(t.pool)
-        // The pool's maxSize is reached: bound sandboxes leave no room for warm ones.
+        // The profile's or provider's cap is reached: bound sandboxes leave no room for warm ones.
         if (results.every((r) => r.status === 'fulfilled' && !r.value)) break
       }
     } finally {
@@ -116,14 +117,19 @@ export class WarmPools {
     }
   }
 
+  /** The slot sets a warm sandbox of `t`'s pool is counted in (its profile's and its provider's). */
+  private slotNames(t: PoolTarget): string[] {
+    return warmSlots(this.core, t).map((c) => c.name)
+  }
+
   /** Creates one warm sandbox; false when the pool has no room. */
   private async createOne(t: PoolTarget): Promise<boolean> {
     const { store, opts, stats } = this.core
-    const slot = poolSlots(t.pool)
+    const slots = this.slotNames(t)
     const token = `r:${randomUUID()}`
     const now = Date.now()
     const room = await store.reserveSlots(
-      [{ name: slot, max: t.profile.pool.maxSize }],
+      warmSlots(this.core, t),
       token,
       now + opts.acquireTimeoutMs + opts.lockTtlMs,
       now,
@@ -143,15 +149,15 @@ export class WarmPools {
       try {
         const createdAt = Date.now()
         const expiresAt = createdAt + t.profile.idleTtlMs
-        await store.moveSlot([slot], token, sandbox.ref.id, expiresAt)
+        await store.moveSlot(slots, token, sandbox.ref.id, expiresAt)
         stats.warm.set(t.pool, await store.pushWarm(t.pool, { ref: sandbox.ref, createdAt, expiresAt }))
       } catch (err) {
-        await this.core.destroy(sandbox.ref, [slot])
+        await this.core.destroy(sandbox.ref, slots)
         throw err
       }
       return true
     } finally {
-      await store.releaseSlots([slot], token)
+      await store.releaseSlots(slots, token)
     }
   }
 }

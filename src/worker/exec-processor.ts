@@ -48,6 +48,7 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
       ...(options.acquireTimeoutMs === undefined ? {} : { timeoutMs: options.acquireTimeoutMs }),
     })
     let outcome: LeaseOutcome = 'ok'
+    let lostReason: string | undefined
     try {
       const early = resultOfOutcome(await ctx.fence.begin({ sandboxId: lease.ref.id }))
       if (early) return early
@@ -66,13 +67,41 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
           onStderr: (data) => ctx.publish({ stream: 'stderr', data }),
         },
       )
-      return { status: 'completed', result, attempt: ctx.attempt, workerId: ctx.workerId }
+      const replaced = lease.sandboxReplaced
+      return {
+        status: 'completed',
+        result: replaced ? { ...result, sandboxReplaced: replaced } : result,
+        attempt: ctx.attempt,
+        workerId: ctx.workerId,
+      }
     } catch (err) {
-      if (err instanceof AppError && err.code === 'SANDBOX_LOST') outcome = 'lost'
+      if (err instanceof AppError && err.code === 'SANDBOX_LOST') {
+        outcome = 'lost'
+        lostReason = err.message
+        // The sandbox died because its session was deleted: say so, not "the container stopped".
+        if (job.sessionId !== undefined && (await lease.closedMeanwhile().catch(() => false))) {
+          outcome = 'ok'
+          return {
+            status: 'cancelled',
+            reason:
+              `session '${job.sessionId}' was deleted while the command ran ` +
+              `(DELETE /v1/sessions/${job.sessionId}): the command was killed with the session's sandbox`,
+          }
+        }
+        const next =
+          job.sessionId === undefined
+            ? ''
+            : "; the session's next call runs in a fresh, empty sandbox (its files are lost; see sandboxReplaced)"
+        throw new AppError(
+          'SANDBOX_LOST',
+          `${err.message}. The command may have run partly (or not at all)${next}`,
+          { retryable: err.retryable, cause: err },
+        )
+      }
       throw err
     } finally {
       const p: Promise<void> = lease
-        .release(outcome)
+        .release(outcome, lostReason)
         .catch((err: unknown) => onError(err, `releasing the lease of job ${job.jobId}`))
         .finally(() => releasing.delete(p))
       releasing.add(p)

@@ -67,25 +67,23 @@ describe('per-tenant quotas', () => {
     expect(third.status).toBe(200)
   })
 
-  test('concurrent sandboxes: a second session over the cap fails with QUOTA_EXCEEDED', async () => {
+  test('concurrent sandboxes: a second session over the cap is refused up front: 429 QUOTA_EXCEEDED', async () => {
     const a = await post(
       '/v1/exec',
       { provider: 'docker', profile: 'default', sessionId: 'q-a', command: 'true' },
       OTHER,
     )
     expect(((await a.json()) as { state: string }).state).toBe('completed')
-    const b = (await (
-      await post(
-        '/v1/exec',
-        { provider: 'docker', profile: 'default', sessionId: 'q-b', command: 'true' },
-        OTHER,
-      )
-    ).json()) as {
-      state: string
-      error?: { code: string; message: string }
-    }
-    expect(b.state).toBe('failed')
+    const res = await post(
+      '/v1/exec',
+      { provider: 'docker', profile: 'default', sessionId: 'q-b', command: 'true' },
+      OTHER,
+    )
+    expect(res.status).toBe(429)
+    expect(res.headers.get('retry-after')).not.toBeNull()
+    const b = (await res.json()) as { error?: { code: string; message: string } }
     expect(b.error?.code).toBe('QUOTA_EXCEEDED')
+    expect(b.error?.message).toContain('quotas.maxSandboxes = 1')
     await fetch(`${server.url}/v1/sessions/q-a`, {
       method: 'DELETE',
       headers: { authorization: `Bearer ${OTHER}` },

@@ -2,6 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import { AppError } from '../../errors.js'
 import type { App } from '../app.js'
 import type { AppDeps } from '../deps.js'
+import { SandboxReplacementSchema } from '../../queue/schemas.js'
 import { ErrorSchema, IdParam, PathQuery, SessionInputSchema, SessionSchema } from '../schemas.js'
 
 const err = (description: string) => ({
@@ -60,6 +61,51 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
 
   app.openapi(
     createRoute({
+      method: 'get',
+      path: '/v1/sessions/{id}',
+      summary: 'One session: its sandbox and whether that sandbox was replaced (files lost)',
+      security: [{ bearer: [] }],
+      request: { params: IdParam },
+      responses: {
+        200: { content: { 'application/json': { schema: SessionSchema } }, description: 'the session' },
+        404: err('no such session'),
+      },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param')
+      const s = await deps.sessions.get(c.get('principal').tenant, id)
+      if (!s) throw notFound(id)
+      return c.json(s, 200)
+    },
+  )
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/v1/sessions/{id}/ack',
+      summary: "Acknowledge that the session's sandbox was replaced (clears `sandboxReplaced`)",
+      description:
+        'After a sandbox is lost (or idles out) the next call runs in a fresh, empty sandbox, and every result and view of the session carries `sandboxReplaced` until this call or a delete of the session.',
+      security: [{ bearer: [] }],
+      request: { params: IdParam },
+      responses: {
+        200: {
+          content: { 'application/json': { schema: SessionSchema } },
+          description: 'the session, without the notice',
+        },
+        404: err('no such session'),
+      },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param')
+      const s = await deps.sessions.acknowledge(c.get('principal').tenant, id)
+      if (!s) throw notFound(id)
+      return c.json(s, 200)
+    },
+  )
+
+  app.openapi(
+    createRoute({
       method: 'delete',
       path: '/v1/sessions/{id}',
       summary: 'Close a session and destroy its sandboxes',
@@ -89,8 +135,16 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
       request: { params: IdParam, query: PathQuery },
       responses: {
         200: {
-          content: { 'application/json': { schema: z.object({ path: z.string(), bytes: z.number() }) } },
-          description: 'written',
+          content: {
+            'application/json': {
+              schema: z.object({
+                path: z.string(),
+                bytes: z.number(),
+                sandboxReplaced: SandboxReplacementSchema.optional(),
+              }),
+            },
+          },
+          description: "written (with the session's `sandboxReplaced` notice while it stands)",
         },
         404: err('no such session'),
         413: err('file too large'),
@@ -103,8 +157,9 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
       if (declared > fileLimit) throw tooLarge(fileLimit)
       const data = new Uint8Array(await c.req.arrayBuffer())
       if (data.byteLength > fileLimit) throw tooLarge(fileLimit)
-      if (!(await deps.sessions.writeFile(c.get('principal').tenant, id, path, data))) throw notFound(id)
-      return c.json({ path, bytes: data.byteLength }, 200)
+      const written = await deps.sessions.writeFile(c.get('principal').tenant, id, path, data)
+      if (!written) throw notFound(id)
+      return c.json({ path, bytes: data.byteLength, ...written }, 200)
     },
   )
 
@@ -120,7 +175,7 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
           content: { 'application/octet-stream': { schema: z.string().openapi({ format: 'binary' }) } },
           description: 'the file',
         },
-        404: err('no such session or file'),
+        404: err('no such session, or no such file (the message names the path)'),
       },
     }),
     async (c) => {

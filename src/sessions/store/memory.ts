@@ -5,6 +5,7 @@ import type {
   LeaseRenewal,
   LeaseSpec,
   LeaseTouch,
+  ReplacementNote,
   SessionStore,
   SlotClaim,
   SlotReservation,
@@ -12,6 +13,10 @@ import type {
   WarmClaim,
   WarmEntry,
 } from './types.js'
+import type { SandboxReplacement } from '../types.js'
+
+/** How long a closed sandbox is remembered for {@link MemorySessionStore.wasClosed} (ms). */
+const CLOSED_MEMORY_MS = 3_600_000
 
 type Owner = { kind: 'bound'; session: string } | { kind: 'warm'; pool: string }
 
@@ -27,6 +32,8 @@ export class MemorySessionStore implements SessionStore {
   private readonly warm = new Map<string, WarmEntry[]>()
   private readonly locks = new Map<string, { token: string; expiresAt: number }>()
   private readonly slots = new Map<string, Map<string, number>>()
+  private readonly replaced = new Map<string, SandboxReplacement>()
+  private readonly closed = new Map<string, number>()
 
   async useBinding(
     session: string,
@@ -52,7 +59,8 @@ export class MemorySessionStore implements SessionStore {
     lock: BindLock,
   ): Promise<UseOrLockResult> {
     const binding = await this.useBinding(session, lease, idleDeadline)
-    if (binding) return { binding }
+    const replaced = this.replaced.get(session)
+    if (binding) return replaced ? { binding, replaced } : { binding }
     return { lock: (await this.tryLock(lock.name, lock.token, lock.ttlMs)) ? 'locked' : 'busy' }
   }
 
@@ -71,18 +79,54 @@ export class MemorySessionStore implements SessionStore {
     return true
   }
 
-  async unbind(session: string, refId?: string): Promise<BindingRecord | undefined> {
+  async unbind(
+    session: string,
+    refId?: string,
+    replaced?: ReplacementNote,
+  ): Promise<BindingRecord | undefined> {
     const b = this.bindings.get(session)
     if (!b || (refId !== undefined && b.ref.id !== refId)) return undefined
     this.dropBinding(session, b)
+    this.noteReplaced(session, b, replaced)
     return b
   }
 
-  async evictIfIdle(session: string, now: number): Promise<BindingRecord | undefined> {
+  async closeSession(session: string): Promise<BindingRecord | undefined> {
+    this.replaced.delete(session)
+    const b = this.bindings.get(session)
+    if (!b) return undefined
+    this.dropBinding(session, b)
+    const now = Date.now()
+    for (const [id, at] of this.closed) if (now - at > CLOSED_MEMORY_MS) this.closed.delete(id)
+    this.closed.set(b.ref.id, now)
+    return b
+  }
+
+  async wasClosed(refId: string): Promise<boolean> {
+    const at = this.closed.get(refId)
+    return at !== undefined && Date.now() - at <= CLOSED_MEMORY_MS
+  }
+
+  async replacement(session: string): Promise<SandboxReplacement | undefined> {
+    return this.replaced.get(session)
+  }
+
+  async acknowledge(session: string): Promise<SandboxReplacement | undefined> {
+    const r = this.replaced.get(session)
+    this.replaced.delete(session)
+    return r
+  }
+
+  async evictIfIdle(
+    session: string,
+    now: number,
+    replaced?: ReplacementNote,
+  ): Promise<BindingRecord | undefined> {
     const b = this.bindings.get(session)
     const deadline = this.idle.get(session)
     if (!b || deadline === undefined || deadline > now || this.liveLeases(b.ref.id, now) > 0) return undefined
     this.dropBinding(session, b)
+    this.noteReplaced(session, b, replaced)
     return b
   }
 
@@ -234,6 +278,11 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async close(): Promise<void> {}
+
+  private noteReplaced(session: string, b: BindingRecord, note: ReplacementNote | undefined): void {
+    if (!note || note.reason === '') return
+    this.replaced.set(session, { ...note, filesLost: true, previousSandboxId: b.ref.id })
+  }
 
   private releaseLock(name: string, token: string): boolean {
     const cur = this.locks.get(name)

@@ -6,7 +6,8 @@
  * Layout (P = prefix): P..'bindings' hash session -> binding JSON; P..'idle' zset session -> idle
  * deadline; P..'owners' hash sandbox id -> 'b:<session>' | 'w:<pool>'; P..'lease:<id>' zset lease
  * id -> expiry; P..'warm:<pool>' list of entry JSON; P..'lock:<name>' string token;
- * P..'slot:<name>' zset member -> expiry.
+ * P..'slot:<name>' zset member -> expiry; P..'replaced' hash session -> replacement notice JSON;
+ * P..'closed:<id>' string, set for an hour when a session delete closed that sandbox.
  */
 
 // Shared helpers prepended to the scripts that need them. The zset scores decide whether a lease is
@@ -32,11 +33,18 @@ local function drop_binding(session, rec)
     redis.call('HDEL', P .. 'owners', rec.ref.id)
   end
 end
+-- Records that the session's sandbox rec was replaced (at, reason); a reason of '' records nothing.
+local function note_replaced(session, rec, at, reason)
+  if not reason or reason == '' then return end
+  local note = cjson.encode({ at = tonumber(at), reason = reason, filesLost = true, previousSandboxId = rec.ref.id })
+  redis.call('HSET', P .. 'replaced', session, note)
+end
 `
 
 /**
  * ARGV: P, session, leaseId, leaseExpiresAt, idleDeadline, then optionally (lock name, token, ttl).
- * Returns {'bound', binding JSON}; unbound: {'locked'} / {'busy'} with a lock, else {'unbound'}.
+ * Returns {'bound', binding JSON, replacement notice JSON or false}; unbound: {'locked'} / {'busy'}
+ * with a lock, else {'unbound'}.
  */
 export const USE_BINDING = `${HELPERS}
 local raw = redis.call('HGET', P .. 'bindings', ARGV[2])
@@ -52,7 +60,7 @@ local lk = lease_key(rec.ref.id)
 redis.call('ZADD', lk, tonumber(ARGV[4]), ARGV[3])
 gc_lease(lk)
 extend_slots(rec.slots, rec.ref.id, math.max(deadline, tonumber(ARGV[4])))
-return { 'bound', raw }`
+return { 'bound', raw, redis.call('HGET', P .. 'replaced', ARGV[2]) }`
 
 /**
  * ARGV: P, session, binding JSON, idleDeadline, then optionally (lock name, token): the bind lock
@@ -70,16 +78,37 @@ redis.call('HSET', P .. 'owners', rec.ref.id, 'b:' .. ARGV[2])
 extend_slots(rec.slots, rec.ref.id, tonumber(ARGV[4]))
 return 1`
 
-/** ARGV: P, session, refId ('' = any). Returns the removed binding JSON or nil. */
+/**
+ * ARGV: P, session, refId ('' = any), then optionally (at, reason): the replacement notice to record.
+ * Returns the removed binding JSON or nil.
+ */
 export const UNBIND = `${HELPERS}
 local raw = redis.call('HGET', P .. 'bindings', ARGV[2])
 if not raw then return false end
 local rec = cjson.decode(raw)
 if ARGV[3] ~= '' and rec.ref.id ~= ARGV[3] then return false end
 drop_binding(ARGV[2], rec)
+note_replaced(ARGV[2], rec, ARGV[4], ARGV[5])
 return raw`
 
-/** ARGV: P, session, now. Returns the evicted binding JSON or nil. */
+/** ARGV: P, session. Unbinds, drops the replacement notice, marks the sandbox closed. Returns the binding JSON or nil. */
+export const CLOSE_SESSION = `${HELPERS}
+redis.call('HDEL', P .. 'replaced', ARGV[2])
+local raw = redis.call('HGET', P .. 'bindings', ARGV[2])
+if not raw then return false end
+local rec = cjson.decode(raw)
+drop_binding(ARGV[2], rec)
+redis.call('SET', P .. 'closed:' .. rec.ref.id, '1', 'PX', 3600000)
+return raw`
+
+/** ARGV: P, session. Removes and returns the replacement notice JSON (or nil). */
+export const ACKNOWLEDGE = `${HELPERS}
+local raw = redis.call('HGET', P .. 'replaced', ARGV[2])
+if not raw then return false end
+redis.call('HDEL', P .. 'replaced', ARGV[2])
+return raw`
+
+/** ARGV: P, session, now, then optionally (at, reason): the replacement notice. Returns the evicted binding JSON or nil. */
 export const EVICT_IF_IDLE = `${HELPERS}
 local raw = redis.call('HGET', P .. 'bindings', ARGV[2])
 if not raw then return false end
@@ -88,6 +117,7 @@ if deadline and tonumber(deadline) > tonumber(ARGV[3]) then return false end
 local rec = cjson.decode(raw)
 if live_leases(rec.ref.id, ARGV[3]) > 0 then return false end
 drop_binding(ARGV[2], rec)
+note_replaced(ARGV[2], rec, ARGV[4], ARGV[5])
 return raw`
 
 /** ARGV: P, refId, leaseId, expiresAt. */

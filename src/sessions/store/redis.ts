@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { AppError } from '../../errors.js'
 import type { SandboxRef } from '../../sandbox/types.js'
+import type { SandboxReplacement } from '../types.js'
 import * as S from './redis-scripts.js'
 import type {
   BindingRecord,
@@ -10,6 +11,7 @@ import type {
   LeaseRenewal,
   LeaseSpec,
   LeaseTouch,
+  ReplacementNote,
   SessionStore,
   SlotClaim,
   SlotReservation,
@@ -127,9 +129,14 @@ export class RedisSessionStore implements SessionStore {
     idleDeadline: number,
     lock: BindLock,
   ): Promise<UseOrLockResult> {
-    const [kind, raw] = await this.use(session, lease, idleDeadline, [lock.name, lock.token, lock.ttlMs])
+    const [kind, raw, note] = await this.use(session, lease, idleDeadline, [
+      lock.name,
+      lock.token,
+      lock.ttlMs,
+    ])
     const binding = parse<BindingRecord>(raw)
-    if (binding) return { binding }
+    const replaced = parse<SandboxReplacement>(note)
+    if (binding) return replaced ? { binding, replaced } : { binding }
     return { lock: kind === 'locked' ? 'locked' : 'busy' }
   }
 
@@ -164,12 +171,38 @@ export class RedisSessionStore implements SessionStore {
     return (await this.run('BIND', [session, json, idleDeadline, ...extra])) === 1
   }
 
-  async unbind(session: string, refId?: string): Promise<BindingRecord | undefined> {
-    return parse(await this.run('UNBIND', [session, refId ?? '']))
+  async unbind(
+    session: string,
+    refId?: string,
+    replaced?: ReplacementNote,
+  ): Promise<BindingRecord | undefined> {
+    const note = replaced ? [replaced.at, replaced.reason] : []
+    return parse(await this.run('UNBIND', [session, refId ?? '', ...note]))
   }
 
-  async evictIfIdle(session: string, now: number): Promise<BindingRecord | undefined> {
-    return parse(await this.run('EVICT_IF_IDLE', [session, now]))
+  async closeSession(session: string): Promise<BindingRecord | undefined> {
+    return parse(await this.run('CLOSE_SESSION', [session]))
+  }
+
+  async wasClosed(refId: string): Promise<boolean> {
+    return (await guard(this.redis.exists(`${this.prefix}closed:${refId}`))) === 1
+  }
+
+  async replacement(session: string): Promise<SandboxReplacement | undefined> {
+    return parse(await guard(this.redis.hget(`${this.prefix}replaced`, session)))
+  }
+
+  async acknowledge(session: string): Promise<SandboxReplacement | undefined> {
+    return parse(await this.run('ACKNOWLEDGE', [session]))
+  }
+
+  async evictIfIdle(
+    session: string,
+    now: number,
+    replaced?: ReplacementNote,
+  ): Promise<BindingRecord | undefined> {
+    const note = replaced ? [replaced.at, replaced.reason] : []
+    return parse(await this.run('EVICT_IF_IDLE', [session, now, ...note]))
   }
 
   async idleSessions(now: number, limit: number): Promise<string[]> {

@@ -1,4 +1,5 @@
 import type { SandboxRef } from '../../sandbox/types.js'
+import type { SandboxReplacement } from '../types.js'
 
 /** A session's sandbox, as stored. Any worker of the fleet reconnects by `ref`. */
 export interface BindingRecord {
@@ -8,6 +9,15 @@ export interface BindingRecord {
   readonly slots: readonly string[]
   /** When the session was bound (ms since epoch). */
   readonly boundAt: number
+}
+
+/**
+ * When and why a session's sandbox is being replaced; the store completes it into a
+ * {@link SandboxReplacement} with the id of the sandbox it unbinds.
+ */
+export interface ReplacementNote {
+  readonly at: number
+  readonly reason: string
 }
 
 /** An unbound sandbox waiting in a warm pool. */
@@ -74,8 +84,13 @@ export interface BindLock {
   readonly ttlMs: number
 }
 
-/** Result of {@link SessionStore.useOrLock}: the binding (now leased), or the lock outcome. */
-export type UseOrLockResult = { readonly binding: BindingRecord } | { readonly lock: 'locked' | 'busy' }
+/**
+ * Result of {@link SessionStore.useOrLock}: the binding (now leased) and the session's unacknowledged
+ * replacement notice, or the lock outcome.
+ */
+export type UseOrLockResult =
+  | { readonly binding: BindingRecord; readonly replaced?: SandboxReplacement }
+  | { readonly lock: 'locked' | 'busy' }
 
 /**
  * Shared state of the session pool: bindings, leases, warm lists, locks and slot sets. Every
@@ -105,10 +120,27 @@ export interface SessionStore {
     idleDeadline: number,
     unlock?: Pick<BindLock, 'name' | 'token'>,
   ): Promise<boolean>
-  /** Removes the binding (only if it still points at `refId`, when given) and returns what it was. */
-  unbind(session: string, refId?: string): Promise<BindingRecord | undefined>
-  /** Atomically unbinds a session whose idle deadline passed and whose sandbox has no live lease. */
-  evictIfIdle(session: string, now: number): Promise<BindingRecord | undefined>
+  /**
+   * Removes the binding (only if it still points at `refId`, when given) and returns what it was;
+   * with `replaced`, records that notice for the session in the same step (only if it unbound).
+   */
+  unbind(session: string, refId?: string, replaced?: ReplacementNote): Promise<BindingRecord | undefined>
+  /**
+   * A session is deleted: removes its binding and its replacement notice, and remembers for a while
+   * (an hour) that its sandbox was closed, so a command it kills can say why ({@link wasClosed}).
+   */
+  closeSession(session: string): Promise<BindingRecord | undefined>
+  /** Whether {@link closeSession} closed this sandbox within the last hour. */
+  wasClosed(refId: string): Promise<boolean>
+  /** The session's unacknowledged replacement notice. */
+  replacement(session: string): Promise<SandboxReplacement | undefined>
+  /** Clears the session's replacement notice and returns it. */
+  acknowledge(session: string): Promise<SandboxReplacement | undefined>
+  /**
+   * Atomically unbinds a session whose idle deadline passed and whose sandbox has no live lease;
+   * with `replaced`, records that notice for the session in the same step.
+   */
+  evictIfIdle(session: string, now: number, replaced?: ReplacementNote): Promise<BindingRecord | undefined>
   /** Sessions whose idle deadline is at or before `now` (candidates for {@link evictIfIdle}). */
   idleSessions(now: number, limit: number): Promise<string[]>
 

@@ -6,7 +6,7 @@ const fx = dockerFixture()
 let sb: Sandbox
 
 beforeAll(async () => {
-  sb = await fx.create({ memoryMb: 256, cpu: 0.5, pidsLimit: 100 })
+  sb = await fx.create({ memoryMb: 256, diskMb: 64, tmpMb: 32, cpu: 0.5, pidsLimit: 100 })
 })
 
 afterAll(async () => {
@@ -26,8 +26,11 @@ describe('docker provider hardening', () => {
     expect(hc.ReadonlyRootfs).toBe(true)
     expect(hc.Privileged).toBe(false)
     expect(hc.PidsLimit).toBe(100)
-    expect(hc.Memory).toBe(256 * 1024 * 1024)
-    expect(hc.MemorySwap).toBe(256 * 1024 * 1024)
+    // The processes' 256 MiB plus the two tmpfs mounts (64 + 32), which are memory too.
+    expect(hc.Memory).toBe((256 + 64 + 32) * 1024 * 1024)
+    expect(hc.MemorySwap).toBe((256 + 64 + 32) * 1024 * 1024)
+    expect(hc.Tmpfs?.['/workspace']).toMatch(/size=64m/)
+    expect(hc.Tmpfs?.['/tmp']).toMatch(/size=32m/)
     expect(hc.NanoCpus).toBe(500_000_000)
     expect(Object.keys(hc.Tmpfs ?? {}).sort()).toEqual(['/tmp', '/workspace'])
     expect(info.Config.User).toBe('1000:1000')

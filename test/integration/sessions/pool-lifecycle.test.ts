@@ -79,7 +79,7 @@ describe('session pool: warm pools, ephemeral sandboxes, idle eviction (real Doc
     expect(await env.exists(l.ref.id)).toBe(false)
   })
 
-  test('a bound sandbox idle past idleTtlMs is evicted, never while leased; the session then rebinds', async ({
+  test('a bound sandbox idle past idleTtlMs is evicted, never while leased; the session then rebinds and is told its files are gone', async ({
     env,
   }) => {
     const pool = env.pool()
@@ -101,6 +101,8 @@ describe('session pool: warm pools, ephemeral sandboxes, idle eviction (real Doc
     expect(pool.stats().evictions.idle).toBe(1)
     const next = await pool.acquire(key('idle', 's'))
     expect(next.ref.id).not.toBe(held.ref.id)
+    expect(next.sandboxReplaced).toMatchObject({ filesLost: true, previousSandboxId: held.ref.id })
+    expect(next.sandboxReplaced?.reason).toContain('idleTtlMs')
     await next.release()
   })
 

@@ -95,7 +95,9 @@ describe('session pool: limits and failures (real Docker, real Redis)', () => {
     const b = await pool.acquire(key('plain', 's2'))
     await expect(pool.acquire(key('plain', 's3'))).rejects.toMatchObject({
       code: 'QUOTA_EXCEEDED',
-      message: expect.stringContaining("tenant 'acme' already holds 2 sandbox(es)"),
+      message: expect.stringContaining(
+        "tenant 'acme' holds 2 sandbox(es), its maximum (quotas.maxSandboxes = 2",
+      ),
     })
     await expect(pool.acquire(key('plain'))).rejects.toMatchObject({ code: 'QUOTA_EXCEEDED' })
     // Reusing a bound session needs no new slot.
@@ -127,12 +129,19 @@ describe('session pool: limits and failures (real Docker, real Redis)', () => {
     await first.release()
   })
 
-  test('pool maxSize: an acquire waits for room and times out naming the full pool', async ({ env }) => {
+  test('profile cap (pool.maxSize): a new session past it fails at once, naming the config key; close frees room', async ({
+    env,
+  }) => {
     const pool = env.pool()
     const held = await pool.acquire(key('single', 's1'))
-    const err = await pool.acquire(key('single', 's2'), { timeoutMs: 800 }).catch((e: unknown) => e)
-    expect(err).toMatchObject({ code: 'ACQUIRE_TIMEOUT' })
-    expect((err as AppError).message).toContain('pool docker/single is full')
+    const t0 = Date.now()
+    const err = await pool.acquire(key('single', 's2'), { timeoutMs: 10_000 }).catch((e: unknown) => e)
+    expect(Date.now() - t0).toBeLessThan(2_000)
+    expect(err).toMatchObject({ code: 'QUOTA_EXCEEDED' })
+    expect((err as AppError).message).toContain('profiles.single.pool.maxSize = 1')
+    expect((err as AppError).message).toContain('DELETE /v1/sessions/<id>')
+    await expect(pool.admit(key('single', 's2'))).rejects.toMatchObject({ code: 'QUOTA_EXCEEDED' })
+    await pool.admit(key('single', 's1'))
     await held.release()
     await pool.close(key('single', 's1'))
     const next = await pool.acquire(key('single', 's2'))

@@ -9,6 +9,7 @@ describe('profiles', () => {
       name: 'default',
       cpu: 1,
       memoryMb: 512,
+      diskMb: 512,
       network: 'none',
       pidsLimit: 256,
       env: {},
@@ -17,10 +18,19 @@ describe('profiles', () => {
       maxTimeoutMs: 600_000,
       outputCapBytes: 1_048_576,
       maxConcurrentExecs: 8,
-      pool: { minIdle: 0, maxSize: 32 },
+      pool: { minIdle: 0 },
       readOnlyRoot: true,
       user: '1000:1000',
     })
+    // No profile cap by default: the tenant quota (quotas.maxSandboxes) is what bounds a fleet.
+    expect(p.pool.maxSize).toBeUndefined()
+    expect(p.tmpMb).toBeUndefined()
+  })
+
+  test('a warm pool larger than the profile cap is rejected, naming minIdle', () => {
+    const r = ProfileSchema.safeParse({ provider: 'docker', pool: { minIdle: 4, maxSize: 2 } })
+    expect(r.success).toBe(false)
+    expect(r.error?.issues[0]?.path).toEqual(['pool', 'minIdle'])
   })
 
   test('unknown keys are rejected (typos do not silently fall back to defaults)', () => {

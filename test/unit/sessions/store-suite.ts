@@ -92,6 +92,38 @@ export function runSessionStoreSuite(name: string, factory: StoreFactory): void 
       expect((await store.unbind('s1'))?.ref.id).toBe('c2')
     })
 
+    test('a replacement notice is recorded only by the unbind that removed the binding, shown by useOrLock, cleared by acknowledge', async () => {
+      const lock = { name: 'bind:s1', token: 'me', ttlMs: 1000 }
+      await store.bind('s1', binding('c1'), T0 + 5000)
+      // A stale unbind (another sandbox id) records nothing.
+      expect(await store.unbind('s1', 'other', { at: T0, reason: 'stale' })).toBeUndefined()
+      expect(await store.replacement('s1')).toBeUndefined()
+      expect((await store.unbind('s1', 'c1', { at: T0 + 1, reason: 'exited (137)' }))?.ref.id).toBe('c1')
+      const notice = { at: T0 + 1, reason: 'exited (137)', filesLost: true, previousSandboxId: 'c1' }
+      expect(await store.replacement('s1')).toEqual(notice)
+      await store.bind('s1', binding('c2'), T0 + 5000)
+      const used = await store.useOrLock('s1', { leaseId: 'l1', expiresAt: T0 + 1000 }, T0 + 5000, lock)
+      expect(used).toEqual({ binding: binding('c2'), replaced: notice })
+      expect(await store.acknowledge('s1')).toEqual(notice)
+      expect(await store.acknowledge('s1')).toBeUndefined()
+      const after = await store.useOrLock('s1', { leaseId: 'l2', expiresAt: T0 + 1000 }, T0 + 5000, lock)
+      expect(after).toEqual({ binding: binding('c2') })
+    })
+
+    test('idle eviction can leave a notice; closeSession unbinds, drops the notice and remembers the sandbox', async () => {
+      await store.bind('s1', binding('c1'), T0 + 100)
+      expect((await store.evictIfIdle('s1', T0 + 200, { at: T0 + 200, reason: 'idle' }))?.ref.id).toBe('c1')
+      expect((await store.replacement('s1'))?.previousSandboxId).toBe('c1')
+      await store.bind('s1', binding('c2'), T0 + 5000)
+      expect(await store.wasClosed('c2')).toBe(false)
+      expect((await store.closeSession('s1'))?.ref.id).toBe('c2')
+      expect(await store.getBinding('s1')).toBeUndefined()
+      expect(await store.replacement('s1')).toBeUndefined()
+      expect(await store.wasClosed('c2')).toBe(true)
+      expect(await store.wasClosed('c1')).toBe(false)
+      expect(await store.closeSession('s1')).toBeUndefined()
+    })
+
     test('warm lists: FIFO claim leases the entry, skips and returns expired ones, concurrent claims never share', async () => {
       await store.pushWarm('p', warm('w0', T0 + 10))
       await store.pushWarm('p', warm('w1'))

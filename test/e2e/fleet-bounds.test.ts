@@ -1,0 +1,168 @@
+import { Redis } from 'ioredis'
+import { afterAll, describe, expect, test } from 'vitest'
+import { deleteKeys } from '../integration/sessions/helpers.js'
+import {
+  SHARED_REDIS,
+  fleetConfig,
+  removeScopeContainers,
+  scopeContainers,
+  startSbxServer,
+  startSbxWorker,
+  uniqueName,
+} from '../support/sbx-cli.js'
+import type { SbxServer } from '../support/sbx-cli.js'
+
+/*
+ * F2: what bounds a fleet. `sbx api` + `sbx worker` on the shared Redis. The tenant quota
+ * (`quotas.maxSandboxes`) governs; a profile cap (`profiles.<p>.pool.maxSize`) applies only when set;
+ * reaching either is a fast 429 QUOTA_EXCEEDED naming the config key and what frees room.
+ */
+
+interface ExecAnswer {
+  status: number
+  ms: number
+  retryAfter: string | null
+  body: {
+    state?: string
+    result?: { stdout: string; sandboxId: string }
+    error?: { code: string; message: string }
+  }
+}
+
+async function exec(
+  api: SbxServer,
+  sessionId: string,
+  profile = 'default',
+  key?: string,
+): Promise<ExecAnswer> {
+  const t0 = Date.now()
+  const res = await api.post(
+    '/v1/exec',
+    { provider: 'docker', profile, sessionId, command: 'echo ok' },
+    key === undefined ? {} : { key },
+  )
+  return {
+    status: res.status,
+    ms: Date.now() - t0,
+    retryAfter: res.headers.get('retry-after'),
+    body: (await res.json()) as ExecAnswer['body'],
+  }
+}
+
+function expectCompleted(a: ExecAnswer): void {
+  expect(a.status, JSON.stringify(a.body)).toBe(200)
+  expect(a.body.state, JSON.stringify(a.body)).toBe('completed')
+  expect(a.body.result?.stdout).toBe('ok\n')
+}
+
+/** A 429 QUOTA_EXCEEDED answered fast (no acquire wait), with Retry-After and the advice. */
+function expectRefused(a: ExecAnswer, configKey: string): void {
+  expect(a.status, JSON.stringify(a.body)).toBe(429)
+  expect(a.body.error?.code).toBe('QUOTA_EXCEEDED')
+  expect(a.body.error?.message).toContain(configKey)
+  expect(a.body.error?.message).toContain('DELETE /v1/sessions/<id>')
+  expect(a.body.error?.message).not.toMatch(/acquire timeout/i)
+  expect(a.retryAfter).not.toBeNull()
+  expect(a.ms).toBeLessThan(3_000)
+}
+
+describe('fleet bounds through sbx api + sbx worker', () => {
+  const started: { stop(): Promise<void> }[] = []
+  const scopes: string[] = []
+  afterAll(async () => {
+    for (const s of started.reverse()) await s.stop()
+    const redis = new Redis(SHARED_REDIS)
+    for (const scope of scopes) {
+      await removeScopeContainers(scope)
+      await deleteKeys(redis, `${scope}:`)
+    }
+    await redis.quit()
+  })
+
+  async function fleet(
+    tag: string,
+    extra: Parameters<typeof fleetConfig>[1],
+    env?: Record<string, string>,
+  ): Promise<SbxServer> {
+    const prefix = uniqueName(tag)
+    scopes.push(prefix)
+    const config = fleetConfig(prefix, extra)
+    const api = await startSbxServer('api', { config, ...(env ? { env } : {}) })
+    started.push(api)
+    started.push(await startSbxWorker({ config }))
+    return api
+  }
+
+  test('a profile cap and the tenant quota refuse at once with the right advice; deleting a session frees room', async () => {
+    const api = await fleet('bnds', {
+      quotas: { maxSandboxes: 3, requestsPerSecond: 1000, maxConcurrentJobs: 64 },
+      profiles: { capped: { provider: 'docker', pool: { maxSize: 2 } } },
+    })
+    expectCompleted(await exec(api, 'c1', 'capped'))
+    expectCompleted(await exec(api, 'c2', 'capped'))
+    // The profile's cap (2), not the tenant's quota (3), is what is full.
+    expectRefused(await exec(api, 'c3', 'capped'), 'profiles.capped.pool.maxSize = 2')
+    expectCompleted(await exec(api, 'd1'))
+    // Now the tenant holds 3 of 3.
+    const overQuota = await exec(api, 'd2')
+    expectRefused(overQuota, 'quotas.maxSandboxes = 3')
+    // A refused command created no session record and ran nowhere.
+    const listed = (await (await api.fetch('/v1/sessions')).json()) as { sessions: { id: string }[] }
+    expect(listed.sessions.map((s) => s.id).sort()).toEqual(['c1', 'c2', 'd1'])
+    // The file API of a session that has no sandbox yet is refused the same way, at once.
+    expect(
+      (await api.post('/v1/sessions', { id: 'f1', provider: 'docker', profile: 'default' })).status,
+    ).toBe(201)
+    const t0 = Date.now()
+    const file = await api.fetch('/v1/sessions/f1/files?path=/workspace/x')
+    expect(file.status).toBe(429)
+    expect(((await file.json()) as { error: { message: string } }).error.message).toContain(
+      'quotas.maxSandboxes',
+    )
+    expect(Date.now() - t0).toBeLessThan(3_000)
+    // Bound sessions keep working at the bound.
+    expectCompleted(await exec(api, 'c1', 'capped'))
+    // Deleting a session frees its room, for the tenant and for the profile.
+    expect((await api.fetch('/v1/sessions/c1', { method: 'DELETE' })).status).toBe(200)
+    expectCompleted(await exec(api, 'c3', 'capped'))
+    expect((await api.fetch('/v1/sessions/c2', { method: 'DELETE' })).status).toBe(200)
+    expectCompleted(await exec(api, 'd2'))
+  }, 180_000)
+
+  test('an engine cap (providers.docker.maxSandboxes) holds across profiles and tenants', async () => {
+    const keyA = `sbx_test_a_${uniqueName('k')}`
+    const keyB = `sbx_test_b_${uniqueName('k')}`
+    const api = await fleet(
+      'bnde',
+      {
+        providers: { docker: { enabled: true, maxSandboxes: 2 } },
+        quotas: { maxSandboxes: 10, requestsPerSecond: 1000, maxConcurrentJobs: 64 },
+        profiles: { other: { provider: 'docker' } },
+        apiKeys: [
+          { key: keyA, tenant: 'ta' },
+          { key: keyB, tenant: 'tb' },
+        ],
+      },
+      { SBX_API_KEY: keyA },
+    )
+    expectCompleted(await exec(api, 'a1'))
+    expectCompleted(await exec(api, 'b1', 'other', keyB))
+    // Each tenant is far below its quota of 10, and each profile is unbounded: the engine is full.
+    expectRefused(await exec(api, 'a2', 'other'), 'providers.docker.maxSandboxes = 2')
+    expectRefused(await exec(api, 'b2', 'default', keyB), 'providers.docker.maxSandboxes = 2')
+    expect((await api.fetch('/v1/sessions/b1', { method: 'DELETE', key: keyB })).status).toBe(200)
+    expectCompleted(await exec(api, 'a2', 'other'))
+  }, 180_000)
+
+  test('quotas.maxSandboxes above the old hidden cap of 32 really allows that many sessions', async () => {
+    const n = 33
+    const api = await fleet('bndn', {
+      quotas: { maxSandboxes: n, requestsPerSecond: 1000, maxConcurrentJobs: 64 },
+    })
+    const answers = await Promise.all(Array.from({ length: n }, (_, i) => exec(api, `s${i}`)))
+    for (const a of answers) expectCompleted(a)
+    expect(new Set(answers.map((a) => a.body.result?.sandboxId)).size).toBe(n)
+    expect((await scopeContainers(scopes.at(-1) ?? '')).length).toBe(n)
+    expectRefused(await exec(api, 'one-more'), `quotas.maxSandboxes = ${n}`)
+  }, 240_000)
+})
