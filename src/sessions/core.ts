@@ -122,6 +122,8 @@ export class PoolCore {
     slots: readonly string[],
     reason?: EvictionReason,
     handle?: Sandbox,
+    /** Called once the sandbox no longer counts against any bound (its slots are free). */
+    onForgotten?: () => void,
   ): Promise<void> {
     if (reason) this.stats.evictions[reason]++
     if (handle) await handle.close().catch(() => undefined)
@@ -131,6 +133,7 @@ export class PoolCore {
     } catch (err) {
       this.report(err, `forgetting sandbox ${ref.id} in the session store`)
     }
+    onForgotten?.()
     try {
       await this.providers.get(ref.providerId).destroy(ref)
     } catch (err) {

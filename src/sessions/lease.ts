@@ -15,6 +15,8 @@ export interface LiveLease {
 /** The {@link Lease} given to callers; `release` runs once, later calls return the same promise. */
 export class PoolLease implements Lease {
   private released: Promise<void> | undefined
+  private markFreed: () => void = () => {}
+  readonly freed: Promise<void> = new Promise((resolve) => (this.markFreed = resolve))
 
   constructor(
     readonly key: SessionKey,
@@ -30,7 +32,9 @@ export class PoolLease implements Lease {
   }
 
   release(outcome: LeaseOutcome = 'ok', reason?: string): Promise<void> {
-    this.released ??= this.book.release(this.live, outcome, reason)
+    this.released ??= this.book
+      .release(this.live, outcome, reason, () => this.markFreed())
+      .finally(() => this.markFreed())
     return this.released
   }
 
@@ -86,13 +90,18 @@ export class LeaseBook {
   }
 
   /** Ends a lease: see the class comment. */
-  async release(live: LiveLease, outcome: LeaseOutcome, reason?: string): Promise<void> {
+  async release(
+    live: LiveLease,
+    outcome: LeaseOutcome,
+    reason?: string,
+    onFreed?: () => void,
+  ): Promise<void> {
     const { core } = this
     this.live.delete(live.leaseId)
     core.handles.unuse(live.ref.id)
     if (live.session === undefined) {
       if (outcome === 'ok') core.stats.ephemeralDestroyed++
-      await core.destroy(live.ref, live.slots, outcome === 'lost' ? 'lost' : undefined)
+      await core.destroy(live.ref, live.slots, outcome === 'lost' ? 'lost' : undefined, undefined, onFreed)
       return
     }
     if (outcome === 'ok') {

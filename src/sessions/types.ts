@@ -53,6 +53,11 @@ export interface Lease {
    * session's {@link SandboxReplacement} reason.
    */
   release(outcome?: LeaseOutcome, reason?: string): Promise<void>
+  /**
+   * Resolves once a release no longer counts this sandbox against any bound (for an ephemeral
+   * sandbox: its quota slots are free, while the provider may still be destroying it). Never rejects.
+   */
+  readonly freed?: Promise<void>
   /** Whether the session was deleted ({@link SessionPool.close}) while this lease was held. */
   closedMeanwhile(): Promise<boolean>
 }

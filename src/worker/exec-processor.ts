@@ -105,6 +105,9 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
         .catch((err: unknown) => onError(err, `releasing the lease of job ${job.jobId}`))
         .finally(() => releasing.delete(p))
       releasing.add(p)
+      // An ephemeral sandbox stops counting against the tenant's quota before the result is seen, so
+      // a client that runs one call after another never meets its own finished call's sandbox.
+      if (job.sessionId === undefined && lease.freed) await lease.freed
     }
   }
   return Object.assign(processExecJob, {

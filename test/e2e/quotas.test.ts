@@ -53,6 +53,8 @@ describe('per-tenant quotas', () => {
       OTHER,
     )
     expect(other.status).toBe(200)
+    // 200 comes as soon as the job is accepted; the body is the job once it ended
+    expect(((await other.json()) as { state: string }).state).toBe('completed')
     // cancelling frees the slot once the job is over
     await fetch(`${server.url}/v1/jobs/${id}`, {
       method: 'DELETE',
@@ -65,6 +67,19 @@ describe('per-tenant quotas', () => {
     expect(await events.text()).toContain('event: result')
     const third = await post('/v1/exec', { provider: 'docker', profile: 'default', command: 'echo again' })
     expect(third.status).toBe(200)
+    expect(((await third.json()) as { state: string }).state).toBe('completed')
+  })
+
+  test('one call after another never meets its own finished ephemeral sandbox in the quota', async () => {
+    for (let i = 0; i < 6; i++) {
+      const r = await post(
+        '/v1/exec',
+        { provider: 'docker', profile: 'default', command: `echo ${i}` },
+        OTHER,
+      )
+      expect(r.status, await r.clone().text()).toBe(200)
+      expect(((await r.json()) as { state: string }).state).toBe('completed')
+    }
   })
 
   test('concurrent sandboxes: a second session over the cap is refused up front: 429 QUOTA_EXCEEDED', async () => {
