@@ -88,10 +88,32 @@ export function mapCreateError(err: unknown, image: string): AppError {
   return new AppError('SANDBOX_CREATE_FAILED', mapped.message, { retryable: mapped.retryable, cause: err })
 }
 
-/** Translates an ERR frame of a file operation. */
-export function fileError(sandboxId: string, path: string, err: ErrFrame): AppError {
+/** What the agent names in `detail` when a path is not a regular file. */
+const FILE_KINDS = new Set([
+  'fifo',
+  'socket',
+  'character device',
+  'block device',
+  'directory',
+  'special file',
+])
+
+/** Translates an ERR frame of a file operation (`action` names it in the message). */
+export function fileError(
+  sandboxId: string,
+  path: string,
+  err: ErrFrame,
+  action: 'read' | 'write' | 'use' = 'use',
+): AppError {
   const name = errnoName(err.errno)
   const where = `${path} in sandbox ${sandboxId}`
+  if (FILE_KINDS.has(err.detail)) {
+    const article = err.detail === 'fifo' ? 'a FIFO (named pipe)' : `a ${err.detail}`
+    return new AppError(
+      'BAD_REQUEST',
+      `cannot ${action} ${where}: it is ${article}, not a regular file (${name}); pass the path of a regular file`,
+    )
+  }
   switch (name) {
     case 'ENOENT':
       return new AppError('NOT_FOUND', `no such file: ${where} (${err.op}: ${name})`)

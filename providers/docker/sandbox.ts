@@ -184,6 +184,7 @@ export class DockerSandbox implements Sandbox {
     await writeFileOp(channel, absolute, bytes, {
       signal: opts.signal,
       timeoutMs: this.settings.fileOpTimeoutMs,
+      pingTimeoutMs: this.settings.pingTimeoutMs,
     })
   }
 
@@ -193,6 +194,7 @@ export class DockerSandbox implements Sandbox {
     return readFileOp(channel, absolute, this.settings.maxReadFileBytes, {
       signal: opts.signal,
       timeoutMs: this.settings.fileOpTimeoutMs,
+      pingTimeoutMs: this.settings.pingTimeoutMs,
     })
   }
 
