@@ -93,6 +93,8 @@ export const ConfigSchema = z
             enabled: z.boolean().default(true),
             /** Engine socket or URL; env DOCKER_HOST. */
             host: z.string().optional(),
+            /** A sandbox nothing used for its profile's idleTtlMs plus this ends itself (ms). @default 60000 */
+            idleExitSlackMs: z.number().int().min(1_000).optional(),
           })
           .strict()
           .default({ enabled: true }),
