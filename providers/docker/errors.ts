@@ -1,5 +1,6 @@
 import { constants } from 'node:os'
 import { AppError } from '../../src/errors.js'
+import { IDLE_EXIT_CODE } from './container-spec.js'
 import type { ErrFrame } from './protocol.js'
 
 /** The setup hint every "image/engine missing" message carries. */
@@ -97,6 +98,18 @@ const FILE_KINDS = new Set([
   'directory',
   'special file',
 ])
+
+/**
+ * `exited, exit code 137` for a container that is not running; a sandbox that ended itself (the
+ * agent's idle exit) says so, so the caller knows nothing killed it.
+ */
+export function stoppedState(status: string, exitCode: number): string {
+  const why =
+    status === 'exited' && exitCode === IDLE_EXIT_CODE
+      ? ': it ended itself after nothing was attached for its idleTtlMs plus providers.docker.idleExitSlackMs'
+      : ''
+  return `${status}, exit code ${exitCode}${why}`
+}
 
 /** Translates an ERR frame of a file operation (`action` names it in the message). */
 export function fileError(

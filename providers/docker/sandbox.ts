@@ -10,7 +10,7 @@ import type {
   SandboxRef,
 } from '../../src/sandbox/types.js'
 import { AgentChannel } from './channel.js'
-import { engineStatus, mapEngineError } from './errors.js'
+import { engineStatus, mapEngineError, stoppedState } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
 import { MAX_FRAME_BYTES } from './protocol.js'
@@ -111,7 +111,7 @@ export class DockerSandbox implements Sandbox {
     if (!state.Running || state.Paused || state.Restarting) {
       throw new AppError(
         'SANDBOX_LOST',
-        `sandbox ${this.ref.id} is not running (${state.Status}, exit code ${state.ExitCode}); destroy it and create a new sandbox`,
+        `sandbox ${this.ref.id} is not running (${stoppedState(state.Status, state.ExitCode)}); destroy it and create a new sandbox`,
       )
     }
   }
