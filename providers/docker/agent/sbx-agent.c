@@ -773,7 +773,9 @@ static int run_init(long idle_exit_ms) {
   long step = idle_exit_ms / 10;
   if (step > 1000) step = 1000;
   if (step < 100) step = 100;
-  int64_t last_busy = now_ms(), next_look = last_busy;
+  /* Counted from the first look that found nothing attached: the exit comes N to N + step ms after
+   * the last detach, never earlier. */
+  int64_t idle_since = now_ms(), next_look = idle_since;
   for (;;) {
     int sig;
     if (idle_exit_ms > 0) {
@@ -790,10 +792,12 @@ static int run_init(long idle_exit_ms) {
     if (now < next_look) continue; /* a burst of SIGCHLD does not rescan /proc each time */
     next_look = now + step;
     if (attached_from_outside()) {
-      last_busy = now;
-    } else if (now - last_busy >= idle_exit_ms) {
+      idle_since = -1;
+    } else if (idle_since < 0) {
+      idle_since = now;
+    } else if (now - idle_since >= idle_exit_ms) {
       fprintf(stderr, "sbx-agent: nothing attached for %ld ms (--idle-exit-ms); ending the sandbox\n",
-              (long)(now - last_busy));
+              (long)(now - idle_since));
       return SBX_IDLE_EXIT_CODE;
     }
   }
