@@ -4,6 +4,9 @@ import { LABELS } from '../../src/sandbox/types.js'
 import { IDLE_EXIT_CODE, OWNER } from './container-spec.js'
 import { engineStatus, mapEngineError } from './errors.js'
 
+/** A container created this recently and not started yet may be a create in flight (ms). */
+const CREATE_GRACE_MS = 60_000
+
 /** The label every pool puts its scope (the config's `queue.prefix`) in. */
 const SCOPE_LABEL = 'sandbox-router.scope'
 
@@ -73,9 +76,12 @@ export async function findEngineLeftovers(
     throw mapEngineError(err, 'listing sandbox containers')
   }
   const out: EngineLeftover[] = []
+  const now = Date.now()
   for (const c of containers) {
     // Removal already under way, or paused on purpose by someone: not ours to decide.
     if (c.State === 'removing' || c.State === 'paused' || c.State === 'restarting') continue
+    // A create in flight (created, not yet started) of a live fleet: spared for a minute.
+    if (c.State === 'created' && now - c.Created * 1000 < CREATE_GRACE_MS) continue
     let exitCode: number | undefined
     try {
       if (c.State === 'running') {

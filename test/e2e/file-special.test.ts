@@ -48,6 +48,7 @@ describe('sbx serve: file writes to anything but a regular file', () => {
     expect(body.error.message).toContain('/workspace/fifo')
     expect(body.error.message).toMatch(/FIFO.*not a regular file/)
     expect(ms).toBeLessThan(5_000)
+    console.log(`[figure] PUT to a FIFO: 400 in ${Math.round(ms)} ms`)
 
     const got = await srv.fetch('/v1/sessions/f7/files?path=/workspace/other.txt', {
       signal: AbortSignal.timeout(20_000),
