@@ -77,6 +77,7 @@ typedef struct writer {
   uint32_t id;
   pid_t pid;
   int fd; /* read end of the child's report pipe */
+  int cancelled;
   char *path;
 } writer_t;
 
@@ -386,7 +387,7 @@ static void op_cancel(uint32_t id) {
   cmd_t *c = find_cmd(id);
   if (c) kill(-c->pid, SIGKILL);
   for (writer_t *w = writers; w; w = w->next)
-    if (w->id == id) kill(w->pid, SIGKILL);
+    if (w->id == id) w->cancelled = 1, kill(w->pid, SIGKILL);
 }
 
 /* Reads one chunk of a command's stdout or stderr; past the cap the bytes are dropped. */
@@ -625,7 +626,8 @@ static void finish_write(writer_t *w) {
   do k = read(w->fd, &rep, sizeof rep);
   while (k < 0 && errno == EINTR);
   if (k < 0 && errno == EAGAIN) return;
-  if (k != (ssize_t)sizeof rep) rep = write_failed(ECANCELED, "write", NULL); /* killed */
+  /* No report: the child was killed, by a CANCEL or from outside (the OOM killer, say). */
+  if (k != (ssize_t)sizeof rep) rep = write_failed(w->cancelled ? ECANCELED : EIO, "write", NULL);
   send_write_report(w->id, w->path, &rep);
   close(w->fd);
   for (writer_t **pw = &writers; *pw; pw = &(*pw)->next) {
