@@ -10,6 +10,9 @@ export const CWD_LABEL = SETTINGS_LABELS.cwd
 export const MAX_EXECS_LABEL = SETTINGS_LABELS.maxExecs
 
 const MiB = 1024 * 1024
+/** Exit code of a container whose agent ended it after `idleTtlMs` + `idleExitSlackMs` with nothing attached. */
+export const IDLE_EXIT_CODE = 75
+
 /** The writable workspace: a tmpfs mounted over the image's /workspace. */
 export const WORKSPACE = '/workspace'
 
@@ -53,7 +56,8 @@ export function buildContainerSpec(
   const memory = (profile.memoryMb + diskMb) * MiB
   return {
     Image: image,
-    Cmd: [options.agentPath, '--init'],
+    // An agent older than --idle-exit-ms ignores it (and the container lives until destroyed).
+    Cmd: [options.agentPath, '--init', '--idle-exit-ms', String(profile.idleTtlMs + options.idleExitSlackMs)],
     User: profile.user,
     // `/` rather than the cwd: a cwd below the workspace tmpfs does not exist until created.
     WorkingDir: '/',

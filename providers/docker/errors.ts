@@ -1,5 +1,6 @@
 import { constants } from 'node:os'
 import { AppError } from '../../src/errors.js'
+import { IDLE_EXIT_CODE } from './container-spec.js'
 import type { ErrFrame } from './protocol.js'
 
 /** The setup hint every "image/engine missing" message carries. */
@@ -88,10 +89,44 @@ export function mapCreateError(err: unknown, image: string): AppError {
   return new AppError('SANDBOX_CREATE_FAILED', mapped.message, { retryable: mapped.retryable, cause: err })
 }
 
-/** Translates an ERR frame of a file operation. */
-export function fileError(sandboxId: string, path: string, err: ErrFrame): AppError {
+/** What the agent names in `detail` when a path is not a regular file. */
+const FILE_KINDS = new Set([
+  'fifo',
+  'socket',
+  'character device',
+  'block device',
+  'directory',
+  'special file',
+])
+
+/**
+ * `exited, exit code 137` for a container that is not running; a sandbox that ended itself (the
+ * agent's idle exit) says so, so the caller knows nothing killed it.
+ */
+export function stoppedState(status: string, exitCode: number): string {
+  const why =
+    status === 'exited' && exitCode === IDLE_EXIT_CODE
+      ? ': it ended itself after nothing was attached for its idleTtlMs plus providers.docker.idleExitSlackMs'
+      : ''
+  return `${status}, exit code ${exitCode}${why}`
+}
+
+/** Translates an ERR frame of a file operation (`action` names it in the message). */
+export function fileError(
+  sandboxId: string,
+  path: string,
+  err: ErrFrame,
+  action: 'read' | 'write' | 'use' = 'use',
+): AppError {
   const name = errnoName(err.errno)
   const where = `${path} in sandbox ${sandboxId}`
+  if (FILE_KINDS.has(err.detail)) {
+    const article = err.detail === 'fifo' ? 'a FIFO (named pipe)' : `a ${err.detail}`
+    return new AppError(
+      'BAD_REQUEST',
+      `cannot ${action} ${where}: it is ${article}, not a regular file (${name}); pass the path of a regular file`,
+    )
+  }
   switch (name) {
     case 'ENOENT':
       return new AppError('NOT_FOUND', `no such file: ${where} (${err.op}: ${name})`)

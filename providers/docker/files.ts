@@ -1,13 +1,15 @@
 import { AppError } from '../../src/errors.js'
 import type { AgentChannel } from './channel.js'
 import { fileError } from './errors.js'
-import { Frame, decodeErr, encodeRead, encodeWrite } from './protocol.js'
+import { Frame, decodeErr, encodeEmpty, encodeRead, encodeWrite } from './protocol.js'
 
 /** Cancellation and the inactivity deadline of a file operation. */
 export interface FileOpOptions {
   signal?: AbortSignal
   /** A request with no frame from the agent for this long fails with SANDBOX_TIMEOUT (ms). */
   timeoutMs: number
+  /** When a request went silent, how long the agent has to answer a ping (ms). @default 2000 */
+  pingTimeoutMs?: number
 }
 
 /** Bytes per WRITE frame; large files go as several frames (first truncates, rest append). */
@@ -15,27 +17,46 @@ const WRITE_CHUNK_BYTES = 1024 * 1024
 
 /**
  * Sends one request and resolves with its OK payload; DATA frames go to `onData`.
- * An abort stops waiting (the agent finishes the small operation on its own). An agent that stays
- * silent for `timeoutMs` (paused or wedged container) fails the request and drops the channel.
+ * An abort stops waiting (the agent finishes the small operation on its own). A request silent for
+ * `timeoutMs` fails with SANDBOX_TIMEOUT; then a ping tells a stuck operation (the agent still
+ * answers: the request is cancelled, the channel and the other requests on it carry on) from a
+ * paused or wedged agent (the channel is dropped, so every request on it fails at once).
  */
 function request(
   channel: AgentChannel,
+  action: 'read' | 'write',
   path: string,
   frame: (id: number) => Buffer,
-  { signal, timeoutMs }: FileOpOptions,
+  { signal, timeoutMs, pingTimeoutMs = 2_000 }: FileOpOptions,
   onData?: (chunk: Buffer) => void,
 ): Promise<Buffer> {
   signal?.throwIfAborted()
   const id = channel.allocateId()
   return new Promise<Buffer>((resolve, reject) => {
     const onSilence = (): void => {
-      const error = new AppError(
-        'SANDBOX_TIMEOUT',
-        `sandbox ${channel.sandboxId}: no answer about ${path} for ${timeoutMs} ms; the container may be paused or overloaded`,
-        { retryable: true },
+      done(() =>
+        reject(
+          new AppError(
+            'SANDBOX_TIMEOUT',
+            `sandbox ${channel.sandboxId}: no answer about ${path} for ${timeoutMs} ms; ` +
+              'the operation was cancelled (the container may be paused or overloaded)',
+            { retryable: true },
+          ),
+        ),
       )
-      done(() => reject(error))
-      channel.close(error)
+      channel.trySend(encodeEmpty(Frame.CANCEL, id))
+      channel
+        .ping(pingTimeoutMs)
+        .catch(() =>
+          channel.close(
+            new AppError(
+              'SANDBOX_TIMEOUT',
+              `sandbox ${channel.sandboxId}: its agent stopped answering (a file operation waited ` +
+                `${timeoutMs} ms, a ping ${pingTimeoutMs} ms); the container may be paused or overloaded`,
+              { retryable: true },
+            ),
+          ),
+        )
     }
     let timer = setTimeout(onSilence, timeoutMs)
     const done = (outcome: () => void): void => {
@@ -60,7 +81,7 @@ function request(
           } else if (f.type === Frame.OK) {
             done(() => resolve(f.payload))
           } else if (f.type === Frame.ERR) {
-            done(() => reject(fileError(channel.sandboxId, path, decodeErr(f.payload))))
+            done(() => reject(fileError(channel.sandboxId, path, decodeErr(f.payload), action)))
           }
         },
         onClose(error) {
@@ -85,7 +106,7 @@ export async function writeFileOp(
   do {
     const chunk = data.subarray(off, off + WRITE_CHUNK_BYTES)
     const first = off === 0
-    await request(channel, path, (id) => encodeWrite(id, path, chunk, first), opts)
+    await request(channel, 'write', path, (id) => encodeWrite(id, path, chunk, first), opts)
     off += chunk.length
   } while (off < data.length)
 }
@@ -101,6 +122,7 @@ export async function readFileOp(
   let total = 0
   await request(
     channel,
+    'read',
     path,
     (id) => encodeRead(id, path),
     opts,

@@ -29,6 +29,13 @@ export const DockerProviderOptionsSchema = z
       .default(256 * 1024 * 1024),
     /** Size of the `/tmp` tmpfs (MiB) for profiles without `tmpMb`; added to the memory limit. @default 256 */
     tmpSizeMb: z.number().int().positive().default(256),
+    /**
+     * A sandbox with nothing attached (no agent channel, so no command) for its profile's
+     * `idleTtlMs` plus this much ends itself: its main process exits and the container stops, so a
+     * fleet that died (workers and Redis gone) leaves no running container behind (ms).
+     * At least 1000: the agent looks about once a second. @default 60000
+     */
+    idleExitSlackMs: z.number().int().min(1_000).default(60_000),
   })
   .strict()
 

@@ -18,7 +18,7 @@ import {
   buildContainerSpec,
   cwdNeedsMkdir,
 } from './container-spec.js'
-import { engineStatus, mapCreateError, mapEngineError } from './errors.js'
+import { engineStatus, mapCreateError, mapEngineError, stoppedState } from './errors.js'
 import { type DockerProviderOptions, DockerProviderOptionsSchema } from './options.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
 import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
@@ -146,7 +146,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     if (!info.State.Running || info.State.Paused) {
       throw new AppError(
         'SANDBOX_LOST',
-        `sandbox ${ref.id} is not running (${info.State.Status}, exit code ${info.State.ExitCode}); destroy it and create a new sandbox`,
+        `sandbox ${ref.id} is not running (${stoppedState(info.State.Status, info.State.ExitCode)}); destroy it and create a new sandbox`,
       )
     }
     const maxExecs = Number(labels[MAX_EXECS_LABEL])

@@ -10,7 +10,7 @@ import type {
   SandboxRef,
 } from '../../src/sandbox/types.js'
 import { AgentChannel } from './channel.js'
-import { engineStatus, mapEngineError } from './errors.js'
+import { engineStatus, mapEngineError, stoppedState } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
 import { MAX_FRAME_BYTES } from './protocol.js'
@@ -116,7 +116,7 @@ export class DockerSandbox implements Sandbox {
     if (!state.Running || state.Paused || state.Restarting) {
       throw new AppError(
         'SANDBOX_LOST',
-        `sandbox ${this.ref.id} is not running (${state.Status}, exit code ${state.ExitCode}); destroy it and create a new sandbox`,
+        `sandbox ${this.ref.id} is not running (${stoppedState(state.Status, state.ExitCode)}); destroy it and create a new sandbox`,
       )
     }
   }
@@ -189,6 +189,7 @@ export class DockerSandbox implements Sandbox {
     await writeFileOp(channel, absolute, bytes, {
       signal: opts.signal,
       timeoutMs: this.settings.fileOpTimeoutMs,
+      pingTimeoutMs: this.settings.pingTimeoutMs,
     })
   }
 
@@ -198,6 +199,7 @@ export class DockerSandbox implements Sandbox {
     return readFileOp(channel, absolute, this.settings.maxReadFileBytes, {
       signal: opts.signal,
       timeoutMs: this.settings.fileOpTimeoutMs,
+      pingTimeoutMs: this.settings.pingTimeoutMs,
     })
   }
 

@@ -6,12 +6,12 @@ import {
   configCheckCommand,
   execCommand,
   providersCommand,
-  reapCommand,
   serveCommand,
   setupCommand,
   workerCommand,
 } from './runtime-commands.js'
 import type { CliIO } from './output.js'
+import { reapDispatch } from './reap-engine.js'
 
 /** One `sbx` subcommand. `name` may have two words (`extension inspect`). */
 export interface CliCommand {
@@ -58,7 +58,11 @@ export const commands: CliCommand[] = [
     run: agentRunCommand,
   },
   { name: 'providers', summary: 'providers, their health and profiles', run: providersCommand },
-  { name: 'reap', summary: 'destroy every owned sandbox without a live lease', run: reapCommand },
+  {
+    name: 'reap',
+    summary: 'destroy every owned sandbox without a live lease (--engine: stopped containers, no Redis)',
+    run: reapDispatch,
+  },
   {
     name: 'config check',
     summary: 'validate the config file and print what it resolves to',

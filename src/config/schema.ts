@@ -114,6 +114,8 @@ export const ConfigSchema = z
              * the fleet; a new one past it is refused at once with QUOTA_EXCEEDED. @default unbounded
              */
             maxSandboxes: z.number().int().positive().optional(),
+            /** A sandbox nothing used for its profile's idleTtlMs plus this ends itself (ms). @default 60000 */
+            idleExitSlackMs: z.number().int().min(1_000).optional(),
           })
           .strict()
           .default({ enabled: true }),

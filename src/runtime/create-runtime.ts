@@ -105,7 +105,13 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   const registry = new ProviderRegistry()
   if (config.providers.docker.enabled) {
     const dockerOptions = dockerOptionsOf(config.providers.docker.host)
-    registry.register(createDockerProvider(dockerOptions ? { dockerOptions } : {}))
+    const { idleExitSlackMs } = config.providers.docker
+    registry.register(
+      createDockerProvider({
+        ...(dockerOptions ? { dockerOptions } : {}),
+        ...(idleExitSlackMs !== undefined ? { idleExitSlackMs } : {}),
+      }),
+    )
   }
   for (const remote of createRemoteProviders(config.providers, opts.env ?? process.env))
     registry.register(remote)

@@ -3,6 +3,12 @@
  *
  *   sbx-agent          speak the frame protocol (protocol.h) on stdin/stdout until stdin ends
  *   sbx-agent --init   container main process: reap orphans, exit on SIGTERM/SIGINT
+ *   sbx-agent --init --idle-exit-ms N
+ *                      ... and exit (code SBX_IDLE_EXIT_CODE, taking the container down) once no
+ *                      process has been attached from outside the container (a `docker exec`: an
+ *                      agent channel, whose commands are its children, or an operator's shell) for
+ *                      N ms. The host passes N = the profile's idle TTL plus a slack, so a sandbox
+ *                      whose fleet is gone ends itself; without the option nothing changes.
  *
  * One single-threaded poll() loop. Each command runs as `bash -c` (or `sh -c`) in its own
  * session / process group; timeouts, cancels and the end of the host connection kill that whole
@@ -13,6 +19,7 @@
  * Build: gcc -static -O2 -o sbx-agent sbx-agent.c
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -36,6 +43,7 @@
 #define MAX_CMDS 512
 #define TERM_GRACE_MS 200 /* SIGTERM at the deadline, SIGKILL this much later */
 #define LINGER_MS 100     /* after the leader exits, wait this long for pipe EOF */
+#define SBX_IDLE_EXIT_CODE 75 /* --init ended the container after --idle-exit-ms with nothing attached */
 
 extern char **environ;
 
@@ -63,9 +71,20 @@ typedef struct reader {
   uint64_t total;
 } reader_t;
 
+/* A file write running in a child process, so that a write that blocks cannot stall the loop. */
+typedef struct writer {
+  struct writer *next;
+  uint32_t id;
+  pid_t pid;
+  int fd; /* read end of the child's report pipe */
+  int cancelled;
+  char *path;
+} writer_t;
+
 static buf_t inq, outq;
 static cmd_t *cmds;
 static reader_t *readers;
+static writer_t *writers;
 static int ncmds;
 static int sfd = -1;
 static uint8_t chunk[CHUNK];
@@ -80,6 +99,7 @@ static int64_t now_ms(void) {
 
 static void kill_all_and_exit(int code) {
   for (cmd_t *c = cmds; c; c = c->next) kill(-c->pid, SIGKILL);
+  for (writer_t *w = writers; w; w = w->next) kill(w->pid, SIGKILL);
   _exit(code);
 }
 
@@ -366,6 +386,8 @@ static void op_exec(uint32_t id, const uint8_t *p, size_t n) {
 static void op_cancel(uint32_t id) {
   cmd_t *c = find_cmd(id);
   if (c) kill(-c->pid, SIGKILL);
+  for (writer_t *w = writers; w; w = w->next)
+    if (w->id == id) w->cancelled = 1, kill(w->pid, SIGKILL);
 }
 
 /* Reads one chunk of a command's stdout or stderr; past the cap the bytes are dropped. */
@@ -479,6 +501,84 @@ static int mkdir_parents(char *path) {
   return 0;
 }
 
+/* What a write came to: errno 0 on success, else the failing step and a detail for the host. */
+typedef struct {
+  int32_t err;
+  char op[8];
+  char detail[32];
+} write_report_t;
+
+/* How a non-regular file is named in error details (the host shows it to the caller). */
+static const char *file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "directory";
+  if (S_ISFIFO(m)) return "fifo";
+  if (S_ISSOCK(m)) return "socket";
+  if (S_ISCHR(m)) return "character device";
+  if (S_ISBLK(m)) return "block device";
+  return "special file";
+}
+
+static write_report_t write_failed(int err, const char *op, const char *kind) {
+  write_report_t rep = {.err = err};
+  snprintf(rep.op, sizeof rep.op, "%s", op);
+  if (kind) snprintf(rep.detail, sizeof rep.detail, "%s", kind);
+  return rep;
+}
+
+static write_report_t not_regular(mode_t m) {
+  return write_failed(S_ISDIR(m) ? EISDIR : EINVAL, "open", file_kind(m));
+}
+
+/*
+ * One WRITE: creates the parents, then writes only to a regular file (or a new path). The open is
+ * non-blocking, because opening a FIFO for writing blocks until a reader comes, possibly forever.
+ */
+static write_report_t do_write(char *path, uint32_t flags, uint32_t mode, const uint8_t *data, size_t len) {
+  if (mkdir_parents(path) < 0) return write_failed(errno, "mkdir", NULL);
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return not_regular(st.st_mode);
+  int oflags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | ((flags & 1) ? O_TRUNC : O_APPEND);
+  int fd;
+  do fd = open(path, oflags, mode & 07777);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    int err = errno;
+    /* ENXIO: a FIFO or socket appeared between the stat and the open. */
+    if (err == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return not_regular(st.st_mode);
+    return write_failed(err, "open", NULL);
+  }
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    write_report_t rep = not_regular(st.st_mode);
+    close(fd);
+    return rep;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  size_t off = 0;
+  while (off < len) {
+    ssize_t k = write(fd, data + off, len - off);
+    if (k > 0) off += (size_t)k;
+    else if (k < 0 && errno == EINTR) continue;
+    else break;
+  }
+  int err = errno;
+  if (close(fd) < 0 && off == len && errno != EINTR) off = 0, err = errno;
+  if (off < len) return write_failed(err ? err : EIO, "write", NULL);
+  return write_failed(0, "", NULL);
+}
+
+static void send_write_report(uint32_t id, const char *path, const write_report_t *rep) {
+  if (rep->err == 0) frame_head(FR_OK, id, 0);
+  else send_err(id, rep->err, rep->op, rep->detail[0] ? rep->detail : path);
+}
+
+#define MAX_WRITERS 64
+
+/*
+ * Writes run in a child process: whatever a write blocks on (a full or frozen filesystem, a path
+ * that changed under it), the loop keeps serving the channel's other requests, and a CANCEL of the
+ * request kills the child. Without a process to spare (pids limit) the write runs inline.
+ */
 static void op_write(uint32_t id, const uint8_t *p, size_t n) {
   rd_t r = {p, n, 0, 0};
   uint32_t flags = rd_u32(&r), mode = rd_u32(&r);
@@ -490,32 +590,54 @@ static void op_write(uint32_t id, const uint8_t *p, size_t n) {
     free(path);
     return;
   }
-  if (mkdir_parents(path) < 0) {
-    send_err(id, errno, "mkdir", path);
+  int nwriters = 0;
+  for (writer_t *w = writers; w; w = w->next) nwriters++;
+  int rp[2] = {-1, -1};
+  pid_t pid = -1;
+  if (nwriters < MAX_WRITERS && pipe2(rp, O_CLOEXEC) == 0) {
+    pid = fork();
+    if (pid == 0) {
+      /* Not holding the channel's pipes keeps the exec session from outliving the agent. */
+      close(STDIN_FILENO), close(STDOUT_FILENO);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      write_report_t rep = do_write(path, flags, mode, data, len);
+      (void)!write(rp[1], &rep, sizeof rep);
+      _exit(0);
+    }
+    close(rp[1]);
+    if (pid < 0) close(rp[0]);
+  }
+  if (pid < 0) {
+    write_report_t rep = do_write(path, flags, mode, data, len);
+    send_write_report(id, path, &rep);
     free(path);
     return;
   }
-  int oflags = O_WRONLY | O_CREAT | O_CLOEXEC | ((flags & 1) ? O_TRUNC : O_APPEND);
-  int fd;
-  do fd = open(path, oflags, mode & 07777);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    send_err(id, errno, "open", path);
-    free(path);
-    return;
+  set_nonblock(rp[0]);
+  writer_t *w = xrealloc(NULL, sizeof *w);
+  *w = (writer_t){.next = writers, .id = id, .pid = pid, .fd = rp[0], .path = path};
+  writers = w;
+}
+
+/* The report of a finished (or killed) write child. */
+static void finish_write(writer_t *w) {
+  write_report_t rep;
+  ssize_t k;
+  do k = read(w->fd, &rep, sizeof rep);
+  while (k < 0 && errno == EINTR);
+  if (k < 0 && errno == EAGAIN) return;
+  /* No report: the child was killed, by a CANCEL or from outside (the OOM killer, say). */
+  if (k != (ssize_t)sizeof rep) rep = write_failed(w->cancelled ? ECANCELED : EIO, "write", NULL);
+  send_write_report(w->id, w->path, &rep);
+  close(w->fd);
+  for (writer_t **pw = &writers; *pw; pw = &(*pw)->next) {
+    if (*pw == w) {
+      *pw = w->next;
+      break;
+    }
   }
-  size_t off = 0;
-  while (off < len) {
-    ssize_t k = write(fd, data + off, len - off);
-    if (k > 0) off += (size_t)k;
-    else if (k < 0 && errno == EINTR) continue;
-    else break;
-  }
-  int err = errno;
-  if (close(fd) < 0 && off == len && errno != EINTR) off = 0, err = errno;
-  if (off < len) send_err(id, err ? err : EIO, "write", path);
-  else frame_head(FR_OK, id, 0);
-  free(path);
+  free(w->path);
+  free(w);
 }
 
 static void op_read(uint32_t id, const uint8_t *p, size_t n) {
@@ -533,7 +655,7 @@ static void op_read(uint32_t id, const uint8_t *p, size_t n) {
   if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
     int err = fd < 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
     if (fd >= 0) close(fd);
-    send_err(id, err, "open", path);
+    send_err(id, err, "open", fd >= 0 ? file_kind(st.st_mode) : path);
     free(path);
     return;
   }
@@ -607,24 +729,89 @@ static void read_stdin(void) {
   shrink(&inq);
 }
 
-static int run_init(void) {
+/*
+ * Whether a process came in from outside the container: in our pid namespace a `docker exec` has
+ * parent 0 (its parent lives outside). Every agent channel is one, and every command runs below a
+ * channel, so "none" means no host is connected and no command runs. When /proc cannot be read
+ * the answer is yes: the sandbox never ends itself on a doubt.
+ */
+static int attached_from_outside(void) {
+  DIR *d = opendir("/proc");
+  if (!d) return 1;
+  int found = 0;
+  pid_t self = getpid();
+  struct dirent *e;
+  while (!found && (e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0 || pid == self) continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    /* pid (comm) state ppid ...; comm may hold spaces and parentheses, so parse after the last ')' */
+    char *rp = strrchr(buf, ')');
+    char state;
+    long ppid;
+    if (rp && sscanf(rp + 1, " %c %ld", &state, &ppid) == 2 && ppid == 0 && state != 'Z') found = 1;
+  }
+  closedir(d);
+  return found;
+}
+
+/* The container's main process: reaps orphans; with idle_exit_ms > 0, ends when idle that long. */
+static int run_init(long idle_exit_ms) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigprocmask(SIG_BLOCK, &set, NULL);
+  /* Look about ten times per idle period, at most once a second and at least every 100 ms. */
+  long step = idle_exit_ms / 10;
+  if (step > 1000) step = 1000;
+  if (step < 100) step = 100;
+  /* Counted from the first look that found nothing attached: the exit comes N to N + step ms after
+   * the last detach, never earlier. */
+  int64_t idle_since = now_ms(), next_look = idle_since;
   for (;;) {
     int sig;
-    if (sigwait(&set, &sig) != 0) continue;
+    if (idle_exit_ms > 0) {
+      struct timespec ts = {.tv_sec = step / 1000, .tv_nsec = (step % 1000) * 1000000L};
+      sig = sigtimedwait(&set, NULL, &ts);
+    } else if (sigwait(&set, &sig) != 0) {
+      continue;
+    }
     if (sig == SIGTERM || sig == SIGINT) return 0;
     while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    if (idle_exit_ms <= 0) continue;
+    int64_t now = now_ms();
+    if (now < next_look) continue; /* a burst of SIGCHLD does not rescan /proc each time */
+    next_look = now + step;
+    if (attached_from_outside()) {
+      idle_since = -1;
+    } else if (idle_since < 0) {
+      idle_since = now;
+    } else if (now - idle_since >= idle_exit_ms) {
+      fprintf(stderr, "sbx-agent: nothing attached for %ld ms (--idle-exit-ms); ending the sandbox\n",
+              (long)(now - idle_since));
+      return SBX_IDLE_EXIT_CODE;
     }
   }
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--init") == 0) return run_init();
+  if (argc > 1 && strcmp(argv[1], "--init") == 0) {
+    long idle_exit_ms = 0;
+    for (int i = 2; i + 1 < argc; i++)
+      if (strcmp(argv[i], "--idle-exit-ms") == 0) idle_exit_ms = strtol(argv[i + 1], NULL, 10);
+    return run_init(idle_exit_ms);
+  }
 
   signal(SIGPIPE, SIG_IGN);
   /* Commands run as our uid: keep them from ptrace-ing us or writing into our pipes via /proc.
@@ -657,7 +844,9 @@ int main(int argc, char **argv) {
     flush_out();
     int64_t now = now_ms();
     int timeout = tick(now);
-    size_t need = 3 + 3 * (size_t)ncmds;
+    size_t nwriters = 0;
+    for (writer_t *w = writers; w; w = w->next) nwriters++;
+    size_t need = 3 + 3 * (size_t)ncmds + nwriters;
     if (need > pcap) {
       pcap = need * 2;
       pfds = xrealloc(pfds, pcap * sizeof *pfds);
@@ -676,6 +865,9 @@ int main(int argc, char **argv) {
       if (c->fd_in >= 0)
         owners[np] = c, pfds[np++] = (struct pollfd){.fd = c->fd_in, .events = POLLOUT};
     }
+    size_t first_writer = np;
+    for (writer_t *w = writers; w; w = w->next)
+      owners[np] = NULL, pfds[np++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
     if (readers && room) timeout = 0;
     int n = poll(pfds, np, timeout);
     if (n < 0) {
@@ -685,7 +877,16 @@ int main(int argc, char **argv) {
     if (pfds[0].revents) read_stdin();
     if (pfds[1].revents & (POLLERR | POLLHUP)) kill_all_and_exit(0);
     if (pfds[2].revents) reap();
-    for (size_t i = 3; i < np; i++) {
+    for (size_t i = first_writer; i < np; i++) {
+      if (!pfds[i].revents) continue;
+      for (writer_t *w = writers; w; w = w->next) {
+        if (w->fd == pfds[i].fd) {
+          finish_write(w);
+          break;
+        }
+      }
+    }
+    for (size_t i = 3; i < first_writer; i++) {
       if (!pfds[i].revents) continue;
       cmd_t *c = owners[i];
       if (pfds[i].fd == c->fd_out) drain(c, &c->fd_out, FR_STDOUT, &c->n_out, &c->trunc_out);
