@@ -141,7 +141,7 @@ export function fileError(
     case 'ENOSPC':
     case 'EDQUOT':
       return new AppError(
-        'QUOTA_EXCEEDED',
+        'NO_SPACE',
         `sandbox ${sandboxId} is out of space (${name}); delete files, or raise the profile's diskMb (/workspace) or tmpMb (/tmp)`,
       )
     case 'EISDIR':
@@ -181,6 +181,12 @@ export function execError(sandboxId: string, err: ErrFrame): AppError {
         { retryable: true },
       )
     case 'exec':
+      if (name === 'E2BIG')
+        return new AppError(
+          'BAD_REQUEST',
+          `the command and its environment are too large to start in sandbox ${sandboxId} (E2BIG: the ` +
+            `kernel's limit on arguments and environment); send a long script as stdin or a file instead`,
+        )
       return new AppError(
         'CONFIG_INVALID',
         `sandbox ${sandboxId} has neither /bin/bash nor /bin/sh (${name}); use an image built FROM sandbox-router/base`,

@@ -17,6 +17,9 @@ import { MAX_FRAME_BYTES } from './protocol.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
 
+/** Env variables one command may carry: the agent refuses more (providers/docker/agent, `npairs`). */
+const MAX_ENV_VARS = 4096
+
 /** What a handle needs to know about its container (from the profile, or from labels on connect). */
 export interface DockerSandboxSettings {
   /** Default working directory of commands; relative paths resolve against it. */
@@ -138,13 +141,24 @@ export class DockerSandbox implements Sandbox {
     if (request.command.includes('\0') || request.cwd?.includes('\0')) {
       throw new AppError('BAD_REQUEST', 'command and cwd must not contain NUL bytes')
     }
+    const envCount = Object.keys(request.env ?? {}).length
+    if (envCount > MAX_ENV_VARS)
+      throw new AppError(
+        'BAD_REQUEST',
+        `${envCount} env variables: the Docker sandbox takes at most ${MAX_ENV_VARS}; pass fewer (or a file)`,
+      )
     for (const [key, value] of Object.entries(request.env ?? {})) {
-      if (!/^[^=\0]+$/.test(key) || value.includes('\0')) {
+      if (!/^[^=\0]+$/.test(key)) {
         throw new AppError(
           'BAD_REQUEST',
           `invalid env variable ${JSON.stringify(key)}: names are non-empty without '=' or NUL`,
         )
       }
+      if (value.includes('\0'))
+        throw new AppError(
+          'BAD_REQUEST',
+          `env variable ${JSON.stringify(key)}: its value must not contain NUL bytes`,
+        )
     }
     const release = await this.slots.acquire(opts.signal)
     let run: ExecRun

@@ -111,7 +111,10 @@ export function mapE2BError(err: unknown, site: ErrorSite, ctx: ErrorContext): A
   if (err instanceof InvalidArgumentError)
     return make('BAD_REQUEST', `invalid request while ${site.what}: ${detail}`)
   if (err instanceof NotEnoughSpaceError) {
-    return make('QUOTA_EXCEEDED', `sandbox ${site.sandboxId ?? ''} is out of disk space while ${site.what}`)
+    return make(
+      'NO_SPACE',
+      `sandbox ${site.sandboxId ?? ''} is out of disk space while ${site.what}; delete files in it or use a template with more disk`,
+    )
   }
   if (err instanceof TimeoutError) {
     return make('SANDBOX_TIMEOUT', `E2B did not answer in time while ${site.what} (${detail})`, true)

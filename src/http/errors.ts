@@ -13,6 +13,8 @@ export const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
   PAYLOAD_TOO_LARGE: 413,
   RATE_LIMITED: 429,
   QUOTA_EXCEEDED: 429,
+  // The sandbox's disk is full: retrying does not help until files are deleted (507 Insufficient Storage).
+  NO_SPACE: 507,
   UNAVAILABLE: 503,
   QUEUE_UNAVAILABLE: 503,
   EXTENSION_ERROR: 500,

@@ -255,6 +255,16 @@ describe('sandbox loss, full disk and deletes through sbx serve', () => {
     expect(mem.result?.stdout).toBe('10485760\n')
     const tmp = await exec(srv, 'disk', 'dd if=/dev/zero of=/tmp/big bs=1M count=300 2>&1 | tail -n 3')
     expect(tmp.result?.stdout).toContain('No space left on device')
+    // An upload into the full disk says so (507), not a 429 that invites a retry.
+    const put = await srv.fetch('/v1/sessions/disk/files?path=/workspace/more.bin', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/octet-stream' },
+      body: new Uint8Array(2 * 1024 * 1024),
+    })
+    expect(put.status).toBe(507)
+    const body = (await put.json()) as { error: { code: string; message: string } }
+    expect(body.error.code).toBe('NO_SPACE')
+    expect(body.error.message).toContain('diskMb')
   }, 120_000)
 
   test('deleting a session during a command ends it "cancelled: session deleted", quickly', async () => {

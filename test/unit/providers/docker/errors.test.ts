@@ -1,8 +1,8 @@
 import { constants } from 'node:os'
 import { describe, expect, test } from 'vitest'
-import { fileError, stoppedState } from '../../../../providers/docker/errors.js'
+import { execError, fileError, stoppedState } from '../../../../providers/docker/errors.js'
 
-const { EINVAL, EISDIR, ENOENT } = constants.errno
+const { E2BIG, EINVAL, EISDIR, ENOENT, ENOSPC } = constants.errno
 
 describe('docker file errors and stopped states', () => {
   test('a non-regular file named by the agent is a 400 saying what it is', () => {
@@ -33,5 +33,18 @@ describe('docker file errors and stopped states', () => {
     )
     expect(stoppedState('exited', 137)).toBe('exited, exit code 137')
     expect(stoppedState('created', 75)).toBe('created, exit code 75')
+  })
+
+  test('a full disk is NO_SPACE (507), not a quota to retry', () => {
+    const full = fileError('sb1', '/workspace/big', { errno: ENOSPC, op: 'write', detail: '' }, 'write')
+    expect(full.code).toBe('NO_SPACE')
+    expect(full.message).toContain('diskMb')
+  })
+
+  test('E2BIG at exec names the size, not a missing shell', () => {
+    const big = execError('sb1', { errno: E2BIG, op: 'exec', detail: '/bin/bash' })
+    expect(big.code).toBe('BAD_REQUEST')
+    expect(big.message).toContain('too large')
+    expect(execError('sb1', { errno: ENOENT, op: 'exec', detail: '/bin/bash' }).code).toBe('CONFIG_INVALID')
   })
 })
