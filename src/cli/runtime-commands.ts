@@ -121,10 +121,17 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
   return 0
 }
 
-/** `sbx worker`: a fleet exec worker. */
+/**
+ * `sbx worker`: a fleet exec worker (runs routed commands in sandboxes: needs the Docker engine or a
+ * remote provider). `sbx worker --agent`: an agent-run worker instead (runs the agent loop against the
+ * configured model; its shell calls go through the exec queue to the exec workers, so it needs no engine).
+ */
 export async function workerCommand(args: readonly string[], io: CliIO): Promise<number> {
   const usage =
-    'usage: sbx worker [--agent] [--config file] [--redis url] [--redis-wait s] [--concurrency n]\n  (without --agent: an exec worker; with --agent: an agent-run worker, whose shell calls go through the exec queue)\n  (--redis-wait: how long to wait for Redis at start-up, retrying with backoff; default 60)'
+    'usage: sbx worker [--agent] [--config file] [--redis url] [--redis-wait s] [--concurrency n]\n' +
+    '  (without --agent: an exec worker, default concurrency queue.concurrency;\n' +
+    '   with --agent: an agent-run worker, default concurrency 4, whose shell calls go through the exec queue)\n' +
+    '  (--redis-wait: how long to wait for Redis at start-up, retrying with backoff; default 60)'
   const { values } = parse(
     args,
     { concurrency: { type: 'string' }, agent: { type: 'boolean' }, 'redis-wait': { type: 'string' } },
@@ -135,19 +142,39 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
   if (loaded.config.queue.driver !== 'bullmq') {
     throw new UsageError('sbx worker joins a fleet: pass --redis <url> or set REDIS_URL')
   }
+  const agent = values.agent === true
+  if (agent && Object.keys(loaded.config.models).length === 0)
+    throw new UsageError(
+      `sbx worker --agent runs agent runs with a model from config \`models\`, and ${loaded.file ?? 'the built-in defaults'} ` +
+        'names none: add a `models` entry (kind openai-compatible or anthropic, apiKeyEnv) to the config, or pass --config',
+    )
   const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info' })
   const concurrency = values.concurrency !== undefined ? Number(values.concurrency) : undefined
   if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0))
     throw new UsageError('--concurrency must be a positive integer')
-  const runtime = await startRuntime(
-    loaded,
-    { role: 'worker', logger, ...(concurrency ? { concurrency } : {}) },
-    values['redis-wait'],
-    io,
-  )
-  io.err(
-    `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
-  )
+  const options: RuntimeOptions = agent
+    ? {
+        role: 'worker',
+        logger,
+        execWorker: false,
+        agentWorker: true,
+        ...(concurrency ? { agentConcurrency: concurrency } : {}),
+        // Sandboxes are the exec workers' business: this process never reaps or refills pools.
+        pool: { reapIntervalMs: 0, maintenanceIntervalMs: 0 },
+      }
+    : { role: 'worker', logger, ...(concurrency ? { concurrency } : {}) }
+  const runtime = await startRuntime(loaded, options, values['redis-wait'], io)
+  if (agent) {
+    const models = Object.keys(loaded.config.models).join(', ')
+    io.err(
+      `worker ${runtime.agentWorker?.workerId ?? '?'} consuming agent runs (queue sbx-agent-runs, concurrency ` +
+        `${runtime.agentWorker?.concurrency ?? '?'}; models: ${models}); its shell calls go to the exec workers`,
+    )
+  } else {
+    io.err(
+      `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (queue sbx-exec, concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
+    )
+  }
   const signal = await untilSignal()
   io.err(`${signal}: draining (up to 30 s), then handing unfinished jobs back…`)
   await runtime.close({ deadlineMs: 30_000 })
