@@ -8,7 +8,7 @@ import { AppError } from '../errors.js'
 import { createLogger } from '../logger.js'
 import { createRuntime } from '../runtime/create-runtime.js'
 import type { RuntimeOptions, RuntimeRole } from '../runtime/create-runtime.js'
-import { resolveApiKeys } from '../runtime/keys.js'
+import { describeKeySource, resolveApiKeys } from '../runtime/keys.js'
 import { createRuntimeWithRetry, startServer } from '../runtime/serve.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
@@ -110,10 +110,7 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
       ? `fleet mode (Redis ${loaded.config.queue.redisUrl.replace(/\/\/[^@]*@/, '//***@')})`
       : 'embedded mode (in-process queue)'
   io.err(`sandbox-router listening on ${server.url} — ${mode}; API reference at ${server.url}/docs`)
-  if (keys.embeddedKeyFile)
-    io.err(
-      `API key (tenant "default"): stored in ${keys.embeddedKeyFile} — curl -H "Authorization: Bearer $(cat ${keys.embeddedKeyFile})" …`,
-    )
+  io.err(describeKeySource(keys.source))
   const signal = await untilSignal()
   io.err(`${signal}: draining (up to 30 s)…`)
   await server.close()
