@@ -55,8 +55,9 @@ export function createWorkerCensus(redisUrl: string, prefix: string, cacheMs = 1
     if (hit && Date.now() - hit.at < cacheMs) return hit.count
     const p = queueOf(name)
       .getWorkers()
-      // A worker may hold more than one named connection: count distinct names (else addresses).
-      .then((clients) => new Set(clients.map((c) => c['name'] || c['addr'])).size)
+      // BullMQ puts the queue's name in `name` and the client's own in `rawname`: a worker may hold more
+      // than one connection, so count distinct client names (else addresses).
+      .then((clients) => new Set(clients.map((c) => c['rawname'] || c['addr'])).size)
     // A failed lookup is not cached: the next caller asks Redis again.
     p.catch(() => cache.delete(name))
     cache.set(name, { at: Date.now(), count: p })
