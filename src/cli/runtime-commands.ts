@@ -254,16 +254,42 @@ export async function reapCommand(args: readonly string[], io: CliIO): Promise<n
   }
 }
 
-/** `sbx setup` / `sbx image build`: the idempotent setup script (Docker engine + base image). */
-export function setupCommand(_args: readonly string[], io: CliIO): Promise<number> {
+/** Runs `bash scripts/<script> [args]` with inherited stdio; resolves with its exit code. */
+function runScript(script: string, args: readonly string[], io: CliIO): Promise<number> {
   return new Promise((resolveExit) => {
-    const child = spawn('bash', [join(ROOT, 'scripts', 'setup.sh')], { stdio: 'inherit' })
+    const child = spawn('bash', [join(ROOT, 'scripts', script), ...args], { stdio: 'inherit' })
     child.on('exit', (code) => resolveExit(code ?? 1))
     child.on('error', (err) => {
-      io.err(`cannot run scripts/setup.sh: ${err.message}`)
+      io.err(`cannot run scripts/${script}: ${err.message}`)
       resolveExit(1)
     })
   })
+}
+
+/**
+ * `sbx setup` / `sbx image build`: the idempotent setup script (Docker engine + base image). With
+ * `--compose`, then also the images docker-compose.yml runs (scripts/build-images.sh: a Node 20 base
+ * and Redis from Debian packages, no image registry), each rebuilt only when its inputs changed.
+ */
+export async function setupCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const usage =
+    'usage: sbx image build [--compose]   (or sbx setup [--compose])\n' +
+    '  the Docker engine and the sandbox base image; --compose: also sandbox-router/node:20 and\n' +
+    '  sandbox-router/redis:7 for docker-compose.yml (from Debian packages and npm node@20, no image registry)'
+  let values: { compose?: boolean; help?: boolean }
+  try {
+    ;({ values } = parseArgs({
+      args: [...args],
+      options: { compose: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+    }))
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${usage}`)
+  }
+  if (values.help) return (io.out(usage), 0)
+  const code = await runScript('setup.sh', [], io)
+  if (code !== 0 || !values.compose) return code
+  return runScript('build-images.sh', ['all'], io)
 }
 
 /** `sbx config check`: validates the config and prints what it resolves to. */
