@@ -163,6 +163,9 @@ describe('docker-compose fleet (API, 2 exec workers, agent worker, Redis) on thi
   test('docker kill of one exec worker: a job in flight ends final, later jobs complete on the other', async () => {
     const [victim, survivor] = await stack.containers('worker')
     expect(victim && survivor).toBeTruthy()
+    // c-2's sandbox exists before the kill. (A worker killed while it creates a sandbox leaves an
+    // orphan that a live worker's reaper removes after its grace period: not what this test is about.)
+    expect((await exec('c-2', 'true')).state).toBe('completed')
     const inFlight = await exec('c-2', 'sleep 2; echo slow', false)
     await run('docker', ['kill', victim ?? ''])
     await until(
@@ -185,6 +188,15 @@ describe('docker-compose fleet (API, 2 exec workers, agent worker, Redis) on thi
     expect(['completed', 'interrupted'], JSON.stringify(final)).toContain(final.state)
     // The files of the session survived the worker (they live in its sandbox, not in the worker).
     expect((await exec('c-1', 'cat a.txt')).result?.stdout).toBe('compose\n')
+    // A killed container is not restarted (docker kill counts as a stop): the survivor ran all of it.
+    const { stdout } = await run('docker', [
+      'inspect',
+      '-f',
+      '{{.State.Status}} {{.RestartCount}}',
+      victim ?? '',
+    ])
+    expect(stdout.trim()).toBe('exited 0')
+    expect((await workers())?.exec).toBe(1)
   })
 
   test('sessions deleted and `down -v`: no container, network, volume or sandbox is left', async () => {
@@ -192,6 +204,8 @@ describe('docker-compose fleet (API, 2 exec workers, agent worker, Redis) on thi
       const res = await call(`/v1/sessions/${id}`, { method: 'DELETE' })
       expect(res.status, `${id}: ${await res.clone().text()}`).toBe(200)
     }
+    // Only the sessions' sandboxes were left, and DELETE removed them.
+    expect(await scopeContainers(scope, true)).toEqual([])
     await stack.compose(['down', '-v', '--remove-orphans'])
     up = false
     expect(await stack.leftovers()).toEqual({ containers: [], networks: [], volumes: [] })
