@@ -10,7 +10,8 @@ import {
   startSbxWorker,
   uniqueName,
 } from '../support/sbx-cli.js'
-import type { LineChild, SbxServer } from '../support/sbx-cli.js'
+import { LineChild, SBX } from '../support/sbx-cli.js'
+import type { SbxServer } from '../support/sbx-cli.js'
 
 /**
  * F1: the fleet as users start it, `sbx api` + `sbx worker` + `sbx worker --agent` as child processes
@@ -81,6 +82,22 @@ describe('sbx worker --agent in a fleet of child processes', () => {
     const ready = (await (await fetch(`${api.url}/readyz`)).json()) as Ready
     expect(ready.checks['workers']).toMatchObject({ ok: true, exec: 0, agent: 0 })
     expect(ready.checks['workers']?.warning).toContain('sbx worker --agent')
+  })
+
+  test('`sbx agent run` prints the warning while the run waits', async () => {
+    const cli = LineChild.spawn('sbx agent run', [SBX, 'agent', 'run', 'hello', '--url', api.url], {
+      SBX_API_KEY: api.key,
+    })
+    try {
+      const queued = await cli.next((l) => l.stream === 'stderr' && /^run \S+ queued/.test(l.text), 60_000)
+      const warning = await cli.next((l) => l.stream === 'stderr' && l.text.startsWith('warning:'), 30_000)
+      expect(warning.text).toMatch(/no agent-run worker is connected.*sbx worker --agent/)
+      // Cancelled while still queued: the agent worker started below skips it.
+      const id = /^run (\S+) queued/.exec(queued.text)?.[1] ?? ''
+      expect((await api.fetch(`/v1/agent-runs/${id}`, { method: 'DELETE' })).status).toBe(200)
+    } finally {
+      await cli.kill()
+    }
   })
 
   test('`sbx worker` + `sbx worker --agent` pick the run up; its shell output reaches the model', async () => {
