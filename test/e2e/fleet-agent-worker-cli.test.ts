@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
 import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
@@ -6,6 +7,7 @@ import {
   fleetConfig,
   removeScopeContainers,
   runSbx,
+  SHARED_REDIS,
   startSbxServer,
   startSbxWorker,
   uniqueName,
@@ -56,6 +58,11 @@ afterAll(async () => {
   for (const s of started.reverse()) await s.stop()
   await model?.close()
   await removeScopeContainers(prefix)
+  // This test's keys on the shared Redis (its own prefix only).
+  const redis = new Redis(SHARED_REDIS)
+  const keys = await redis.keys(`${prefix}:*`)
+  if (keys.length) await redis.del(...keys)
+  await redis.quit()
 }, 120_000)
 
 /** Reads a run's event stream to its `end` event (the run is final then). */
@@ -154,8 +161,9 @@ describe('sbx worker --agent in a fleet of child processes', () => {
 describe('sbx worker --agent refuses a config without models', () => {
   test('a usage error saying what to add', async () => {
     const cwd = configDir(fleetConfig(uniqueName('fagentnm')))
-    const r = await runSbx(['worker', '--agent'], { cwd, timeoutMs: 60_000 })
+    // Before the fix this started a worker that never exited: the timeout ends it within the test.
+    const r = await runSbx(['worker', '--agent'], { cwd, timeoutMs: 20_000 })
     expect(r.code).not.toBe(0)
     expect(r.stderr).toMatch(/add a `models` entry/)
-  })
+  }, 60_000)
 })
