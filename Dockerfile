@@ -1,6 +1,13 @@
-# syntax=docker/dockerfile:1
-# The sandbox-router service image: one image for `sbx api`, `sbx worker` and `sbx serve`
-# (docker-compose.yml runs the first two). Build: docker build -t sandbox-router:local .
+# The sandbox-router service image: one image for `sbx api`, `sbx worker` (exec and --agent) and
+# `sbx serve` (docker-compose.yml runs the first two). `npm ci` runs inside the build, so the build
+# needs the npm registry: where the build network has no route out, build with host networking.
+#
+#   docker build --network host -t sandbox-router:local .                    # official node image
+#   docker build --network host --build-arg NODE_IMAGE=sandbox-router/node:20 -t sandbox-router:local .
+#
+# NODE_IMAGE is any Node 20 image with npm and a user `node` (uid 1000): the official
+# node:20-bookworm-slim, or sandbox-router/node:20 built without a registry by
+# `sbx image build --compose` (scripts/build-images.sh).
 #
 # The sandboxes themselves run from the base image `sandbox-router/base:latest`, which must exist on
 # the Docker engine the workers use: build it there with `sbx image build` (scripts/setup.sh) from a

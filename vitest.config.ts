@@ -3,8 +3,9 @@ import { configDefaults, defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // Engine restarts run in their own pass (vitest.disruptive.config.ts), after everything else.
-    exclude: [...configDefaults.exclude, 'test/disruptive/**'],
+    // The compose stack (vitest.compose.config.ts) and engine restarts (vitest.disruptive.config.ts)
+    // run in their own passes, after everything else.
+    exclude: [...configDefaults.exclude, 'test/compose/**', 'test/disruptive/**'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Integration suites share one Docker engine and one Redis: keep file parallelism modest.

@@ -118,8 +118,10 @@ export async function agentRunCommand(args: readonly string[], io: CliIO): Promi
   }
   const run = (await (
     await callApi(t, '/v1/agent-runs', { method: 'POST', body: JSON.stringify(body) })
-  ).json()) as { id: string }
+  ).json()) as { id: string; warning?: string }
   if (!values.json) io.err(`run ${run.id} queued`)
+  // E.g. no agent-run worker is connected to the fleet: the run waits for one.
+  if (run.warning) io.err(paint(io, 'yellow', `warning: ${run.warning}`))
   const res = await callApi(t, `/v1/agent-runs/${run.id}/events`)
   const reader = res.body?.getReader()
   const decoder = new TextDecoder()

@@ -73,7 +73,11 @@ export const commands: CliCommand[] = [
     summary: 'install/start the Docker engine and build the base image (idempotent)',
     run: setupCommand,
   },
-  { name: 'image build', summary: 'build the base sandbox image (same as setup)', run: setupCommand },
+  {
+    name: 'image build',
+    summary: 'build the base sandbox image (same as setup); --compose: also the compose images',
+    run: setupCommand,
+  },
   {
     name: 'extension inspect',
     summary: 'load an extension module and print its manifest and contributions',

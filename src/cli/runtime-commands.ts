@@ -9,7 +9,7 @@ import { assertSessionId } from '../sessions/session-id.js'
 import { createLogger } from '../logger.js'
 import { createRuntime } from '../runtime/create-runtime.js'
 import type { RuntimeOptions, RuntimeRole } from '../runtime/create-runtime.js'
-import { resolveApiKeys } from '../runtime/keys.js'
+import { describeKeySource, resolveApiKeys } from '../runtime/keys.js'
 import { createRuntimeWithRetry, startServer } from '../runtime/serve.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
@@ -111,10 +111,7 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
       ? `fleet mode (Redis ${loaded.config.queue.redisUrl.replace(/\/\/[^@]*@/, '//***@')})`
       : 'embedded mode (in-process queue)'
   io.err(`sandbox-router listening on ${server.url} — ${mode}; API reference at ${server.url}/docs`)
-  if (keys.embeddedKeyFile)
-    io.err(
-      `API key (tenant "default"): stored in ${keys.embeddedKeyFile} — curl -H "Authorization: Bearer $(cat ${keys.embeddedKeyFile})" …`,
-    )
+  io.err(describeKeySource(keys.source))
   const signal = await untilSignal()
   io.err(`${signal}: draining (up to 30 s)…`)
   await server.close()
@@ -122,10 +119,17 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
   return 0
 }
 
-/** `sbx worker`: a fleet exec worker. */
+/**
+ * `sbx worker`: a fleet exec worker (runs routed commands in sandboxes: needs the Docker engine or a
+ * remote provider). `sbx worker --agent`: an agent-run worker instead (runs the agent loop against the
+ * configured model; its shell calls go through the exec queue to the exec workers, so it needs no engine).
+ */
 export async function workerCommand(args: readonly string[], io: CliIO): Promise<number> {
   const usage =
-    'usage: sbx worker [--agent] [--config file] [--redis url] [--redis-wait s] [--concurrency n]\n  (without --agent: an exec worker; with --agent: an agent-run worker, whose shell calls go through the exec queue)\n  (--redis-wait: how long to wait for Redis at start-up, retrying with backoff; default 60)'
+    'usage: sbx worker [--agent] [--config file] [--redis url] [--redis-wait s] [--concurrency n]\n' +
+    '  (without --agent: an exec worker, default concurrency queue.concurrency;\n' +
+    '   with --agent: an agent-run worker, default concurrency 4, whose shell calls go through the exec queue)\n' +
+    '  (--redis-wait: how long to wait for Redis at start-up, retrying with backoff; default 60)'
   const { values } = parse(
     args,
     { concurrency: { type: 'string' }, agent: { type: 'boolean' }, 'redis-wait': { type: 'string' } },
@@ -136,19 +140,39 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
   if (loaded.config.queue.driver !== 'bullmq') {
     throw new UsageError('sbx worker joins a fleet: pass --redis <url> or set REDIS_URL')
   }
+  const agent = values.agent === true
+  if (agent && Object.keys(loaded.config.models).length === 0)
+    throw new UsageError(
+      `sbx worker --agent runs agent runs with a model from config \`models\`, and ${loaded.file ?? 'the built-in defaults'} ` +
+        'names none: add a `models` entry (kind openai-compatible or anthropic, apiKeyEnv) to the config, or pass --config',
+    )
   const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info' })
   const concurrency = values.concurrency !== undefined ? Number(values.concurrency) : undefined
   if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0))
     throw new UsageError('--concurrency must be a positive integer')
-  const runtime = await startRuntime(
-    loaded,
-    { role: 'worker', logger, ...(concurrency ? { concurrency } : {}) },
-    values['redis-wait'],
-    io,
-  )
-  io.err(
-    `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
-  )
+  const options: RuntimeOptions = agent
+    ? {
+        role: 'worker',
+        logger,
+        execWorker: false,
+        agentWorker: true,
+        ...(concurrency ? { agentConcurrency: concurrency } : {}),
+        // Sandboxes are the exec workers' business: this process never reaps or refills pools.
+        pool: { reapIntervalMs: 0, maintenanceIntervalMs: 0 },
+      }
+    : { role: 'worker', logger, ...(concurrency ? { concurrency } : {}) }
+  const runtime = await startRuntime(loaded, options, values['redis-wait'], io)
+  if (agent) {
+    const models = Object.keys(loaded.config.models).join(', ')
+    io.err(
+      `worker ${runtime.agentWorker?.workerId ?? '?'} consuming agent runs (queue sbx-agent-runs, concurrency ` +
+        `${runtime.agentWorker?.concurrency ?? '?'}; models: ${models}); its shell calls go to the exec workers`,
+    )
+  } else {
+    io.err(
+      `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (queue sbx-exec, concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
+    )
+  }
   const signal = await untilSignal()
   io.err(`${signal}: draining (up to 30 s), then handing unfinished jobs back…`)
   await runtime.close({ deadlineMs: 30_000 })
@@ -232,16 +256,42 @@ export async function reapCommand(args: readonly string[], io: CliIO): Promise<n
   }
 }
 
-/** `sbx setup` / `sbx image build`: the idempotent setup script (Docker engine + base image). */
-export function setupCommand(_args: readonly string[], io: CliIO): Promise<number> {
+/** Runs `bash scripts/<script> [args]` with inherited stdio; resolves with its exit code. */
+function runScript(script: string, args: readonly string[], io: CliIO): Promise<number> {
   return new Promise((resolveExit) => {
-    const child = spawn('bash', [join(ROOT, 'scripts', 'setup.sh')], { stdio: 'inherit' })
+    const child = spawn('bash', [join(ROOT, 'scripts', script), ...args], { stdio: 'inherit' })
     child.on('exit', (code) => resolveExit(code ?? 1))
     child.on('error', (err) => {
-      io.err(`cannot run scripts/setup.sh: ${err.message}`)
+      io.err(`cannot run scripts/${script}: ${err.message}`)
       resolveExit(1)
     })
   })
+}
+
+/**
+ * `sbx setup` / `sbx image build`: the idempotent setup script (Docker engine + base image). With
+ * `--compose`, then also the images docker-compose.yml runs (scripts/build-images.sh: a Node 20 base
+ * and Redis from Debian packages, no image registry), each rebuilt only when its inputs changed.
+ */
+export async function setupCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const usage =
+    'usage: sbx image build [--compose]   (or sbx setup [--compose])\n' +
+    '  the Docker engine and the sandbox base image; --compose: also sandbox-router/node:20 and\n' +
+    '  sandbox-router/redis:7 for docker-compose.yml (from Debian packages and npm node@20, no image registry)'
+  let values: { compose?: boolean; help?: boolean }
+  try {
+    ;({ values } = parseArgs({
+      args: [...args],
+      options: { compose: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+    }))
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${usage}`)
+  }
+  if (values.help) return (io.out(usage), 0)
+  const code = await runScript('setup.sh', [], io)
+  if (code !== 0 || !values.compose) return code
+  return runScript('build-images.sh', ['all'], io)
 }
 
 /** `sbx config check`: validates the config and prints what it resolves to. */

@@ -172,6 +172,8 @@ export interface AgentRunView {
   iterations?: number
   toolCalls?: { name: string; callId: string; routed: boolean; error?: string }[]
   error?: { code: string; message: string }
+  /** Set while queued when nothing will pick the run up (fleet: no agent-run worker connected). */
+  warning?: string
   createdAt: number
   finishedAt?: number
 }

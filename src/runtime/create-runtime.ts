@@ -42,9 +42,11 @@ import {
   createInProcessAgentRunner,
   startBullmqAgentWorker,
 } from './agent-runs/runners.js'
-import type { AgentRunRunner } from './agent-runs/runners.js'
+import type { AgentRunWorkerHandle } from './agent-runs/runners.js'
 import { AgentRunService } from './agent-runs/service.js'
 import type { AgentRunDispatcher } from './agent-runs/service.js'
+import { createWorkerCensus } from './worker-census.js'
+import type { WorkersCheck } from './worker-census.js'
 
 /** Which parts of the service this process runs. */
 export type RuntimeRole = 'all' | 'api' | 'worker'
@@ -60,6 +62,10 @@ export interface RuntimeOptions {
   prefix?: string
   /** Run agent runs in this process (fleet: consume `sbx-agent-runs`). @default role === 'all' */
   agentWorker?: boolean
+  /** Agent runs at once in this process's agent-run worker. @default 4 */
+  agentConcurrency?: number
+  /** Run an exec worker in this process (`sbx worker --agent` runs none). @default role !== 'api' */
+  execWorker?: boolean
   /** Environment for model API keys. @default process.env */
   env?: Readonly<Record<string, string | undefined>>
   /** Session pool tuning passed through (tests shorten intervals). */
@@ -83,9 +89,11 @@ export interface Runtime {
   readonly toolCalls: ChainToolCallService
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
+  /** The agent-run consumer of this process (fleet mode with `agentWorker`). */
+  readonly agentWorker?: AgentRunWorkerHandle
   readonly agentRuns: AgentRunService
-  /** Named readiness checks: queue/redis and each provider. */
-  readiness(): Promise<Record<string, SandboxHealth>>
+  /** Named readiness checks: queue/redis, each provider, and (fleet) the connected `workers`. */
+  readiness(): Promise<Record<string, SandboxHealth | WorkersCheck>>
   /** Graceful shutdown: the worker drains within `deadlineMs`, then everything closes. */
   close(opts?: { deadlineMs?: number }): Promise<void>
 }
@@ -212,7 +220,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     })
 
     let worker: ExecWorkerHandle | undefined
-    if (role !== 'api') {
+    if (opts.execWorker ?? role !== 'api') {
       worker = await startExecWorker({
         queue,
         pool,
@@ -246,21 +254,26 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       },
     }
     let dispatcher: AgentRunDispatcher
+    let agentConsumer: AgentRunWorkerHandle | undefined
+    const census = fleet ? createWorkerCensus(config.queue.redisUrl, prefix) : undefined
+    if (census) cleanups.push(() => census.close())
     const agentWorker = opts.agentWorker ?? role === 'all'
     if (!fleet) {
       const inProcess = await createInProcessAgentRunner(agentDeps)
       dispatcher = inProcess
       cleanups.push(() => inProcess.close())
     } else {
-      const producer = createBullmqAgentDispatcher(config.queue.redisUrl, prefix)
+      const producer = createBullmqAgentDispatcher(config.queue.redisUrl, prefix, census)
       dispatcher = producer
       cleanups.push(() => producer.close())
       if (agentWorker) {
-        const consumer: AgentRunRunner = await startBullmqAgentWorker(
+        const consumer = await startBullmqAgentWorker(
           agentDeps,
           config.queue.redisUrl,
           prefix,
+          opts.agentConcurrency,
         )
+        agentConsumer = consumer
         cleanups.push(() => consumer.close())
       }
     }
@@ -297,8 +310,9 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       toolCalls: new ChainToolCallService(chains, router, directory),
       metrics,
       ...(worker ? { worker } : {}),
+      ...(agentConsumer ? { agentWorker: agentConsumer } : {}),
       async readiness() {
-        const checks: Record<string, SandboxHealth> = {}
+        const checks: Record<string, SandboxHealth | WorkersCheck> = {}
         if (redis) checks['redis'] = await redisHealth(redis, config.queue.redisUrl)
         checks['queue'] = await queue
           .counts()
@@ -309,6 +323,11 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
           checks[id] = p.health
             ? await p.health().catch((err: unknown) => ({ ok: false, reason: (err as Error).message }))
             : { ok: true }
+        }
+        // Who consumes the queues (informational: the API is ready without workers, jobs wait).
+        if (census && checks['redis']?.ok) {
+          const workers = await census.check().catch(() => undefined)
+          if (workers) checks['workers'] = workers
         }
         return checks
       },

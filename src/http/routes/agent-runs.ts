@@ -41,6 +41,9 @@ const AgentRunSchema = z
       )
       .optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional(),
+    warning: z.string().optional().openapi({
+      description: 'Set while queued when no agent-run worker is connected (`sbx worker --agent`)',
+    }),
     createdAt: z.number(),
     finishedAt: z.number().optional(),
   })

@@ -1,4 +1,7 @@
+import { hostname } from 'node:os'
 import { Queue, Worker } from 'bullmq'
+import { AGENT_RUN_QUEUE, noWorkerWarning } from '../worker-census.js'
+import type { WorkerCensus } from '../worker-census.js'
 import type { AgentRunDeps } from './execute.js'
 import { executeAgentRun } from './execute.js'
 import type { AgentRunDispatcher } from './service.js'
@@ -6,6 +9,14 @@ import type { AgentRunDispatcher } from './service.js'
 /** A process that executes agent runs. */
 export interface AgentRunRunner {
   close(opts?: { deadlineMs?: number }): Promise<void>
+}
+
+/** The fleet's agent-run consumer of this process (`sbx worker --agent`). */
+export interface AgentRunWorkerHandle extends AgentRunRunner {
+  /** The name it is registered under on the queue (BullMQ worker name). */
+  readonly workerId: string
+  /** Runs at once in this process. */
+  readonly concurrency: number
 }
 
 /** Aborts the runs this process holds when a cancel for them is requested (from any process). */
@@ -60,12 +71,16 @@ export async function createInProcessAgentRunner(
   }
 }
 
-/** Fleet mode, producer side: runs go on the BullMQ queue `sbx-agent-runs`. */
+/**
+ * Fleet mode, producer side: runs go on the BullMQ queue `sbx-agent-runs`. With a `census`, a queued
+ * run carries a warning while no agent-run worker is connected (it would wait for one).
+ */
 export function createBullmqAgentDispatcher(
   redisUrl: string,
   prefix: string,
+  census?: WorkerCensus,
 ): AgentRunDispatcher & AgentRunRunner {
-  const queue = new Queue('sbx-agent-runs', {
+  const queue = new Queue(AGENT_RUN_QUEUE, {
     connection: { url: redisUrl, enableOfflineQueue: false },
     prefix,
   })
@@ -80,6 +95,12 @@ export function createBullmqAgentDispatcher(
         { jobId: id, removeOnComplete: { age: 3600 }, removeOnFail: { age: 86_400 } },
       )
     },
+    async queuedWarning() {
+      if (!census) return undefined
+      // Unknown (Redis away): no warning rather than a wrong one; the run's own lookups fail then.
+      const n = await census.count(AGENT_RUN_QUEUE).catch(() => undefined)
+      return n === 0 ? noWorkerWarning(AGENT_RUN_QUEUE) : undefined
+    },
     async close() {
       await queue.close()
     },
@@ -92,11 +113,12 @@ export async function startBullmqAgentWorker(
   redisUrl: string,
   prefix: string,
   concurrency = 4,
-): Promise<AgentRunRunner> {
+): Promise<AgentRunWorkerHandle> {
   const c = await cancellable(deps)
   const active = new Set<Promise<unknown>>()
+  const workerId = `agent-${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 6)}`
   const worker = new Worker<{ id: string }>(
-    'sbx-agent-runs',
+    AGENT_RUN_QUEUE,
     async (job) => {
       const run = c.run(job.data.id)
       active.add(run)
@@ -106,10 +128,13 @@ export async function startBullmqAgentWorker(
         active.delete(run)
       }
     },
-    { connection: { url: redisUrl, maxRetriesPerRequest: null }, prefix, concurrency },
+    { connection: { url: redisUrl, maxRetriesPerRequest: null }, prefix, concurrency, name: workerId },
   )
   worker.on('error', () => undefined)
+  await worker.waitUntilReady()
   return {
+    workerId,
+    concurrency,
     async close({ deadlineMs = 30_000 } = {}) {
       // Our own drain, then a forced close: BullMQ's graceful close can wait forever for a
       // connection that is not coming back (Redis away at shutdown).

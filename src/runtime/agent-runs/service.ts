@@ -5,6 +5,8 @@ import { isFinal } from './types.js'
 /** Hands a stored run to whoever executes it (in-process task, or a BullMQ queue of agent workers). */
 export interface AgentRunDispatcher {
   dispatch(id: string): Promise<void>
+  /** Why a queued run may not start (fleet: no agent-run worker connected), or undefined. */
+  queuedWarning?(): Promise<string | undefined>
 }
 
 /** A live item of a run's event stream. */
@@ -34,12 +36,19 @@ export class AgentRunService {
     }
     await this.store.create(record)
     await this.dispatcher.dispatch(record.id)
-    return record
+    return this.withWarning(record)
   }
 
   async get(tenant: string, id: string): Promise<AgentRunRecord | undefined> {
     const r = await this.store.get(id)
-    return r && r.tenant === tenant ? r : undefined
+    return r && r.tenant === tenant ? this.withWarning(r) : undefined
+  }
+
+  /** A queued run's view says when nothing will pick it up (not stored: it holds while it is true). */
+  private async withWarning(r: AgentRunRecord): Promise<AgentRunRecord> {
+    if (r.state !== 'queued' || !this.dispatcher.queuedWarning) return r
+    const warning = await this.dispatcher.queuedWarning()
+    return warning ? { ...r, warning } : r
   }
 
   async cancel(tenant: string, id: string): Promise<AgentRunRecord | undefined> {

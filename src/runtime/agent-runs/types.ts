@@ -28,6 +28,8 @@ export interface AgentRunRecord {
   iterations?: number
   toolCalls?: { name: string; callId: string; routed: boolean; error?: string }[]
   error?: { code: string; message: string }
+  /** Shown while `queued` when nothing will pick the run up (fleet: no agent-run worker connected); never stored. */
+  warning?: string
   createdAt: number
   finishedAt?: number
 }

@@ -14,7 +14,13 @@ const SOCKET = '/var/run/docker.sock'
 /** The parts of a compose service these tests look at (zod drops the rest). */
 const ServiceSchema = z.object({
   image: z.string().optional(),
-  build: z.unknown().optional(),
+  build: z
+    .object({
+      context: z.string(),
+      network: z.string().optional(),
+      args: z.record(z.string(), z.string()).optional(),
+    })
+    .optional(),
   command: z.array(z.string()).optional(),
   environment: z.record(z.string(), z.string()).optional(),
   volumes: z.array(z.string()).optional(),
@@ -75,13 +81,23 @@ function composeConfig(tool: readonly string[], files: readonly string[], env: R
 describe('docker-compose.yml', () => {
   const { doc } = load(DEFAULT_FILE)
 
-  test('runs redis, api and worker', () => {
-    expect(Object.keys(doc.services).sort()).toEqual(['api', 'redis', 'worker'])
+  test('runs redis, api, exec workers and agent-run workers', () => {
+    expect(Object.keys(doc.services).sort()).toEqual(['agent-worker', 'api', 'redis', 'worker'])
   })
 
-  test('redis: append-only persistence on a named volume, noeviction, a healthcheck', () => {
+  test('no compose-spec-only keys: Debian’s docker-compose 1.29 reads the file', () => {
+    expect(Object.keys(parse(readFileSync(join(ROOT, DEFAULT_FILE), 'utf8')) as object).sort()).toEqual([
+      'services',
+      'volumes',
+    ])
+  })
+
+  test('redis: every write fsynced (appendfsync always, as RELIABILITY.md measured), noeviction, a healthcheck', () => {
     const redis = service(doc, 'redis')
+    expect(redis.image).toMatch(/^\$\{SBX_REDIS_IMAGE:-sandbox-router\/redis:7\}$/)
     expect(flagValue(redis.command, '--appendonly')).toBe('yes')
+    expect(flagValue(redis.command, '--appendfsync')).toBe('always')
+    expect(flagValue(redis.command, '--dir')).toBe('/data')
     expect(flagValue(redis.command, '--maxmemory-policy')).toBe('noeviction')
     const dataVolume = redis.volumes?.find((v) => v.endsWith(':/data'))
     expect(dataVolume).toBeDefined()
@@ -101,7 +117,9 @@ describe('docker-compose.yml', () => {
     expect(api.ports?.some((p) => p.endsWith(':8080'))).toBe(true)
     expect(api.environment?.['SBX_API_KEY']).toMatch(/^\$\{SBX_API_KEY:\?.+\}$/)
     expect(api.depends_on?.['redis']?.condition).toBe('service_healthy')
-    expect(api.build).toBeDefined()
+    // Built from the local Node 20 base unless SBX_NODE_IMAGE names another; npm ci needs host networking here.
+    expect(api.build).toMatchObject({ context: '.', network: 'host' })
+    expect(api.build?.args?.['NODE_IMAGE']).toBe('${SBX_NODE_IMAGE:-sandbox-router/node:20}')
     // Liveness comes from the image's HEALTHCHECK (/healthz): not switched off here.
     expect(api.healthcheck?.disable).not.toBe(true)
   })
@@ -117,6 +135,30 @@ describe('docker-compose.yml', () => {
     expect(worker.image).toBe(service(doc, 'api').image)
     // Workers serve no HTTP, so the image's /healthz check is disabled for them explicitly.
     expect(worker.healthcheck?.disable).toBe(true)
+    expect(worker.build).toEqual(service(doc, 'api').build)
+  })
+
+  test('agent-worker: `sbx worker --agent --redis`, the model key, no engine needed', () => {
+    const agent = service(doc, 'agent-worker')
+    expect(agent.command?.slice(0, 2)).toEqual(['worker', '--agent'])
+    expect(flagValue(agent.command, '--redis')).toBe('redis://redis:6379')
+    expect(agent.image).toBe(service(doc, 'api').image)
+    expect(agent.environment?.['SBX_MODEL_API_KEY']).toBe('${SBX_MODEL_API_KEY:-}')
+    expect(agent.healthcheck?.disable).toBe(true)
+    expect(agent.container_name).toBeUndefined()
+    expect(agent.depends_on?.['redis']?.condition).toBe('service_healthy')
+  })
+
+  test('api and workers read one config file, mounted read-only from deploy/ (or SBX_CONFIG_DIR)', () => {
+    for (const name of ['api', 'worker', 'agent-worker']) {
+      const s = service(doc, name)
+      expect(s.volumes, name).toContain('${SBX_CONFIG_DIR:-./deploy}:/app/config:ro')
+      expect(s.environment?.['SBX_CONFIG'], name).toBe('/app/config/sandbox-router.config.yaml')
+    }
+    const shipped = parse(readFileSync(join(ROOT, 'deploy', 'sandbox-router.config.yaml'), 'utf8')) as {
+      models?: Record<string, { apiKeyEnv?: string }>
+    }
+    expect(shipped.models?.['default']?.apiKeyEnv).toBe('SBX_MODEL_API_KEY')
   })
 
   test('grants no Docker engine access: no socket mount, no DOCKER_HOST', () => {

@@ -46,6 +46,10 @@ describe('Dockerfile', () => {
     expect(final.some((i) => i.op === 'COPY' && /--from=build .*dist/.test(i.args))).toBe(true)
   })
 
+  test('no BuildKit syntax directive: the classic builder needs no registry to read it', () => {
+    expect(read('Dockerfile')).not.toMatch(/^#\s*syntax=/m)
+  })
+
   test('the final stage runs as a non-root user', () => {
     const user = find('USER').at(-1)?.args
     expect(user).toBeDefined()

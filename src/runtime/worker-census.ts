@@ -1,0 +1,80 @@
+import { Queue } from 'bullmq'
+import type { SandboxHealth } from '../sandbox/types.js'
+
+/** The fleet's BullMQ queues: routed commands (`sbx worker`) and agent runs (`sbx worker --agent`). */
+export const EXEC_QUEUE = 'sbx-exec'
+export const AGENT_RUN_QUEUE = 'sbx-agent-runs'
+
+/** The `workers` check of `/readyz` in fleet mode: who consumes the queues right now. */
+export interface WorkersCheck extends SandboxHealth {
+  /** Always true: the API serves without workers; jobs wait in the queue until one connects. */
+  ok: true
+  /** Exec workers connected to `sbx-exec` (`sbx worker`, `sbx serve`). */
+  exec: number
+  /** Agent-run workers connected to `sbx-agent-runs` (`sbx worker --agent`, `sbx serve`). */
+  agent: number
+  /** Set when one of the queues has no consumer: what waits, and what to start. */
+  warning?: string
+}
+
+/** Counts the workers connected to the fleet's queues (BullMQ `Queue.getWorkers()`: Redis CLIENT LIST). */
+export interface WorkerCensus {
+  /** Distinct workers connected to `queue` now (cached for `cacheMs`). */
+  count(queue: typeof EXEC_QUEUE | typeof AGENT_RUN_QUEUE): Promise<number>
+  /** Both counts, as the `/readyz` check shows them. */
+  check(): Promise<WorkersCheck>
+  close(): Promise<void>
+}
+
+/** Why nothing runs: the warning shown while a queue has no consumer. */
+export function noWorkerWarning(queue: typeof EXEC_QUEUE | typeof AGENT_RUN_QUEUE): string {
+  return queue === AGENT_RUN_QUEUE
+    ? `no agent-run worker is connected to this fleet (queue ${AGENT_RUN_QUEUE}): queued runs wait until one starts; start one with \`sbx worker --agent\``
+    : `no exec worker is connected to this fleet (queue ${EXEC_QUEUE}): routed commands wait until one starts; start one with \`sbx worker\``
+}
+
+/**
+ * A census of the workers on one fleet's queues. Counts are cached for `cacheMs` (a busy API polls
+ * it on every queued run view) and each lookup costs one CLIENT LIST.
+ */
+export function createWorkerCensus(redisUrl: string, prefix: string, cacheMs = 1_000): WorkerCensus {
+  const queues = new Map<string, Queue>()
+  const cache = new Map<string, { at: number; count: Promise<number> }>()
+  const queueOf = (name: string): Queue => {
+    let q = queues.get(name)
+    if (!q) {
+      q = new Queue(name, { connection: { url: redisUrl, enableOfflineQueue: false }, prefix })
+      // Connection trouble surfaces as a rejected count; without a listener BullMQ logs every retry.
+      q.on('error', () => undefined)
+      queues.set(name, q)
+    }
+    return q
+  }
+  const count: WorkerCensus['count'] = (name) => {
+    const hit = cache.get(name)
+    if (hit && Date.now() - hit.at < cacheMs) return hit.count
+    const p = queueOf(name)
+      .getWorkers()
+      // BullMQ puts the queue's name in `name` and the client's own in `rawname`: a worker may hold more
+      // than one connection, so count distinct client names (else addresses).
+      .then((clients) => new Set(clients.map((c) => c['rawname'] || c['addr'])).size)
+    // A failed lookup is not cached: the next caller asks Redis again.
+    p.catch(() => cache.delete(name))
+    cache.set(name, { at: Date.now(), count: p })
+    return p
+  }
+  return {
+    count,
+    async check() {
+      const [exec, agent] = await Promise.all([count(EXEC_QUEUE), count(AGENT_RUN_QUEUE)])
+      const warnings = [
+        ...(exec === 0 ? [noWorkerWarning(EXEC_QUEUE)] : []),
+        ...(agent === 0 ? [noWorkerWarning(AGENT_RUN_QUEUE)] : []),
+      ]
+      return { ok: true, exec, agent, ...(warnings.length ? { warning: warnings.join('; ') } : {}) }
+    },
+    async close() {
+      await Promise.all([...queues.values()].map((q) => q.close().catch(() => undefined)))
+    },
+  }
+}
