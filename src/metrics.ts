@@ -18,13 +18,12 @@ export interface MetricsSources {
 
 /**
  * The Prometheus metrics of one process: queue depth, exec latency, pool hits/misses/size, agent-run
- * tokens and cost, plus Node's default process metrics.
+ * tokens, plus Node's default process metrics.
  */
 export class Metrics {
   readonly registry = new Registry()
   readonly execLatency: Histogram<'provider' | 'profile' | 'outcome'>
   readonly agentTokens: Counter<'tenant' | 'kind'>
-  readonly agentCost: Counter<'tenant'>
   readonly agentRuns: Counter<'tenant' | 'finish_reason'>
   readonly httpRequests: Counter<'method' | 'route' | 'status'>
 
@@ -42,12 +41,6 @@ export class Metrics {
       name: 'sbx_agent_tokens_total',
       help: 'Agent-run tokens',
       labelNames: ['tenant', 'kind'],
-      registers,
-    })
-    this.agentCost = new Counter({
-      name: 'sbx_agent_cost_total',
-      help: 'Agent-run cost (price-table units)',
-      labelNames: ['tenant'],
       registers,
     })
     this.agentRuns = new Counter({

@@ -24,7 +24,7 @@ export interface CliCommand {
 export const commands: CliCommand[] = [
   {
     name: 'serve',
-    summary: 'API + exec worker in one process (embedded default; --redis for fleet mode)',
+    summary: 'API + exec worker + agent runs in one process (embedded default; --redis for fleet mode)',
     run: (a, io) => serveCommand(a, io, 'all'),
   },
   {
@@ -34,7 +34,7 @@ export const commands: CliCommand[] = [
   },
   {
     name: 'worker',
-    summary: 'a fleet exec worker (--redis or REDIS_URL, --concurrency)',
+    summary: 'a fleet exec worker (--redis or REDIS_URL, --concurrency); --agent: an agent-run worker',
     run: workerCommand,
   },
   {

@@ -62,6 +62,11 @@ export function resolveApiKeys(
   let key: string
   let source: KeySource
   if (fromEnv) {
+    if (fromEnv.trim().length < 16)
+      throw new AppError(
+        'CONFIG_INVALID',
+        'SBX_API_KEY is shorter than 16 characters; set a random key (e.g. openssl rand -hex 24)',
+      )
     key = fromEnv
     source = { kind: 'env', variable: 'SBX_API_KEY', keyFile, keyFileIgnored: existsSync(keyFile) }
   } else if (existsSync(keyFile)) {

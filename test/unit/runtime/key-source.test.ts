@@ -19,6 +19,12 @@ describe('resolveApiKeys: where the key comes from, and the banner line that say
     expect(() => readFileSync(file)).toThrow()
   })
 
+  test('a key from the environment shorter than 16 characters is refused with the fix', () => {
+    expect(() => resolveApiKeys(noKeys, { SBX_API_KEY: 'short' }, keyFile())).toThrow(
+      /SBX_API_KEY is shorter than 16 characters; set a random key/,
+    )
+  })
+
   test('generated, then read from the file; an empty file is an error with the fix', () => {
     const file = keyFile()
     const first = resolveApiKeys(noKeys, {}, file)
