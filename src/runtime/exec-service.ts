@@ -44,26 +44,36 @@ export class QueueExecService implements ExecService {
       ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
       ...(input.idempotent !== undefined ? { idempotent: input.idempotent } : {}),
     })
+    // The lookup and the bounds check are independent reads: one round trip, not two. A job already
+    // submitted (same Idempotency-Key) is answered as it is; a new one must fit.
+    const admission = this.bounds?.admit(sessionKeyOf(job)).then(
+      () => undefined,
+      (err: unknown) => ({ err }),
+    )
     const existing = await this.queue.inspect(job.jobId)
-    // A job already submitted (same Idempotency-Key) is answered as it is; a new one must fit.
-    if (!existing) await this.bounds?.admit(sessionKeyOf(job))
-    await ensureSessionRecord(this.directory, tenant, input.sessionId, {
-      provider: input.provider,
-      profile: input.profile,
-    })
+    const refused = await admission
+    if (!existing && refused) throw refused.err
     if (existing && !sameRequest(existing.job, job)) {
       throw new AppError(
         'CONFLICT',
         `Idempotency-Key already used for a different request (job ${job.jobId}); use a new key for a new command`,
       )
     }
-    if (!existing) {
+    const record = () =>
+      ensureSessionRecord(this.directory, tenant, input.sessionId, {
+        provider: input.provider,
+        profile: input.profile,
+      })
+    if (existing) await record()
+    else {
       const release = this.limiter?.take(tenant)
-      try {
-        await this.queue.submit(job)
-      } catch (err) {
+      // The session's record and the job go to Redis side by side. Once the job is accepted, a record
+      // that failed (Redis went away just then) must not turn the answer into "not accepted": the
+      // session's next call records it again.
+      const [, submitted] = await Promise.allSettled([record(), this.queue.submit(job)])
+      if (submitted.status === 'rejected') {
         release?.()
-        throw err
+        throw submitted.reason
       }
       if (release) {
         // The slot is held until the job is over, whoever waits for it.

@@ -174,9 +174,17 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     async submit(input) {
       const job = ExecJobSchema.parse(input)
       try {
-        // Indexed first: a job that is in the queue is always listed for its tenant.
-        await index.add(job)
-        await queue.add('exec', job, { jobId: job.jobId })
+        // The index write goes first on the same connection and the add follows without waiting for
+        // its reply (one round trip, not two): Redis runs them in order, so a job in the queue is
+        // listed for its tenant. Should the index write alone fail, it is retried once in the
+        // background; the job is accepted either way.
+        const indexed = index.add(job)
+        const [listed, added] = await Promise.allSettled([
+          indexed,
+          queue.add('exec', job, { jobId: job.jobId }),
+        ])
+        if (added.status === 'rejected') throw added.reason
+        if (listed.status === 'rejected') void index.add(job).catch(() => undefined)
       } catch (err) {
         throw new AppError(
           'QUEUE_UNAVAILABLE',
