@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
+import { hang } from '../fakes/model-servers/scripted-server.js'
 import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
 import {
   configDir,
@@ -156,6 +157,44 @@ describe('sbx worker --agent in a fleet of child processes', () => {
     const readyz = (await (await fetch(`${api.url}/readyz`)).json()) as Ready
     expect(readyz.checks['workers']).toEqual({ ok: true, exec: 1, agent: 1 })
   })
+})
+
+describe('an agent worker that dies mid-run', () => {
+  test('its run ends JOB_INTERRUPTED within seconds on another agent worker, not after 30 s', async () => {
+    const config = fleetConfig(prefix, {
+      models: {
+        default: {
+          kind: 'openai-compatible',
+          model: 'gpt-fake',
+          baseURL: model.baseURL,
+          apiKeyEnv: 'FAGENT_MODEL_KEY',
+        },
+      },
+    })
+    // Only the doomed worker may pick the run up: the earlier tests' workers go first.
+    for (const s of started.splice(1)) await s.stop()
+    const doomed: LineChild = await startSbxWorker({ config, env, args: ['--agent'] })
+    started.push(doomed)
+    model.reply(hang)
+    const before = model.requests.length
+    const res = await api.post('/v1/agent-runs', { input: 'stall', sessionId: 'fa-2' })
+    const { id } = (await res.json()) as RunView
+    // The worker is inside the model call when it dies.
+    for (let i = 0; model.requests.length === before && i < 300; i++)
+      await new Promise((r) => setTimeout(r, 100))
+    expect(model.requests.length).toBeGreaterThan(before)
+    await doomed.kill()
+    const next: LineChild = await startSbxWorker({ config, env, args: ['--agent'] })
+    started.push(next)
+    const t0 = performance.now()
+    const run = await untilFinal(id)
+    const ms = performance.now() - t0
+    expect(run, JSON.stringify(run)).toMatchObject({ state: 'failed', error: { code: 'JOB_INTERRUPTED' } })
+    console.log(
+      `[fleet-agent] dead agent worker's run final ${ms.toFixed(0)} ms after a new agent worker was ready`,
+    )
+    expect(ms).toBeLessThan(20_000)
+  }, 120_000)
 })
 
 describe('sbx worker --agent refuses a config without models', () => {

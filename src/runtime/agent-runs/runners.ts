@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import { Queue, Worker } from 'bullmq'
+import { reconnectDelayMs } from '../../queue/bullmq/redis-clients.js'
 import { AGENT_RUN_QUEUE, noWorkerWarning } from '../worker-census.js'
 import type { WorkerCensus } from '../worker-census.js'
 import type { AgentRunDeps } from './execute.js'
@@ -81,7 +82,9 @@ export function createBullmqAgentDispatcher(
   census?: WorkerCensus,
 ): AgentRunDispatcher & AgentRunRunner {
   const queue = new Queue(AGENT_RUN_QUEUE, {
-    connection: { url: redisUrl, enableOfflineQueue: false },
+    // Reconnects back off to 1 s like the exec queue's (ioredis' default waits up to 2 s, and BullMQ's
+    // own recovery longer): runs are accepted again as soon as Redis is back.
+    connection: { url: redisUrl, enableOfflineQueue: false, retryStrategy: reconnectDelayMs },
     prefix,
   })
   // Connection trouble surfaces as a rejected dispatch (503 at the API); without a listener BullMQ
@@ -128,7 +131,16 @@ export async function startBullmqAgentWorker(
         active.delete(run)
       }
     },
-    { connection: { url: redisUrl, maxRetriesPerRequest: null }, prefix, concurrency, name: workerId },
+    {
+      connection: { url: redisUrl, maxRetriesPerRequest: null, retryStrategy: reconnectDelayMs },
+      prefix,
+      concurrency,
+      name: workerId,
+      // A dead agent worker's run is found within seconds (as exec jobs are), not after BullMQ's 30 s
+      // default; a live worker renews its lock every 2 s.
+      lockDuration: 4_000,
+      stalledInterval: 1_500,
+    },
   )
   worker.on('error', () => undefined)
   await worker.waitUntilReady()
