@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import { ExecResultSchema as QueueExecResultSchema, SandboxReplacementSchema } from '../queue/schemas.js'
 import { SESSION_ID_PATTERN, SESSION_ID_RULE } from '../sessions/session-id.js'
-import { checkCommand, checkCwd, checkEnv, checkToolArguments } from './input-limits.js'
+import { MAX_COMMAND_BYTES, checkCommand, checkCwd, checkEnv, checkToolArguments } from './input-limits.js'
 
 export const ErrorSchema = z
   .object({ error: z.object({ code: z.string().openapi({ example: 'NOT_FOUND' }), message: z.string() }) })
@@ -19,7 +19,8 @@ export const ExecInputSchema = z
   .object({
     provider: z.string().min(1).openapi({ example: 'docker' }),
     profile: z.string().min(1).openapi({ example: 'default' }),
-    command: z.string().min(1).max(100_000).openapi({ example: 'echo hello' }),
+    // Bounded in bytes (MAX_COMMAND_BYTES, the shell's one-argument limit) by the refinement below.
+    command: z.string().min(1).max(MAX_COMMAND_BYTES).openapi({ example: 'echo hello' }),
     sessionId: SessionIdSchema.optional(),
     cwd: z.string().startsWith('/').max(4096).optional(),
     env: Env.optional(),

@@ -31,6 +31,8 @@ export class PooledSessionService implements SessionService {
       profile: input.profile,
       createdAt: Date.now(),
     }
+    // A session whose first use could not get a sandbox is refused now (429), not at every later call.
+    await this.pool.admit(keyOf(record))
     return this.view(await this.directory.create(record))
   }
 
