@@ -34,8 +34,17 @@ export class ChainToolCallService implements ToolCallService {
     let jobId: string | undefined
     const r = await runToolCall(request, ctx, {
       interceptors: this.chains.toolCall,
-      router: this.sessionRouter(tenant, opts.sessionId),
+      router: this.router,
       onAccepted: (id) => (jobId = id),
+      // Before the job: a session directory that cannot record the session (Redis away) fails the
+      // request (503), rather than becoming a tool output.
+      onEvent: async (e) => {
+        if (e.type !== 'decided' || e.verdict.kind !== 'routeTo') return
+        await ensureSessionRecord(this.directory, tenant, opts.sessionId, {
+          provider: e.verdict.route.providerId,
+          profile: e.verdict.route.profile,
+        })
+      },
     })
     // Nothing was accepted: the caller gets the 503 (with Retry-After), not a tool output to misread.
     if (r.error instanceof JobNotAcceptedError) throw r.error
@@ -59,23 +68,6 @@ export class ChainToolCallService implements ToolCallService {
       ...(r.exec ? { result: r.exec } : {}),
       ...(verdict.kind === 'routeTo' ? { blocked: r.afterBlocked } : {}),
       ...(jobId ? { job: { id: jobId, state: jobStateOf(r.error) } } : {}),
-    }
-  }
-
-  /** The router, recording a routed session in the directory before its first job. */
-  private sessionRouter(tenant: string, sessionId: string | undefined): RouteExecutor {
-    const { router, directory } = this
-    if (!sessionId) return router
-    const timeoutOf = router.effectiveTimeoutMs?.bind(router)
-    return {
-      async execute(route, ctx) {
-        await ensureSessionRecord(directory, tenant, sessionId, {
-          provider: route.providerId,
-          profile: route.profile,
-        })
-        return router.execute(route, ctx)
-      },
-      ...(timeoutOf ? { effectiveTimeoutMs: timeoutOf } : {}),
     }
   }
 }
