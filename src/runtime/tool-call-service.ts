@@ -2,7 +2,12 @@ import type { InterceptorChains } from '../extensions/compose.js'
 import { AppError } from '../errors.js'
 import type { JobState, ToolCallEvaluation, ToolCallService } from '../http/deps.js'
 import type { ToolCallRequest } from '../interceptors/types.js'
-import { JobInterruptedError, JobNotAcceptedError, JobOutcomeUnknownError } from '../routing/job-errors.js'
+import {
+  JobInterruptedError,
+  JobNotAcceptedError,
+  JobOutcomeUnknownError,
+  jobCancelledError,
+} from '../routing/job-errors.js'
 import { runToolCall } from '../routing/tool-call-pipeline.js'
 import type { RouteExecutor } from '../routing/types.js'
 import { ensureSessionRecord } from './session-directory.js'
@@ -32,7 +37,7 @@ export class ChainToolCallService implements ToolCallService {
       ...(opts.signal ? { signal: opts.signal } : {}),
     }
     let jobId: string | undefined
-    const r = await runToolCall(request, ctx, {
+    const running = runToolCall(request, ctx, {
       interceptors: this.chains.toolCall,
       router: this.router,
       onAccepted: (id) => (jobId = id),
@@ -45,6 +50,11 @@ export class ChainToolCallService implements ToolCallService {
           profile: e.verdict.route.profile,
         })
       },
+    })
+    // A client that disconnected mid-call gets no answer; its job was cancelled (409, not a 500 in the log).
+    const r = await running.catch((err: unknown) => {
+      if (opts.signal?.aborted) throw jobCancelledError('the client disconnected')
+      throw err
     })
     // Nothing was accepted: the caller gets the 503 (with Retry-After), not a tool output to misread.
     if (r.error instanceof JobNotAcceptedError) throw r.error

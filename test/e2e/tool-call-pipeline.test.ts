@@ -254,6 +254,50 @@ describe('one tool-call pipeline: createAgent, POST /v1/tool-calls and /mcp give
     )
     expect(result.toolCalls[0]?.via).toBe('none')
   }, 60_000)
+
+  test('a client that disconnects mid-call: the pipeline passes the abort on and its job is cancelled', async () => {
+    if (!server) throw new Error('no server')
+    const srv = server
+    const sessionId = 'pipeline-abort'
+    const ac = new AbortController()
+    const post = srv
+      .post(
+        '/v1/tool-calls',
+        { name: 'long', arguments: { command: 'echo started; sleep 50' }, sessionId },
+        { signal: ac.signal },
+      )
+      .then(
+        () => 'answered',
+        () => 'aborted',
+      )
+    let id: string | undefined
+    while (!id) {
+      const list = (await (await srv.fetch(`/v1/jobs?sessionId=${sessionId}`)).json()) as {
+        jobs: { id: string }[]
+      }
+      id = list.jobs[0]?.id
+    }
+    const events = await srv.fetch(`/v1/jobs/${id}/events`)
+    const reader = events.body?.pipeThrough(new TextDecoderStream()).getReader()
+    if (!reader) throw new Error('no event stream')
+    let seen = ''
+    while (!seen.includes('started')) {
+      const { value, done } = await reader.read()
+      if (done) throw new Error(`the event stream ended before the command started: ${seen}`)
+      seen += value
+    }
+    ac.abort()
+    expect(await post).toBe('aborted')
+    while (!/event: result\n/.test(seen)) {
+      const { value, done } = await reader.read()
+      if (done) break
+      seen += value
+    }
+    const result = /event: result\ndata: (.*)\n/.exec(seen)?.[1]
+    expect(JSON.parse(result ?? '{}')).toMatchObject({ id, state: 'cancelled' })
+    const job = (await (await srv.fetch(`/v1/jobs/${id}`)).json()) as { state: string }
+    expect(job.state).toBe('cancelled')
+  }, 90_000)
 })
 
 const localEcho = defineTool({
