@@ -107,29 +107,28 @@ async function handleToolCall(
 }
 
 /** BEFORE_TOOL_CALL when the before-chain decided; ERROR when a routed call failed. */
-async function onPipelineEvent(scope: ToolCallScope, e: ToolCallEvent): Promise<void> {
+function onPipelineEvent(scope: ToolCallScope, e: ToolCallEvent): Promise<void> | undefined {
   const { emitter, iteration } = scope
   switch (e.type) {
     case 'decided': {
-      if (!emitter.active) return
+      // No promise when nobody listens: this runs on every call.
+      if (!emitter.active) return undefined
       const { verdict } = e
       const call = verdict.request
-      await emitter.emit('BEFORE_TOOL_CALL', iteration, call.name, call, {
+      return emitter.emit('BEFORE_TOOL_CALL', iteration, call.name, call, {
         callId: call.callId,
         decision: verdict.kind,
         ...(verdict.kind === 'routeTo' ? { route: verdict.route } : {}),
       })
-      return
     }
     case 'error':
-      await emitter.emit('ERROR', iteration, e.message, e.error, {
+      return emitter.emit('ERROR', iteration, e.message, e.error, {
         source: 'router',
         callId: e.call.callId,
         tool: e.call.name,
         route: e.route,
         ...(e.code === undefined ? {} : { code: e.code }),
       })
-      return
     default:
       return assertNever(e)
   }

@@ -96,7 +96,8 @@ export async function runToolCall(
   deps: ToolCallDeps,
 ): Promise<ToolCallRun> {
   const verdict = await evaluateToolCall(deps.interceptors, request, ctx)
-  if (deps.onEvent) await deps.onEvent({ type: 'decided', verdict })
+  const decided = deps.onEvent?.({ type: 'decided', verdict })
+  if (decided) await decided
   const call = verdict.request
   let d: Dispatched
   switch (verdict.kind) {
@@ -107,10 +108,17 @@ export async function runToolCall(
       d = await runRouted(call, verdict.route, ctx, deps)
       break
     case 'allow':
-      d = deps.runLocal
-        ? { ...(await deps.runLocal(call, ctx.signal)), via: 'local' }
-        : { output: undefined, ok: true, via: 'none', executed: false }
-      if (d.via === 'local' && !d.executed) d.via = 'none'
+      if (deps.runLocal) {
+        const local = await deps.runLocal(call, ctx.signal)
+        d = {
+          output: local.output,
+          ok: local.ok,
+          via: local.executed ? 'local' : 'none',
+          executed: local.executed,
+        }
+      } else {
+        d = { output: undefined, ok: true, via: 'none', executed: false }
+      }
       break
     default:
       return assertNever(verdict)
@@ -120,7 +128,7 @@ export async function runToolCall(
   let decidedBy = verdict.kind === 'allow' ? undefined : verdict.decidedBy
   let modifiedBy = verdict.modifiedBy
   let afterBlocked = false
-  if (d.executed && output !== undefined) {
+  if (d.executed && output !== undefined && deps.interceptors.some(hasAfterToolCall)) {
     const after = await evaluateToolResult(deps.interceptors, call, output, ctx)
     if (after.blocked) {
       output = formatBlocked(after.output)
@@ -132,19 +140,23 @@ export async function runToolCall(
     }
     if (after.modifiedBy.length > 0) modifiedBy = [...modifiedBy, ...after.modifiedBy]
   }
-  return {
+  // Built by assignment: conditional spreads are slow on the agent's hot path.
+  const run: { -readonly [K in keyof ToolCallRun]: ToolCallRun[K] } = {
     verdict,
     output,
     outcome,
     via: d.via,
     afterBlocked,
-    ...(decidedBy === undefined ? {} : { decidedBy }),
     modifiedBy,
-    ...(d.route ? { route: d.route } : {}),
-    ...(d.exec ? { exec: d.exec } : {}),
-    ...(d.error === undefined ? {} : { error: d.error }),
   }
+  if (decidedBy !== undefined) run.decidedBy = decidedBy
+  if (d.route) run.route = d.route
+  if (d.exec) run.exec = d.exec
+  if (d.error !== undefined) run.error = d.error
+  return run
 }
+
+const hasAfterToolCall = (ic: ToolCallInterceptor): boolean => typeof ic.afterToolCall === 'function'
 
 /** Sends a routeTo verdict to the router; never falls back to local execution. */
 async function runRouted(
