@@ -11,25 +11,30 @@ import { createRuntime } from '../../src/runtime/create-runtime.js'
 import type { Runtime } from '../../src/runtime/create-runtime.js'
 import { z } from 'zod'
 import { PIPELINE_PROFILE } from './fixtures/pipeline-policy.js'
+import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
+import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
 import { configDir, removeScopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
 /*
  * One table of tool calls through the three surfaces that turn a call into model-facing text: the
  * agent loop (`createAgent` with a scripted model, composed in-process from the same config file as
- * the server), `POST /v1/tool-calls` of a real `sbx serve` child, and `/mcp` of that server with the
- * MCP SDK client. Each case's text must be byte-identical on every surface that can express it.
+ * the server; and an agent run, `POST /v1/agent-runs`, of the server, whose model is a local
+ * OpenAI wire-format fake that records the tool message it was sent), `POST /v1/tool-calls` of a real
+ * `sbx serve` child, and `/mcp` of that server with the MCP SDK client. Each case's text must be
+ * byte-identical on every surface that can express it.
  *
  * What a surface cannot express, and why:
  * - MCP has one shell tool, `bash`, which the server's host policy routes first; the other tool names
  *   (a before-block by an extension, forceWorkingDirectory, unknown targets) reach only the agent and
  *   /v1/tool-calls, which take any tool name.
- * - A local tool (allow) runs only in the agent: the server has no host tools, so /v1/tool-calls
+ * - A local tool (allow) runs only in an in-process agent: the server (its agent runs included) has
+ *   no host tools, so /v1/tool-calls
  *   answers the `allow` verdict with no output (the caller runs the tool) and MCP has no such tool.
  * - "No router" exists only in createAgent: the server always has its queue-backed router.
  */
 
-type Surface = 'agent' | 'http' | 'mcp'
+type Surface = 'agent' | 'agent-run' | 'http' | 'mcp'
 interface Case {
   readonly name: string
   readonly tool: string
@@ -39,8 +44,8 @@ interface Case {
   readonly check: (text: string) => void
 }
 
-const ALL: readonly Surface[] = ['agent', 'http', 'mcp']
-const NO_MCP: readonly Surface[] = ['agent', 'http']
+const ALL: readonly Surface[] = ['agent', 'agent-run', 'http', 'mcp']
+const NO_MCP: readonly Surface[] = ['agent', 'agent-run', 'http']
 const TIMEOUT_MS = 3_000
 const CAP = 2_048
 
@@ -134,24 +139,34 @@ const cases: readonly Case[] = [
   },
 ]
 
-describe('one tool-call pipeline: createAgent, POST /v1/tool-calls and /mcp give the same text', () => {
+describe('one tool-call pipeline: createAgent, agent runs, POST /v1/tool-calls and /mcp give the same text', () => {
   const prefix = uniqueName('pipeline')
-  const config: ConfigInput = {
+  const modelKeyEnv = { PIPELINE_OPENAI_KEY: OPENAI_TEST_KEY }
+  let model: OpenAIFakeServer | undefined
+  const configOf = (baseURL: string): ConfigInput => ({
     queue: { prefix },
+    models: {
+      default: { kind: 'openai-compatible', model: 'gpt-fake', baseURL, apiKeyEnv: 'PIPELINE_OPENAI_KEY' },
+    },
     profiles: {
       [PIPELINE_PROFILE]: { provider: 'docker', defaultTimeoutMs: TIMEOUT_MS, outputCapBytes: CAP },
     },
     routing: { shell: { providerId: 'docker', profile: PIPELINE_PROFILE }, secretScanner: 'redact' },
     extensions: [join(import.meta.dirname, 'fixtures', 'pipeline-policy.ts')],
-  }
-  const dir = configDir(config)
+  })
   let server: SbxServer | undefined
   let runtime: Runtime | undefined
   let mcp: Client | undefined
 
   beforeAll(async () => {
-    server = await startSbxServer('serve', { config, cwd: dir })
-    runtime = await createRuntime(loadConfig({ cwd: dir }), { agentWorker: false })
+    model = await startOpenAIServer()
+    const config = configOf(model.baseURL)
+    const dir = configDir(config)
+    server = await startSbxServer('serve', { config, cwd: dir, env: modelKeyEnv })
+    runtime = await createRuntime(loadConfig({ cwd: dir }), {
+      agentWorker: false,
+      env: { ...process.env, ...modelKeyEnv },
+    })
     const client = new Client({ name: 'pipeline-e2e', version: '1.0.0' })
     await client.connect(
       new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
@@ -166,7 +181,32 @@ describe('one tool-call pipeline: createAgent, POST /v1/tool-calls and /mcp give
     await server?.stop(30_000)
     await runtime?.close()
     await removeScopeContainers(prefix)
+    await model?.close()
   }, 120_000)
+
+  let runCalls = 0
+  /** The tool message an agent run of the server sent its model for one call. */
+  async function viaAgentRun(tool: string, args: Record<string, unknown>): Promise<string> {
+    if (!server || !model) throw new Error('no server')
+    const base = model.requests.length
+    model.reply(
+      chatCompletion({
+        toolCalls: [{ id: `call_run_${++runCalls}`, name: tool, arguments: JSON.stringify(args) }],
+      }),
+      chatCompletion({ content: 'done' }),
+    )
+    const created = await server.post('/v1/agent-runs', { input: 'go', sessionId: 'pipeline-run' })
+    expect(created.status).toBe(202)
+    const { id } = (await created.json()) as { id: string }
+    // The event stream ends with the run.
+    await (await server.fetch(`/v1/agent-runs/${id}/events`)).text()
+    const second = (await model.requestAt(base + 1)).body as {
+      messages: { role: string; content: unknown }[]
+    }
+    const sent = second.messages.find((m) => m.role === 'tool')?.content
+    expect(typeof sent).toBe('string')
+    return typeof sent === 'string' ? sent : ''
+  }
 
   /** The text the agent loop fed its model for one call. */
   async function viaAgent(tool: string, args: Record<string, unknown>): Promise<string> {
@@ -218,9 +258,11 @@ describe('one tool-call pipeline: createAgent, POST /v1/tool-calls and /mcp give
         got[s] =
           s === 'agent'
             ? await viaAgent(c.tool, c.args)
-            : s === 'http'
-              ? await viaHttp(c.tool, c.args)
-              : await viaMcp(c.args)
+            : s === 'agent-run'
+              ? await viaAgentRun(c.tool, c.args)
+              : s === 'http'
+                ? await viaHttp(c.tool, c.args)
+                : await viaMcp(c.args)
       }
       // Byte-identical on every surface first (the drift), then what the text must show.
       const first = got[c.surfaces[0] as Surface] ?? ''
