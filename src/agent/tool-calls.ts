@@ -1,13 +1,9 @@
 import { assertNever } from '../errors.js'
-import { evaluateToolCall, evaluateToolResult } from '../interceptors/chains.js'
-import type { RouteToDecision } from '../interceptors/decisions.js'
 import type { InterceptorContext, ToolCallRequest } from '../interceptors/types.js'
-import { formatExecResult, formatToolError } from '../routing/tool-result.js'
-import type { RouteRequest } from '../routing/types.js'
-import type { ExecResult } from '../sandbox/types.js'
-import type { AgentRun, AgentRunState, ToolCallOutcome, ToolCallRecord } from './agent-interceptor.js'
+import { runToolCall } from '../routing/tool-call-pipeline.js'
+import type { ToolCallEvent } from '../routing/tool-call-pipeline.js'
+import type { AgentRun, AgentRunState, ToolCallRecord } from './agent-interceptor.js'
 import type { AgentConfig } from './config.js'
-import { ToolCallError } from './errors.js'
 import type { RunEmitter } from './events.js'
 import type { ModelToolCall } from './model-client.js'
 import { checkRecord } from './layer-checks.js'
@@ -25,16 +21,6 @@ export interface ToolCallScope {
   readonly state: AgentRunState
 }
 
-/** The outcome of dispatching one call (before the after-chain). */
-interface Dispatched {
-  output: string
-  outcome: ToolCallOutcome
-  via: ToolCallRecord['via']
-  /** Whether something ran (local execute or router), so the after-chain applies. */
-  executed: boolean
-  exec?: ExecResult
-}
-
 /**
  * Runs the tool calls of one model response — concurrently up to the configured bound (1 when
  * `parallelToolCalls` is off) — and returns their records in the model's order. A failing
@@ -45,14 +31,10 @@ export async function executeToolCalls(
   calls: readonly ModelToolCall[],
   signal: AbortSignal,
 ): Promise<ToolCallRecord[]> {
-  return mapBounded(calls, scope.cfg.toolConcurrency, signal, (call, s) => runToolCall(scope, call, s))
+  return mapBounded(calls, scope.cfg.toolConcurrency, signal, (call, s) => runOneCall(scope, call, s))
 }
 
-function runToolCall(
-  scope: ToolCallScope,
-  call: ModelToolCall,
-  signal: AbortSignal,
-): Promise<ToolCallRecord> {
+function runOneCall(scope: ToolCallScope, call: ModelToolCall, signal: AbortSignal): Promise<ToolCallRecord> {
   const request: ToolCallRequest = {
     name: call.name,
     arguments: call.arguments,
@@ -70,7 +52,7 @@ function runToolCall(
   )
 }
 
-/** Before-chain → block / local / routed → after-chain, with BEFORE/AFTER_TOOL_CALL events. */
+/** One call through the shared pipeline (`runToolCall`), with BEFORE/AFTER_TOOL_CALL and ERROR events. */
 async function handleToolCall(
   scope: ToolCallScope,
   request: ToolCallRequest,
@@ -80,120 +62,76 @@ async function handleToolCall(
   const { cfg, emitter, iteration } = scope
   const started = performance.now()
   const ictx: InterceptorContext = signal === scope.ictx.signal ? scope.ictx : { ...scope.ictx, signal }
-  const verdict = await evaluateToolCall(cfg.chains.toolCall, request, ictx)
-  const call = verdict.request
-  const route = verdict.kind === 'routeTo' ? verdict.route : undefined
-  if (emitter.active)
-    await emitter.emit('BEFORE_TOOL_CALL', iteration, call.name, call, {
-      callId: call.callId,
-      decision: verdict.kind,
-      ...(route ? { route } : {}),
-    })
-  let d: Dispatched
-  switch (verdict.kind) {
-    case 'block':
-      d = { output: `blocked: ${verdict.reason}`, outcome: 'blocked', via: 'none', executed: false }
-      break
-    case 'routeTo':
-      d = await runRouted(scope, call, verdict.route, signal)
-      break
-    case 'allow':
-      d = await runLocalTool(cfg, call, ictx, signal)
-      break
-    default:
-      return assertNever(verdict)
-  }
-  let output = d.output
-  let outcome = d.outcome
-  let decidedBy = verdict.kind === 'allow' ? undefined : verdict.decidedBy
-  let modifiedBy = verdict.modifiedBy
-  if (d.executed && cfg.hasAfterToolCall) {
-    const after = await evaluateToolResult(cfg.chains.toolCall, call, output, ictx)
-    if (after.blocked) {
-      output = `blocked: ${after.output}`
-      outcome = 'blocked'
-      decidedBy = after.decidedBy
-    } else {
-      output = after.output
-    }
-    if (after.modifiedBy.length > 0) modifiedBy = [...modifiedBy, ...after.modifiedBy]
-  }
+  const r = await runToolCall(request, ictx, {
+    interceptors: cfg.chains.toolCall,
+    router: cfg.router,
+    runLocal: async (call) => {
+      const d = await runLocalTool(cfg, call, ictx, signal)
+      return { output: d.output, ok: d.outcome === 'ok', executed: d.executed }
+    },
+    routeTimeoutMs: (call) => cfg.tools.get(call.name)?.tool.timeoutMs,
+    onEvent: (e) => onPipelineEvent(scope, e),
+  })
+  const call = r.verdict.request
+  const route = r.verdict.kind === 'routeTo' ? r.verdict.route : undefined
   // Built by assignment: conditional spreads are slow on this hot path.
   const record: { -readonly [K in keyof ToolCallRecord]: ToolCallRecord[K] } = {
     callId: call.callId,
     requestedName,
     name: call.name,
     arguments: call.arguments,
-    output,
-    outcome,
-    via: d.via,
-    modifiedBy,
+    // runLocal is given, so every outcome has its text.
+    output: r.output ?? '',
+    outcome: r.outcome,
+    via: r.via,
+    modifiedBy: r.modifiedBy,
     iteration,
     durationMs: Math.round((performance.now() - started) * 1000) / 1000,
   }
   if (route) record.route = route
-  if (d.exec) record.exec = d.exec
-  if (decidedBy !== undefined) record.decidedBy = decidedBy
+  if (r.exec) record.exec = r.exec
+  if (r.decidedBy !== undefined) record.decidedBy = r.decidedBy
   if (emitter.active)
     await emitter.emit('AFTER_TOOL_CALL', iteration, call.name, record, {
       callId: call.callId,
-      decision: verdict.kind,
-      outcome,
-      via: d.via,
+      decision: r.verdict.kind,
+      outcome: r.outcome,
+      via: r.via,
       durationMs: record.durationMs,
       ...(route ? { route } : {}),
-      ...(d.exec
-        ? { exitCode: d.exec.exitCode, timedOut: d.exec.timedOut, truncated: d.exec.truncated }
+      ...(r.exec
+        ? { exitCode: r.exec.exitCode, timedOut: r.exec.timedOut, truncated: r.exec.truncated }
         : {}),
     })
   return record
 }
 
-/** Sends a routeTo verdict to the RouteExecutor; never falls back to local execution. */
-async function runRouted(
-  scope: ToolCallScope,
-  call: ToolCallRequest,
-  route: RouteToDecision,
-  signal: AbortSignal,
-): Promise<Dispatched> {
-  const { cfg, run, emitter, iteration } = scope
-  const attributes = { source: 'router', callId: call.callId, tool: call.name, route }
-  if (!cfg.router) {
-    const err = new ToolCallError(
-      'CONFIG_INVALID',
-      `tool call "${call.name}" was routed to provider "${route.providerId}" profile "${route.profile}", but this agent has no router, so it did not run (routed calls never fall back to local execution); pass createAgent({ router }) with the execution plane's RouteExecutor`,
-    )
-    await emitter.emit('ERROR', iteration, err.message, err, { ...attributes, code: err.code })
-    return { output: formatToolError(err), outcome: 'error', via: 'none', executed: false }
+/** BEFORE_TOOL_CALL when the before-chain decided; ERROR when a routed call failed. */
+function onPipelineEvent(scope: ToolCallScope, e: ToolCallEvent): Promise<void> | undefined {
+  const { emitter, iteration } = scope
+  switch (e.type) {
+    case 'decided': {
+      // No promise when nobody listens: this runs on every call.
+      if (!emitter.active) return undefined
+      const { verdict } = e
+      const call = verdict.request
+      return emitter.emit('BEFORE_TOOL_CALL', iteration, call.name, call, {
+        callId: call.callId,
+        decision: verdict.kind,
+        ...(verdict.kind === 'routeTo' ? { route: verdict.route } : {}),
+      })
+    }
+    case 'error':
+      return emitter.emit('ERROR', iteration, e.message, e.error, {
+        source: 'router',
+        callId: e.call.callId,
+        tool: e.call.name,
+        route: e.route,
+        ...(e.code === undefined ? {} : { code: e.code }),
+      })
+    default:
+      return assertNever(e)
   }
-  const timeoutMs = cfg.tools.get(call.name)?.tool.timeoutMs
-  const req: RouteRequest = {
-    providerId: route.providerId,
-    profile: route.profile,
-    command: route.command,
-    callId: call.callId,
-    toolName: call.name,
-    ...(run.sessionId !== undefined ? { sessionId: run.sessionId } : {}),
-    ...(run.tenant !== undefined ? { tenant: run.tenant } : {}),
-    ...(timeoutMs !== undefined ? { timeoutMs } : {}),
-  }
-  try {
-    const exec = await cfg.router.execute(req, { signal })
-    const output = formatExecResult(exec, timeoutMs !== undefined ? { timeoutMs } : {})
-    return { output, outcome: 'ok', via: 'routed', executed: true, exec }
-  } catch (err) {
-    if (signal.aborted) throw signal.reason
-    const code = (err as { code?: unknown } | null)?.code
-    await emitter.emit('ERROR', iteration, `routed call "${call.name}" failed: ${errorMessage(err)}`, err, {
-      ...attributes,
-      ...(typeof code === 'string' ? { code } : {}),
-    })
-    return { output: formatToolError(err), outcome: 'error', via: 'routed', executed: true }
-  }
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
 }
 
 /**

@@ -78,8 +78,14 @@ export interface ToolCallEvaluation {
   }
   /** The effective request after modifies. */
   request: ToolCallRequest
-  /** For routed calls: the tool output after the after-chain, and the raw result. */
+  /**
+   * The model-facing text (the README's tool-result format), for blocked and routed calls: what the
+   * agent loop feeds its model for the same call. Absent for allowed calls (the caller runs them).
+   */
   output?: string
+  /** How the call ended, whenever `output` is set: `ok` (ran; any exit code), `error`, `blocked`. */
+  outcome?: 'ok' | 'error' | 'blocked'
+  /** For routed calls: the raw result, and whether the after-chain blocked the output. */
   result?: ExecResult
   blocked?: boolean
   /** For routed calls: the job that ran the command (`GET /v1/jobs/:id`) and its state. */

@@ -117,10 +117,10 @@ export class McpEndpoint {
           { name: 'bash', arguments: args, callId: `mcp-${crypto.randomUUID()}`, type: 'function' },
           { sessionId: need() },
         )
-        if (r.decision.kind === 'block') return text(r.decision.reason ?? 'blocked by policy', true)
-        if (r.decision.kind === 'allow')
+        // The pipeline's text, as /v1/tool-calls and the agent give it; an allowed call has none (no host tools).
+        if (r.output === undefined)
           return text('bash is not routed by this server’s policy; refusing to run it on the host', true)
-        return text(r.output ?? '', r.blocked === true || (r.result !== undefined && r.result.exitCode !== 0))
+        return text(r.output, r.outcome !== 'ok' || (r.result !== undefined && r.result.exitCode !== 0))
       },
     )
     server.registerTool(

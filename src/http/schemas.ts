@@ -102,6 +102,7 @@ export const ToolCallResultSchema = z
     }),
     request: z.object({ name: z.string(), arguments: z.string(), callId: z.string(), type: z.string() }),
     output: z.string().optional(),
+    outcome: z.enum(['ok', 'error', 'blocked']).optional(),
     result: ExecResultSchema.optional(),
     blocked: z.boolean().optional(),
     job: z.object({ id: z.string(), state: z.string() }).optional(),

@@ -1,5 +1,5 @@
 export type { RouteContext, RouteExecutor, RouteRequest } from './types.js'
-export { formatExecResult, formatToolError } from './tool-result.js'
+export { formatBlocked, formatExecResult, formatToolError, noRouterError } from './tool-result.js'
 export { QueueRouteExecutor } from './queue-route-executor.js'
 export type { QueueRouteExecutorOptions } from './queue-route-executor.js'
 export { staticRouteTargets } from './route-targets.js'
@@ -11,5 +11,7 @@ export {
   jobCancelledError,
   unwrapJobResult,
 } from './job-errors.js'
-export { executeRoutedToolCall } from './execute-routed-tool-call.js'
-export type { RoutedToolCallInput, RoutedToolCallOutcome } from './execute-routed-tool-call.js'
+export { runToolCall } from './tool-call-pipeline.js'
+export type { LocalRun, ToolCallDeps, ToolCallEvent, ToolCallRun, ToolCallVia } from './tool-call-pipeline.js'
+export { cwdOf, routeRequestOf } from './route-request.js'
+export type { RouteScope } from './route-request.js'

@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js'
+import type { RouteToDecision } from '../interceptors/decisions.js'
 import type { ExecResult } from '../sandbox/types.js'
 
 /**
@@ -47,4 +48,20 @@ export function formatToolError(err: unknown): string {
   if (err instanceof AppError) return `error: ${err.code}: ${err.message}`
   if (err instanceof Error) return `error: ${err.message}`
   return `error: ${String(err)}`
+}
+
+/** The tool-result text for a call or output an interceptor blocked: `blocked: <reason>`. */
+export function formatBlocked(reason: string): string {
+  return `blocked: ${reason}`
+}
+
+/** The error of a call routed where no router exists: it did not run, and never runs locally. */
+export function noRouterError(
+  toolName: string,
+  route: Pick<RouteToDecision, 'providerId' | 'profile'>,
+): AppError {
+  return new AppError(
+    'CONFIG_INVALID',
+    `tool call "${toolName}" was routed to provider "${route.providerId}" profile "${route.profile}", but this agent has no router, so it did not run (routed calls never fall back to local execution); pass createAgent({ router }) with the execution plane's RouteExecutor`,
+  )
 }

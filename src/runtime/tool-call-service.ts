@@ -1,19 +1,23 @@
 import type { InterceptorChains } from '../extensions/compose.js'
 import { AppError } from '../errors.js'
 import type { JobState, ToolCallEvaluation, ToolCallService } from '../http/deps.js'
-import { evaluateToolCall } from '../interceptors/chains.js'
 import type { ToolCallRequest } from '../interceptors/types.js'
-import { executeRoutedToolCall } from '../routing/execute-routed-tool-call.js'
-import type { RoutedToolCallOutcome } from '../routing/execute-routed-tool-call.js'
-import { JobInterruptedError, JobNotAcceptedError, JobOutcomeUnknownError } from '../routing/job-errors.js'
+import {
+  JobInterruptedError,
+  JobNotAcceptedError,
+  JobOutcomeUnknownError,
+  jobCancelledError,
+} from '../routing/job-errors.js'
+import { runToolCall } from '../routing/tool-call-pipeline.js'
 import type { RouteExecutor } from '../routing/types.js'
 import { ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 
 /**
- * Evaluates tool calls through the server's chain (host policy first, then extensions). Routed
- * calls run through the queue and come back after the after-chain; allowed calls are not executed
- * (the server has no local tools): the caller gets the verdict and runs the tool itself.
+ * Evaluates tool calls through the server's chain (host policy first, then extensions) with the one
+ * tool-call pipeline (`runToolCall`), so `output` is the text the agent loop would give its model.
+ * Routed calls run through the queue and come back after the after-chain; allowed calls are not
+ * executed (the server has no local tools): the caller gets the verdict and runs the tool itself.
  */
 export class ChainToolCallService implements ToolCallService {
   constructor(
@@ -32,76 +36,54 @@ export class ChainToolCallService implements ToolCallService {
       ...(opts.sessionId ? { sessionId: opts.sessionId } : {}),
       ...(opts.signal ? { signal: opts.signal } : {}),
     }
-    const verdict = await evaluateToolCall(this.chains.toolCall, request, ctx)
-    switch (verdict.kind) {
-      case 'allow':
-        return { decision: { kind: 'allow' }, request: verdict.request }
-      case 'block':
-        return {
-          decision: { kind: 'block', reason: verdict.reason, decidedBy: verdict.decidedBy },
-          request: verdict.request,
-        }
-      case 'routeTo': {
-        const { route } = verdict
+    let jobId: string | undefined
+    const running = runToolCall(request, ctx, {
+      interceptors: this.chains.toolCall,
+      router: this.router,
+      onAccepted: (id) => (jobId = id),
+      // Before the job: a session directory that cannot record the session (Redis away) fails the
+      // request (503), rather than becoming a tool output.
+      onEvent: async (e) => {
+        if (e.type !== 'decided' || e.verdict.kind !== 'routeTo') return
         await ensureSessionRecord(this.directory, tenant, opts.sessionId, {
-          provider: route.providerId,
-          profile: route.profile,
+          provider: e.verdict.route.providerId,
+          profile: e.verdict.route.profile,
         })
-        const cwd = cwdOf(verdict.request.arguments)
-        let jobId: string | undefined
-        const outcome = await executeRoutedToolCall({
-          executor: this.router,
-          interceptors: this.chains.toolCall,
-          request: verdict.request,
-          route: {
-            providerId: route.providerId,
-            profile: route.profile,
-            command: route.command,
-            callId: request.callId,
-            toolName: verdict.request.name,
-            tenant,
-            ...(opts.sessionId ? { sessionId: opts.sessionId } : {}),
-            ...(cwd ? { cwd } : {}),
-          },
-          ctx: {
-            ...(opts.signal ? { signal: opts.signal } : {}),
-            onAccepted: (id) => (jobId = id),
-          },
-        })
-        // Nothing was accepted: the caller gets the 503 (with Retry-After), not a tool output to misread.
-        if (outcome.error instanceof JobNotAcceptedError) throw outcome.error
-        return {
-          decision: {
-            kind: 'routeTo',
-            providerId: route.providerId,
-            profile: route.profile,
-            command: route.command,
-            decidedBy: verdict.decidedBy,
-          },
-          request: verdict.request,
-          output: outcome.output,
-          ...(outcome.result ? { result: outcome.result } : {}),
-          blocked: outcome.blocked,
-          ...(jobId ? { job: { id: jobId, state: jobStateOf(outcome) } } : {}),
-        }
-      }
+      },
+    })
+    // A client that disconnected mid-call gets no answer; its job was cancelled (409, not a 500 in the log).
+    const r = await running.catch((err: unknown) => {
+      if (opts.signal?.aborted) throw jobCancelledError('the client disconnected')
+      throw err
+    })
+    // Nothing was accepted: the caller gets the 503 (with Retry-After), not a tool output to misread.
+    if (r.error instanceof JobNotAcceptedError) throw r.error
+    const { verdict } = r
+    const decision: ToolCallEvaluation['decision'] =
+      verdict.kind === 'allow'
+        ? { kind: 'allow' }
+        : verdict.kind === 'block'
+          ? { kind: 'block', reason: verdict.reason, decidedBy: verdict.decidedBy }
+          : {
+              kind: 'routeTo',
+              providerId: verdict.route.providerId,
+              profile: verdict.route.profile,
+              command: verdict.route.command,
+              decidedBy: verdict.decidedBy,
+            }
+    return {
+      decision,
+      request: verdict.request,
+      ...(r.output === undefined ? {} : { output: r.output, outcome: r.outcome }),
+      ...(r.exec ? { result: r.exec } : {}),
+      ...(verdict.kind === 'routeTo' ? { blocked: r.afterBlocked } : {}),
+      ...(jobId ? { job: { id: jobId, state: jobStateOf(r.error) } } : {}),
     }
   }
 }
 
-/** A `cwd` argument of a shell call (pinned by forceWorkingDirectory), if any. */
-function cwdOf(args: string): string | undefined {
-  try {
-    const v = (JSON.parse(args) as { cwd?: unknown }).cwd
-    return typeof v === 'string' && v.startsWith('/') ? v : undefined
-  } catch {
-    return undefined
-  }
-}
-
 /** The state of an accepted routed call's job, from how the call ended. */
-function jobStateOf(outcome: RoutedToolCallOutcome): JobState {
-  const { error } = outcome
+function jobStateOf(error: unknown): JobState {
   if (error === undefined) return 'completed'
   if (error instanceof JobOutcomeUnknownError) return 'unknown'
   if (error instanceof JobInterruptedError) return 'interrupted'

@@ -182,7 +182,8 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       path: '/v1/tool-calls',
       summary: "Evaluate a tool call through the server's interceptor chain",
       description:
-        'Returns the decision and, when routed, the result after the after-chain (secret scanning etc.).',
+        'Returns the decision and, for blocked and routed calls, `output`: the model-facing text the agent ' +
+        'loop would give its model (the after-chain applied: secret scanning etc.), with `outcome`.',
       security: [{ bearer: [] }],
       request: { body: { content: { 'application/json': { schema: ToolCallInputSchema } }, required: true } },
       responses: {

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { AppError } from '../../../src/errors.js'
-import { ToolResultDecision } from '../../../src/interceptors/index.js'
+import { ToolCallDecision, ToolResultDecision } from '../../../src/interceptors/index.js'
 import type { ToolCallInterceptor } from '../../../src/interceptors/index.js'
-import { executeRoutedToolCall } from '../../../src/routing/index.js'
+import { runToolCall } from '../../../src/routing/index.js'
 import type { ExecResult } from '../../../src/sandbox/types.js'
 import { createWorld } from '../queue/world.js'
 import type { World } from '../queue/world.js'
@@ -125,32 +125,40 @@ describe.each(['in-process', 'bullmq'] as const)('routed execution through the %
     expect(w.executor.jobIdOf({ ...route, command: 'other' })).not.toBe(w.executor.jobIdOf(route))
   })
 
-  test('executeRoutedToolCall formats the result and applies the after-chain', async () => {
+  test('runToolCall formats the result and applies the after-chain', async () => {
     const w = await setup()
+    const route = (command: string, profile = 'default'): ToolCallInterceptor => ({
+      name: 'route',
+      beforeToolCall: () => ToolCallDecision.routeTo('docker', profile, command),
+    })
     const redact: ToolCallInterceptor = {
       name: 'redact',
       beforeToolCall: () => ({ kind: 'allow' }),
       afterToolCall: (_req, output) => ToolResultDecision.modify(output.replaceAll('s3cr3t', '[redacted]')),
     }
     const request = { name: 'bash', arguments: '{}', callId: 'c1', type: 'function' }
-    const ok = await executeRoutedToolCall({
-      executor: w.executor,
-      interceptors: [redact],
+    const ok = await runToolCall(
       request,
-      route: w.route('echo token=s3cr3t'),
-    })
+      {},
+      {
+        interceptors: [route('echo token=s3cr3t'), redact],
+        router: w.executor,
+      },
+    )
     expect(ok.output).toBe('exit_code: 0\nstdout:\ntoken=[redacted]\nstderr:\n(empty)')
-    expect((ok.result as ExecResult).stdout).toBe('token=s3cr3t\n')
+    expect((ok.exec as ExecResult).stdout).toBe('token=s3cr3t\n')
     expect(ok.modifiedBy).toEqual(['redact'])
-    const bad = await executeRoutedToolCall({
-      executor: w.executor,
-      interceptors: [redact],
+    const bad = await runToolCall(
       request,
-      route: w.route('echo hi', { profile: 'nope' }),
-    })
+      {},
+      {
+        interceptors: [route('echo hi', 'nope'), redact],
+        router: w.executor,
+      },
+    )
     expect(bad.output).toMatch(/^error: UNKNOWN_PROFILE: /)
     expect(bad.error).toBeInstanceOf(AppError)
-    expect(bad.blocked).toBe(false)
+    expect(bad.afterBlocked).toBe(false)
   })
 })
 
