@@ -1,6 +1,6 @@
 import type { InterceptorChains } from '../extensions/compose.js'
 import { AppError } from '../errors.js'
-import type { JobState, ToolCallEvaluation, ToolCallService } from '../http/deps.js'
+import type { JobState, ToolCallEvaluateOptions, ToolCallEvaluation, ToolCallService } from '../http/deps.js'
 import { evaluateToolCall } from '../interceptors/chains.js'
 import type { ToolCallRequest } from '../interceptors/types.js'
 import { executeRoutedToolCall } from '../routing/execute-routed-tool-call.js'
@@ -25,7 +25,7 @@ export class ChainToolCallService implements ToolCallService {
   async evaluate(
     tenant: string,
     request: ToolCallRequest,
-    opts: { sessionId?: string; signal?: AbortSignal },
+    opts: ToolCallEvaluateOptions,
   ): Promise<ToolCallEvaluation> {
     const ctx = {
       tenant,
@@ -62,9 +62,12 @@ export class ChainToolCallService implements ToolCallService {
             tenant,
             ...(opts.sessionId ? { sessionId: opts.sessionId } : {}),
             ...(cwd ? { cwd } : {}),
+            ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }),
           },
           ctx: {
             ...(opts.signal ? { signal: opts.signal } : {}),
+            ...(opts.onStdout ? { onStdout: opts.onStdout } : {}),
+            ...(opts.onStderr ? { onStderr: opts.onStderr } : {}),
             onAccepted: (id) => (jobId = id),
           },
         })
