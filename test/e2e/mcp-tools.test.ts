@@ -1,0 +1,230 @@
+/*
+ * The MCP server as agents use it (issue 12 §6): a real `node bin/sbx.js serve` child process, the
+ * official SDK client, the real Docker engine. Cancel kills the command; every failed outcome is
+ * `isError`; progress streams live output; `timeoutMs` works and unknown arguments are refused;
+ * schemas are strict-mode ready; instructions explain the session; read_file ranges and edit_file.
+ */
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { removeScopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import type { SbxServer } from '../support/sbx-cli.js'
+
+const run = promisify(execFile)
+type ToolResult = { content: { type: string; text: string }[]; isError?: boolean }
+
+const prefix = uniqueName('mcptools')
+let srv: SbxServer
+const clients: Client[] = []
+
+beforeAll(async () => {
+  srv = await startSbxServer('serve', { config: { queue: { prefix } } })
+}, 120_000)
+
+afterAll(async () => {
+  for (const c of clients) await c.close().catch(() => undefined)
+  await srv?.stop()
+  await removeScopeContainers(prefix)
+}, 60_000)
+
+async function connect(): Promise<Client> {
+  const transport = new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${srv.key}` } },
+  })
+  const client = new Client({ name: 'e2e-mcp-tools', version: '1.0.0' })
+  await client.connect(transport)
+  clients.push(client)
+  return client
+}
+
+async function call(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+  opts: Parameters<Client['callTool']>[2] = {},
+): Promise<ToolResult> {
+  return (await client.callTool({ name, arguments: args }, undefined, {
+    timeout: 90_000,
+    ...opts,
+  })) as ToolResult
+}
+const textOf = (r: ToolResult): string => r.content.map((c) => c.text).join('')
+
+/** Calls `bash` until `done(text)` holds or `ms` pass; returns the last text. */
+async function bashUntil(
+  client: Client,
+  command: string,
+  done: (t: string) => boolean,
+  ms: number,
+): Promise<string> {
+  const until = Date.now() + ms
+  for (;;) {
+    const t = textOf(await call(client, 'bash', { command }))
+    if (done(t) || Date.now() > until) return t
+  }
+}
+
+describe('MCP tools through sbx serve', () => {
+  test('notifications/cancelled kills the command in the sandbox', async () => {
+    const client = await connect()
+    const ac = new AbortController()
+    const pending = call(
+      client,
+      'bash',
+      { command: 'sleep 37; echo ran-to-end > /workspace/after-cancel' },
+      { signal: ac.signal },
+    ).then(
+      () => 'resolved',
+      (err: unknown) => `rejected: ${String(err)}`,
+    )
+    // The command is running (a second call of the same session sees it) …
+    const seen = await bashUntil(client, 'ps -eo args', (t) => t.includes('sleep 37'), 30_000)
+    expect(seen).toContain('sleep 37')
+    // … then the SDK client cancels: it sends notifications/cancelled and stops waiting.
+    ac.abort('user cancelled')
+    expect(await pending).toMatch(/^rejected/)
+    const after = await bashUntil(client, 'ps -eo args', (t) => !t.includes('sleep 37'), 10_000)
+    expect(after).not.toContain('sleep 37')
+    const marker = await call(client, 'bash', { command: 'cat /workspace/after-cancel' })
+    expect(marker.isError).toBe(true)
+    expect(textOf(marker)).toContain('No such file')
+  }, 120_000)
+
+  test('a sandbox lost mid-call is an isError result (SANDBOX_LOST)', async () => {
+    const client = await connect()
+    await call(client, 'bash', { command: 'true' })
+    const sid = (client.transport as StreamableHTTPClientTransport | undefined)?.sessionId
+    const sessions = JSON.parse(textOf(await call(client, 'list_sessions', {}))) as {
+      id: string
+      sandboxId?: string
+    }[]
+    const id = sessions.find((s) => s.id === `mcp-${sid}`)?.sandboxId
+    expect(id).toBeTruthy()
+    const pending = call(client, 'bash', { command: 'sleep 38' })
+    await bashUntil(client, 'ps -eo args', (t) => t.includes('sleep 38'), 30_000)
+    await run('docker', ['kill', id ?? ''])
+    const r = await pending
+    expect(textOf(r)).toContain('SANDBOX_LOST')
+    expect(r.isError).toBe(true)
+  }, 120_000)
+
+  test('progress notifications carry the live output while the command runs', async () => {
+    const client = await connect()
+    const messages: string[] = []
+    let released: Promise<ToolResult> | undefined
+    // The command waits for a file the test writes only after it saw "ready" as progress: without
+    // live progress it would run into its timeout.
+    const r = await call(
+      client,
+      'bash',
+      {
+        command: 'echo ready; while [ ! -e /workspace/go ]; do sleep 0.05; done; echo finished',
+        timeoutMs: 30_000,
+      },
+      {
+        onprogress: (p) => {
+          messages.push(p.message ?? '')
+          if (!released && messages.join('').includes('ready'))
+            released = call(client, 'write_file', { path: 'go', content: '' })
+        },
+      },
+    )
+    expect(released).toBeDefined()
+    expect((await released)?.isError).toBeFalsy()
+    expect(r.isError).toBeFalsy()
+    expect(textOf(r)).toContain('finished')
+    expect(messages.join('')).toContain('finished')
+  }, 120_000)
+
+  test('timeoutMs kills a long command; over the profile max and unknown arguments are clear errors', async () => {
+    const client = await connect()
+    const t0 = Date.now()
+    const timedOut = await call(client, 'bash', { command: 'sleep 20; echo late', timeoutMs: 700 })
+    expect(Date.now() - t0).toBeLessThan(10_000)
+    expect(timedOut.isError).toBe(true)
+    expect(textOf(timedOut)).toMatch(/timed out after 700 ms/)
+    expect(textOf(timedOut)).not.toContain('late')
+
+    const tooLong = await call(client, 'bash', { command: 'echo x', timeoutMs: 600_001 })
+    expect(tooLong.isError).toBe(true)
+    expect(textOf(tooLong)).toContain('at most 600000')
+
+    const unknown = await call(client, 'bash', { command: 'sleep 5; echo ran', timeout: 1 })
+    expect(unknown.isError).toBe(true)
+    expect(textOf(unknown)).toContain('unknown argument "timeout"')
+    expect(textOf(unknown)).toContain('bash takes command, cwd, timeoutMs')
+    const typo = await call(client, 'read_file', { file: 'x' })
+    expect(typo.isError).toBe(true)
+    expect(textOf(typo)).toContain('unknown argument "file"')
+  }, 120_000)
+
+  test('tool schemas are strict-mode ready; null means absent; instructions explain the session', async () => {
+    const client = await connect()
+    const { tools } = await client.listTools()
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      'bash',
+      'edit_file',
+      'list_sessions',
+      'read_file',
+      'write_file',
+    ])
+    for (const tool of tools) {
+      const schema = tool.inputSchema as {
+        properties?: Record<string, unknown>
+        required?: string[]
+      } & Record<string, unknown>
+      expect(schema['additionalProperties'], tool.name).toBe(false)
+      expect([...(schema.required ?? [])].sort(), tool.name).toEqual(
+        Object.keys(schema.properties ?? {}).sort(),
+      )
+      expect(JSON.stringify(schema), tool.name).not.toMatch(/minLength/)
+    }
+    const pwd = await call(client, 'bash', { command: 'pwd', cwd: null, timeoutMs: null })
+    expect(pwd.isError).toBeFalsy()
+    expect(textOf(pwd)).toContain('/workspace')
+    const tmp = await call(client, 'bash', { command: 'pwd', cwd: '/tmp', timeoutMs: null })
+    expect(textOf(tmp)).toContain('/tmp')
+    const relative = await call(client, 'bash', { command: 'pwd', cwd: 'tmp' })
+    expect(relative.isError).toBe(true)
+    expect(textOf(relative)).toContain('absolute path')
+    const list = await call(client, 'list_sessions', {})
+    expect(list.isError).toBeFalsy()
+    const range = await call(client, 'read_file', { path: 'nope', startLine: null, endLine: null })
+    expect(range.isError).toBe(true)
+
+    const instructions = client.getInstructions() ?? ''
+    expect(instructions).toContain('/workspace')
+    expect(instructions).toMatch(/persist/)
+    expect(instructions).toMatch(/shell state/)
+    expect(instructions).toMatch(/10 min without a request/)
+  }, 120_000)
+
+  test('read_file returns line ranges; edit_file replaces exactly one match and refuses zero or several', async () => {
+    const client = await connect()
+    await call(client, 'write_file', { path: 'src/a.txt', content: 'one\ntwo\nthree\ntwo\nfive\n' })
+    const mid = await call(client, 'read_file', { path: 'src/a.txt', startLine: 2, endLine: 3 })
+    expect(textOf(mid)).toBe('two\nthree')
+    const tail = await call(client, 'read_file', { path: 'src/a.txt', startLine: 5 })
+    expect(textOf(tail)).toBe('five\n')
+    const past = await call(client, 'read_file', { path: 'src/a.txt', startLine: 9 })
+    expect(past.isError).toBe(true)
+
+    const several = await call(client, 'edit_file', { path: 'src/a.txt', oldText: 'two', newText: '2' })
+    expect(several.isError).toBe(true)
+    expect(textOf(several)).toContain('occurs 2 times')
+    const none = await call(client, 'edit_file', { path: 'src/a.txt', oldText: 'six', newText: '6' })
+    expect(none.isError).toBe(true)
+    expect(textOf(none)).toContain('does not occur')
+    const once = await call(client, 'edit_file', {
+      path: 'src/a.txt',
+      oldText: 'three\ntwo',
+      newText: '3\n2',
+    })
+    expect(once.isError).toBeFalsy()
+    expect(textOf(once)).toContain('line 3')
+    const cat = await call(client, 'bash', { command: 'cat src/a.txt' })
+    expect(textOf(cat)).toContain('one\ntwo\n3\n2\nfive')
+  }, 120_000)
+})
