@@ -55,22 +55,12 @@ function post(
 const scopes: string[] = []
 const servers: SbxServer[] = []
 let dflt: SbxServer
-let custom: SbxServer
 
 beforeAll(async () => {
-  const a = uniqueName('mcphttp')
-  const b = uniqueName('mcphttpc')
-  scopes.push(a, b)
-  ;[dflt, custom] = await Promise.all([
-    startSbxServer('serve', { config: { queue: { prefix: a } } }),
-    startSbxServer('serve', {
-      config: {
-        queue: { prefix: b },
-        server: { allowedHosts: ['sbx.example.test'], allowedOrigins: ['https://app.example.test'] },
-      },
-    }),
-  ])
-  servers.push(dflt, custom)
+  const scope = uniqueName('mcphttp')
+  scopes.push(scope)
+  dflt = await startSbxServer('serve', { config: { queue: { prefix: scope } } })
+  servers.push(dflt)
 }, 120_000)
 
 afterAll(async () => {
@@ -116,6 +106,15 @@ describe('/mcp Host and Origin (DNS rebinding)', () => {
   }, 60_000)
 
   test('server.allowedHosts / allowedOrigins replace the defaults', async () => {
+    const scope = uniqueName('mcphttpc')
+    scopes.push(scope)
+    const custom = await startSbxServer('serve', {
+      config: {
+        queue: { prefix: scope },
+        server: { allowedHosts: ['sbx.example.test'], allowedOrigins: ['https://app.example.test'] },
+      },
+    })
+    servers.push(custom)
     const auth = { authorization: `Bearer ${custom.key}` }
     expect((await post(custom, { ...auth, host: 'sbx.example.test:443' })).status).toBe(200)
     expect(
@@ -125,7 +124,7 @@ describe('/mcp Host and Origin (DNS rebinding)', () => {
     expect(
       (await post(custom, { ...auth, host: 'sbx.example.test', origin: 'https://sbx.example.test' })).status,
     ).toBe(403)
-  }, 60_000)
+  }, 120_000)
 })
 
 describe('/mcp 401', () => {

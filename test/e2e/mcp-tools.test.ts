@@ -52,18 +52,22 @@ async function call(
 }
 const textOf = (r: ToolResult): string => r.content.map((c) => c.text).join('')
 
-/** Calls `bash` until `done(text)` holds or `ms` pass; returns the last text. */
-async function bashUntil(
+/**
+ * Waits inside the sandbox (one `bash` call, polling `ps` there) until a process whose command line
+ * holds `pattern` runs (`present`) or is gone; the call prints `yes` or, after `ms`, `no`.
+ */
+async function waitForProcess(
   client: Client,
-  command: string,
-  done: (t: string) => boolean,
+  pattern: string,
+  present: boolean,
   ms: number,
 ): Promise<string> {
-  const until = Date.now() + ms
-  for (;;) {
-    const t = textOf(await call(client, 'bash', { command }))
-    if (done(t) || Date.now() > until) return t
-  }
+  const rounds = Math.ceil(ms / 100)
+  // `[x]yz` keeps the grep from matching its own command line.
+  const grep = `ps -eo args | grep -q '[${pattern[0]}]${pattern.slice(1)}'`
+  const test = present ? grep : `! ${grep}`
+  const command = `for i in $(seq ${rounds}); do if ${test}; then echo yes; exit 0; fi; sleep 0.1; done; echo no`
+  return textOf(await call(client, 'bash', { command, timeoutMs: ms + 10_000 }))
 }
 
 describe('MCP tools through sbx serve', () => {
@@ -80,13 +84,12 @@ describe('MCP tools through sbx serve', () => {
       (err: unknown) => `rejected: ${String(err)}`,
     )
     // The command is running (a second call of the same session sees it) …
-    const seen = await bashUntil(client, 'ps -eo args', (t) => t.includes('sleep 37'), 30_000)
-    expect(seen).toContain('sleep 37')
+    expect(await waitForProcess(client, 'sleep 37', true, 30_000)).toContain('yes')
     // … then the SDK client cancels: it sends notifications/cancelled and stops waiting.
     ac.abort('user cancelled')
     expect(await pending).toMatch(/^rejected/)
-    const after = await bashUntil(client, 'ps -eo args', (t) => !t.includes('sleep 37'), 10_000)
-    expect(after).not.toContain('sleep 37')
+    // Gone within 10 s (before the fix it ran its 37 s to the end).
+    expect(await waitForProcess(client, 'sleep 37', false, 10_000)).toContain('yes')
     const marker = await call(client, 'bash', { command: 'cat /workspace/after-cancel' })
     expect(marker.isError).toBe(true)
     expect(textOf(marker)).toContain('No such file')
@@ -103,7 +106,7 @@ describe('MCP tools through sbx serve', () => {
     const id = sessions.find((s) => s.id === `mcp-${sid}`)?.sandboxId
     expect(id).toBeTruthy()
     const pending = call(client, 'bash', { command: 'sleep 38' })
-    await bashUntil(client, 'ps -eo args', (t) => t.includes('sleep 38'), 30_000)
+    expect(await waitForProcess(client, 'sleep 38', true, 30_000)).toContain('yes')
     await run('docker', ['kill', id ?? ''])
     const r = await pending
     expect(textOf(r)).toContain('SANDBOX_LOST')
