@@ -5,6 +5,7 @@ import type { AppDeps } from './deps.js'
 import type { Principal } from './keyring.js'
 import { registerFileTools, text } from './mcp-file-tools.js'
 import { createMcpOriginCheck } from './mcp-origin.js'
+import { createProgressStream } from './mcp-progress.js'
 import type { McpOriginOptions } from './mcp-origin.js'
 import { bashArgs, mcpInstructions } from './mcp-schemas.js'
 import type { McpShellProfile } from './mcp-schemas.js'
@@ -170,19 +171,7 @@ export class McpEndpoint {
           )
         const args = JSON.stringify(cwd ? { command, cwd } : { command })
         const token = extra._meta?.progressToken
-        let sent = 0
-        const progress =
-          token === undefined
-            ? undefined
-            : (chunk: string): void => {
-                sent += chunk.length
-                extra
-                  .sendNotification({
-                    method: 'notifications/progress',
-                    params: { progressToken: token, progress: sent, message: chunk },
-                  })
-                  .catch(() => undefined)
-              }
+        const progress = token === undefined ? undefined : createProgressStream(token, extra.sendNotification)
         const r = await busy(() =>
           this.deps.toolCalls.evaluate(
             tenant,
@@ -191,10 +180,10 @@ export class McpEndpoint {
               sessionId: need(),
               signal: extra.signal,
               ...(timeoutMs == null ? {} : { timeoutMs }),
-              ...(progress ? { onStdout: progress, onStderr: progress } : {}),
+              ...(progress ? { onStdout: progress.onChunk, onStderr: progress.onChunk } : {}),
             },
           ),
-        )
+        ).finally(() => progress?.stop())
         if (r.decision.kind === 'block') return text(r.decision.reason ?? 'blocked by policy', true)
         if (r.decision.kind === 'allow')
           return text('bash is not routed by this server’s policy; refusing to run it on the host', true)

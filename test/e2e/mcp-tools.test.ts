@@ -141,6 +141,27 @@ describe('MCP tools through sbx serve', () => {
     expect(messages.join('')).toContain('finished')
   }, 120_000)
 
+  test('a silent command sends heartbeats, so a client that resets its timeout on progress keeps waiting', async () => {
+    const client = await connect()
+    const beats: { progress: number; message?: string }[] = []
+    // The command outlasts the client's 12 s timeout; a heartbeat every 10 s resets it.
+    const r = await call(
+      client,
+      'bash',
+      { command: 'sleep 14; echo survived' },
+      {
+        timeout: 12_000,
+        resetTimeoutOnProgress: true,
+        onprogress: (p) =>
+          void beats.push({ progress: p.progress, ...(p.message ? { message: p.message } : {}) }),
+      },
+    )
+    expect(r.isError).toBeFalsy()
+    expect(textOf(r)).toContain('survived')
+    expect(beats.filter((b) => b.message === undefined).length).toBeGreaterThanOrEqual(1)
+    for (let i = 1; i < beats.length; i++) expect(beats[i]!.progress).toBeGreaterThan(beats[i - 1]!.progress)
+  }, 120_000)
+
   test('timeoutMs kills a long command; over the profile max and unknown arguments are clear errors', async () => {
     const client = await connect()
     const t0 = Date.now()
