@@ -4,6 +4,7 @@ import { AppError } from '../errors.js'
 import type { AppDeps } from './deps.js'
 import type { Principal } from './keyring.js'
 import { registerFileTools, text } from './mcp-file-tools.js'
+import { onConsumerCancel, requestIdsOf } from './mcp-disconnect.js'
 import { createMcpOriginCheck } from './mcp-origin.js'
 import { createProgressStream } from './mcp-progress.js'
 import type { McpOriginOptions } from './mcp-origin.js'
@@ -80,7 +81,23 @@ export class McpEndpoint {
           )
         throw new AppError('NOT_FOUND', `no MCP session ${sid}; initialize a new one`)
       }
-      return this.busy(s, () => s.transport.handleRequest(req))
+      const ids = await requestIdsOf(req)
+      return this.busy(s, async () => {
+        const res = await s.transport.handleRequest(req)
+        if (!ids.length || !res.body || !res.headers.get('content-type')?.startsWith('text/event-stream'))
+          return res
+        // A client that drops the answer's connection is gone: cancel its calls as if it had sent
+        // notifications/cancelled, so their commands are killed instead of running to their timeout.
+        const body = onConsumerCancel(res.body, () => {
+          for (const requestId of ids)
+            s.transport.onmessage?.({
+              jsonrpc: '2.0',
+              method: 'notifications/cancelled',
+              params: { requestId, reason: 'the client closed the connection' },
+            })
+        })
+        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
+      })
     }
     if (req.method !== 'POST')
       throw new AppError('BAD_REQUEST', 'MCP requests without a session id must be an initialize POST')

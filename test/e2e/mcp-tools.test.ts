@@ -5,6 +5,7 @@
  * schemas are strict-mode ready; instructions explain the session; read_file ranges and edit_file.
  */
 import { execFile } from 'node:child_process'
+import { request } from 'node:http'
 import { promisify } from 'node:util'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -93,6 +94,43 @@ describe('MCP tools through sbx serve', () => {
     const marker = await call(client, 'bash', { command: 'cat /workspace/after-cancel' })
     expect(marker.isError).toBe(true)
     expect(textOf(marker)).toContain('No such file')
+  }, 120_000)
+
+  test('a client that drops the connection mid-call gets its command killed too', async () => {
+    const client = await connect()
+    const sid = (client.transport as StreamableHTTPClientTransport | undefined)?.sessionId ?? ''
+    const url = new URL(`${srv.url}/mcp`)
+    // A raw tools/call on the session, whose SSE answer the "client" abandons without a cancel.
+    const req = request({
+      host: url.hostname,
+      port: url.port,
+      path: '/mcp',
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${srv.key}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-session-id': sid,
+      },
+    })
+    const answered = new Promise<number>((resolve, reject) => {
+      req.on('response', (res) => resolve(res.statusCode ?? 0))
+      req.on('error', reject)
+    })
+    req.end(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 77,
+        method: 'tools/call',
+        params: { name: 'bash', arguments: { command: 'sleep 39; echo ran > /workspace/after-drop' } },
+      }),
+    )
+    expect(await answered).toBe(200)
+    expect(await waitForProcess(client, 'sleep 39', true, 30_000)).toContain('yes')
+    req.destroy()
+    expect(await waitForProcess(client, 'sleep 39', false, 10_000)).toContain('yes')
+    const marker = await call(client, 'bash', { command: 'cat /workspace/after-drop' })
+    expect(marker.isError).toBe(true)
   }, 120_000)
 
   test('a sandbox lost mid-call is an isError result (SANDBOX_LOST)', async () => {
