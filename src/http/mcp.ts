@@ -5,6 +5,7 @@ import type { AppDeps } from './deps.js'
 import type { Principal } from './keyring.js'
 import { registerFileTools, text } from './mcp-file-tools.js'
 import { onConsumerCancel, requestIdsOf } from './mcp-disconnect.js'
+import type { RequestId } from './mcp-disconnect.js'
 import { createMcpOriginCheck } from './mcp-origin.js'
 import { createProgressStream } from './mcp-progress.js'
 import type { McpOriginOptions } from './mcp-origin.js'
@@ -82,22 +83,7 @@ export class McpEndpoint {
         throw new AppError('NOT_FOUND', `no MCP session ${sid}; initialize a new one`)
       }
       const ids = await requestIdsOf(req)
-      return this.busy(s, async () => {
-        const res = await s.transport.handleRequest(req)
-        if (!ids.length || !res.body || !res.headers.get('content-type')?.startsWith('text/event-stream'))
-          return res
-        // A client that drops the answer's connection is gone: cancel its calls as if it had sent
-        // notifications/cancelled, so their commands are killed instead of running to their timeout.
-        const body = onConsumerCancel(res.body, () => {
-          for (const requestId of ids)
-            s.transport.onmessage?.({
-              jsonrpc: '2.0',
-              method: 'notifications/cancelled',
-              params: { requestId, reason: 'the client closed the connection' },
-            })
-        })
-        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
-      })
+      return this.busy(s, async () => cancelOnDisconnect(s, ids, await s.transport.handleRequest(req)))
     }
     if (req.method !== 'POST')
       throw new AppError('BAD_REQUEST', 'MCP requests without a session id must be an initialize POST')
@@ -247,4 +233,23 @@ export class McpEndpoint {
       )
     }
   }
+}
+
+/**
+ * A client that drops the connection of an SSE answer is gone: its calls in that POST (`ids`) are
+ * cancelled as if it had sent notifications/cancelled, so their commands are killed instead of
+ * running to their timeout.
+ */
+function cancelOnDisconnect(s: McpSession, ids: readonly RequestId[], res: Response): Response {
+  if (!ids.length || !res.body || !res.headers.get('content-type')?.startsWith('text/event-stream'))
+    return res
+  const body = onConsumerCancel(res.body, () => {
+    for (const requestId of ids)
+      s.transport.onmessage?.({
+        jsonrpc: '2.0',
+        method: 'notifications/cancelled',
+        params: { requestId, reason: 'the client closed the connection' },
+      })
+  })
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
 }
