@@ -77,6 +77,22 @@ export const ConfigSchema = z
          * it. Raise it for large file uploads over slow links. @default 30000
          */
         requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(30_000),
+        /**
+         * Host names (no port) `/mcp` answers to; any other `Host` header is a 403 (DNS-rebinding
+         * protection). `'*'` accepts any. @default the listen address and localhost, 127.0.0.1, ::1
+         * (on 0.0.0.0 / ::, also the machine's host name and interface addresses)
+         */
+        allowedHosts: z.array(z.string().min(1)).min(1).optional(),
+        /**
+         * Browser origins (`https://app.example.com`) allowed to call `/mcp`; a request with another
+         * `Origin` is a 403. `'*'` accepts any. @default http(s) origins on an allowed host
+         */
+        allowedOrigins: z.array(z.string().min(1)).min(1).optional(),
+        /**
+         * An MCP session with no request for this long (and no tool call running) expires: its sandbox
+         * session and files are deleted and its quota freed (ms). @default 600000
+         */
+        mcpSessionIdleMs: z.number().int().min(100).default(600_000),
       })
       .strict()
       .default({
@@ -85,6 +101,7 @@ export const ConfigSchema = z
         bodyLimitBytes: 1_048_576,
         fileLimitBytes: 10_485_760,
         requestTimeoutMs: 30_000,
+        mcpSessionIdleMs: 600_000,
       }),
     queue: z
       .object({

@@ -78,6 +78,13 @@ export function createApp(deps: AppDeps): App {
         'not found for this tenant',
       )
     }
+    // RFC 6750: say the scheme is a plain bearer key, so MCP clients report the error instead of
+    // starting an OAuth discovery.
+    if (status === 401)
+      c.header(
+        'WWW-Authenticate',
+        `Bearer realm="sandbox-router"${err instanceof InvalidKeyError ? ', error="invalid_token"' : ''}`,
+      )
     if (err instanceof RateLimitedError) c.header('Retry-After', String(err.retryAfterS))
     else if (status === 429) c.header('Retry-After', '1')
     else if (body.error.code === 'QUEUE_UNAVAILABLE') c.header('Retry-After', '2')
@@ -107,6 +114,13 @@ export function createApp(deps: AppDeps): App {
   const fileLimit = limitBody(fileLimitBytes, 'file')
   app.use('/v1/*', (c, next) => (c.req.path.endsWith('/files') ? fileLimit(c, next) : jsonLimit(c, next)))
   app.use('/mcp', jsonLimit)
+  // Before authentication: a rebinding page's request is refused for its Host/Origin, whatever its key.
+  const mcpHeaders = deps.mcp?.checkHeaders?.bind(deps.mcp)
+  if (mcpHeaders)
+    app.use('/mcp', async (c, next) => {
+      mcpHeaders(c.req.raw.headers)
+      await next()
+    })
   const authenticate: MiddlewareHandler<HttpEnv> = async (c, next) => {
     const header = c.req.header('authorization') ?? ''
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
@@ -115,7 +129,7 @@ export function createApp(deps: AppDeps): App {
     const principal = deps.keyring.verify(m[1])
     if (!principal) {
       deps.logger.warn({ path: c.req.path, requestId: c.get('requestId') }, 'rejected an unknown API key')
-      throw new AppError('UNAUTHORIZED', 'unknown API key')
+      throw new InvalidKeyError()
     }
     const verdict = limiter.take(principal.tenant)
     if (!verdict.ok) throw new RateLimitedError(verdict.retryAfterMs)
@@ -176,5 +190,16 @@ export class RateLimitedError extends AppError {
       retryable: true,
     })
     this.retryAfterS = Math.max(1, Math.ceil(retryAfterMs / 1000))
+  }
+}
+
+/** 401 for a bearer key that matches no configured key (`error="invalid_token"` in the challenge). */
+export class InvalidKeyError extends AppError {
+  override readonly name = 'InvalidKeyError'
+  constructor() {
+    super(
+      'UNAUTHORIZED',
+      'unknown API key: the bearer token matches no configured key; send a key from apiKeys (or SBX_API_KEY)',
+    )
   }
 }

@@ -97,8 +97,20 @@ export interface ToolCallService {
   evaluate(
     tenant: string,
     request: ToolCallRequest,
-    opts: { sessionId?: string; signal?: AbortSignal },
+    opts: ToolCallEvaluateOptions,
   ): Promise<ToolCallEvaluation>
+}
+
+/** How one evaluated call runs when it is routed. */
+export interface ToolCallEvaluateOptions {
+  sessionId?: string
+  /** Cancels the call: a routed command is killed in its sandbox. */
+  signal?: AbortSignal
+  /** The routed command's timeout (ms). @default the profile's default timeout */
+  timeoutMs?: number
+  /** Live output of a routed command, as it arrives (best effort; the result carries it whole). */
+  onStdout?: (chunk: string) => void
+  onStderr?: (chunk: string) => void
 }
 
 /** A sandbox session as the API shows it. */
@@ -118,7 +130,15 @@ export interface SessionView {
 
 /** Tenant-scoped sessions and their files. */
 export interface SessionService {
-  create(tenant: string, input: { id?: string; provider: string; profile: string }): Promise<SessionView>
+  /**
+   * Records a session. With `admit`, refuses (429 QUOTA_EXCEEDED) a session whose first use could not
+   * get a sandbox, instead of recording one whose every call would be refused.
+   */
+  create(
+    tenant: string,
+    input: { id?: string; provider: string; profile: string },
+    opts?: { admit?: boolean },
+  ): Promise<SessionView>
   list(tenant: string): Promise<SessionView[]>
   get(tenant: string, id: string): Promise<SessionView | undefined>
   /** Destroys its sandboxes. `false` when not the tenant's. */
@@ -229,7 +249,11 @@ export interface AppDeps {
   /** The queue dashboard at `/admin/queues` (fleet mode). */
   admin?: Pick<AdminRoutesOptions, 'queues'>
   /** The MCP endpoint at `/mcp`, when enabled. */
-  mcp?: { handle(req: Request, principal: Principal): Promise<Response> }
+  mcp?: {
+    handle(req: Request, principal: Principal): Promise<Response>
+    /** Refuses (403 FORBIDDEN) a `Host` or `Origin` that is not allowed; runs before authentication. */
+    checkHeaders?(headers: Headers): void
+  }
   limits?: {
     bodyLimitBytes?: number
     fileLimitBytes?: number

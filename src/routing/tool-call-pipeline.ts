@@ -43,6 +43,9 @@ export interface ToolCallDeps {
   readonly routeTimeoutMs?: (call: ToolCallRequest) => number | undefined
   /** Called with the job id once the queue accepted a routed command. */
   readonly onAccepted?: (jobId: string) => void
+  /** Live output of a routed command (e.g. MCP progress notifications). */
+  readonly onStdout?: (chunk: string) => void
+  readonly onStderr?: (chunk: string) => void
   readonly onEvent?: (event: ToolCallEvent) => void | Promise<void>
 }
 
@@ -188,6 +191,8 @@ async function runRouted(
     const exec = await router.execute(route, {
       ...(ctx.signal ? { signal: ctx.signal } : {}),
       ...(deps.onAccepted ? { onAccepted: deps.onAccepted } : {}),
+      ...(deps.onStdout ? { onStdout: deps.onStdout } : {}),
+      ...(deps.onStderr ? { onStderr: deps.onStderr } : {}),
     })
     const output = formatExecResult(exec, exec.timedOut ? effectiveTimeout(router, route) : {})
     return { output, ok: true, via: 'routed', executed: true, route, exec }

@@ -7,6 +7,7 @@ import { openDashboardQueues } from '../http/admin.js'
 import { createApp } from '../http/app.js'
 import { Keyring } from '../http/keyring.js'
 import { McpEndpoint } from '../http/mcp.js'
+import type { McpShellProfile } from '../http/mcp-schemas.js'
 import { redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createRuntime } from './create-runtime.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
@@ -26,7 +27,17 @@ export async function startServer(
   const { config } = runtime.loaded
   const mcp = new McpEndpoint(
     { toolCalls: runtime.toolCalls, sessions: runtime.sessions, logger: runtime.logger },
-    { providerId: config.routing.shell.providerId, profile: config.routing.shell.profile },
+    {
+      providerId: config.routing.shell.providerId,
+      profile: config.routing.shell.profile,
+      ...shellProfileOf(runtime),
+      idleTtlMs: config.server.mcpSessionIdleMs,
+      origin: {
+        listenHost: opts.host ?? config.server.host,
+        ...(config.server.allowedHosts ? { allowedHosts: config.server.allowedHosts } : {}),
+        ...(config.server.allowedOrigins ? { allowedOrigins: config.server.allowedOrigins } : {}),
+      },
+    },
   )
   const dashboard =
     config.queue.driver === 'bullmq'
@@ -97,6 +108,24 @@ export async function startServer(
       await closed
       await dashboard?.close()
     },
+  }
+}
+
+/** The routed shell profile's timeouts for MCP (absent when the profile does not resolve: the call will say so). */
+function shellProfileOf(runtime: Runtime): { shellProfile?: McpShellProfile } {
+  const { shell } = runtime.loaded.config.routing
+  try {
+    const p = runtime.registry.profile(shell.profile, shell.providerId)
+    return {
+      shellProfile: {
+        name: p.name,
+        defaultTimeoutMs: p.defaultTimeoutMs,
+        maxTimeoutMs: p.maxTimeoutMs,
+        network: p.network,
+      },
+    }
+  } catch {
+    return {}
   }
 }
 

@@ -22,6 +22,7 @@ export class PooledSessionService implements SessionService {
   async create(
     tenant: string,
     input: { id?: string; provider: string; profile: string },
+    opts: { admit?: boolean } = {},
   ): Promise<SessionView> {
     this.targets.resolve(input.provider, input.profile)
     const record: SessionRecord = {
@@ -32,7 +33,7 @@ export class PooledSessionService implements SessionService {
       createdAt: Date.now(),
     }
     // A session whose first use could not get a sandbox is refused now (429), not at every later call.
-    await this.pool.admit(keyOf(record))
+    if (opts.admit) await this.pool.admit(keyOf(record))
     return this.view(await this.directory.create(record))
   }
 

@@ -1,6 +1,6 @@
 import type { InterceptorChains } from '../extensions/compose.js'
 import { AppError } from '../errors.js'
-import type { JobState, ToolCallEvaluation, ToolCallService } from '../http/deps.js'
+import type { JobState, ToolCallEvaluateOptions, ToolCallEvaluation, ToolCallService } from '../http/deps.js'
 import type { ToolCallRequest } from '../interceptors/types.js'
 import {
   JobInterruptedError,
@@ -29,7 +29,7 @@ export class ChainToolCallService implements ToolCallService {
   async evaluate(
     tenant: string,
     request: ToolCallRequest,
-    opts: { sessionId?: string; signal?: AbortSignal },
+    opts: ToolCallEvaluateOptions,
   ): Promise<ToolCallEvaluation> {
     const ctx = {
       tenant,
@@ -41,6 +41,9 @@ export class ChainToolCallService implements ToolCallService {
       interceptors: this.chains.toolCall,
       router: this.router,
       onAccepted: (id) => (jobId = id),
+      ...(opts.timeoutMs === undefined ? {} : { routeTimeoutMs: () => opts.timeoutMs }),
+      ...(opts.onStdout ? { onStdout: opts.onStdout } : {}),
+      ...(opts.onStderr ? { onStderr: opts.onStderr } : {}),
       // Before the job: a session directory that cannot record the session (Redis away) fails the
       // request (503), rather than becoming a tool output.
       onEvent: async (e) => {

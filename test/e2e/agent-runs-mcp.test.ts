@@ -141,6 +141,7 @@ describe('MCP endpoint with the SDK client', () => {
     const tools = await client.listTools()
     expect(tools.tools.map((t) => t.name).sort()).toEqual([
       'bash',
+      'edit_file',
       'list_sessions',
       'read_file',
       'write_file',

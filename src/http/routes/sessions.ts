@@ -38,7 +38,7 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
           `invalid request at "${i?.path.join('.') || '(body)'}": ${i?.message ?? 'invalid'}`,
         )
       }
-      const s = await deps.sessions.create(c.get('principal').tenant, parsed.data)
+      const s = await deps.sessions.create(c.get('principal').tenant, parsed.data, { admit: true })
       return c.json(s, 201)
     },
   )
