@@ -176,6 +176,7 @@ async function runRouted(
     ...(run.sessionId !== undefined ? { sessionId: run.sessionId } : {}),
     ...(run.tenant !== undefined ? { tenant: run.tenant } : {}),
     ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+    shellDefault: 'persistent',
   }
   try {
     const exec = await cfg.router.execute(req, { signal })

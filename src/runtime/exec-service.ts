@@ -43,6 +43,7 @@ export class QueueExecService implements ExecService {
       ...(input.stdin !== undefined ? { stdin: input.stdin } : {}),
       ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
       ...(input.idempotent !== undefined ? { idempotent: input.idempotent } : {}),
+      ...(input.shell !== undefined ? { shell: input.shell } : {}),
     })
     const existing = await this.queue.inspect(job.jobId)
     // A job already submitted (same Idempotency-Key) is answered as it is; a new one must fit.
@@ -224,6 +225,7 @@ function sameRequest(a: ExecJob, b: ExecJob): boolean {
     a.sessionId === b.sessionId &&
     a.cwd === b.cwd &&
     a.stdin === b.stdin &&
+    a.shell === b.shell &&
     JSON.stringify(a.env ?? {}) === JSON.stringify(b.env ?? {})
   )
 }

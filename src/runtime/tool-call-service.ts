@@ -62,6 +62,7 @@ export class ChainToolCallService implements ToolCallService {
             tenant,
             ...(opts.sessionId ? { sessionId: opts.sessionId } : {}),
             ...(cwd ? { cwd } : {}),
+            shellDefault: 'persistent',
           },
           ctx: {
             ...(opts.signal ? { signal: opts.signal } : {}),
