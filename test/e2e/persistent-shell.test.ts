@@ -1,5 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { removeScopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import {
+  fleetConfig,
+  removeScopeContainers,
+  startSbxServer,
+  startSbxWorker,
+  uniqueName,
+} from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
 interface ToolCallAnswer {
@@ -118,4 +124,39 @@ describe('persistent shells through sbx serve', () => {
     expect(res.status).toBe(400)
     expect(await res.text()).toMatch(/shell/)
   })
+})
+
+/** The job's shell fields cross Redis: `sbx api` + `sbx worker` keep a session's shell too. */
+describe('persistent shells through sbx api + sbx worker', () => {
+  const scope = uniqueName('pshellf')
+  const started: { stop(): Promise<void> }[] = []
+  afterAll(async () => {
+    for (const s of started.reverse()) await s.stop()
+    await removeScopeContainers(scope)
+  }, 60_000)
+
+  test('tool calls keep cd across calls; /v1/exec shell: persistent shares that shell', async () => {
+    const config = fleetConfig(scope)
+    const api = await startSbxServer('api', { config })
+    started.push(api)
+    started.push(await startSbxWorker({ config }))
+    const call = async (command: string) => {
+      const res = await api.post('/v1/tool-calls', { name: 'bash', arguments: { command }, sessionId: 'f' })
+      expect(res.status).toBe(200)
+      return ((await res.json()) as ToolCallAnswer).result
+    }
+    await call('cd /tmp; export F=fleet')
+    expect(await call('pwd; echo $F')).toMatchObject({ stdout: '/tmp\nfleet\n', shellRestarted: false })
+    const res = await api.post('/v1/exec', {
+      provider: 'docker',
+      profile: 'default',
+      sessionId: 'f',
+      command: 'pwd',
+      shell: 'persistent',
+    })
+    expect(((await res.json()) as JobAnswer).result).toMatchObject({
+      stdout: '/tmp\n',
+      shellRestarted: false,
+    })
+  }, 180_000)
 })

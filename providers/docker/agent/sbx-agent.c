@@ -453,6 +453,10 @@ static void cat_str(char **line, size_t *len, const char *s) {
 static const char *shell_exec(cmd_t *c, uint32_t flags, const char *cwd, const char *command, char **pairs,
                               uint32_t npairs, const uint8_t *in, uint32_t in_len) {
   int restarted = 0;
+  int st;
+  /* A shell that died just now, its SIGCHLD not read yet: never hand a command to it. */
+  if (shell.alive && waitpid(shell.pid, &st, WNOHANG) == shell.pid) shell.alive = 0;
+  if (!shell.alive && shell.pid > 0) shell_teardown();
   if (!shell.alive) {
     const char *failed = NULL;
     char **envp = merge_env(pairs, npairs);
