@@ -1,3 +1,5 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import {
   fleetConfig,
@@ -112,6 +114,29 @@ describe('persistent shells through sbx serve', () => {
     expect((await exec({ sessionId: 'exec', command: 'pwd', shell: 'fresh' })).result?.stdout).toBe(
       '/workspace\n',
     )
+  }, 120_000)
+
+  test('MCP bash (SDK client): cd and export stay for the next call', async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${srv.key}` } },
+    })
+    const client = new Client({ name: 'e2e-shell', version: '1.0.0' })
+    await client.connect(transport)
+    try {
+      const first = (await client.callTool({
+        name: 'bash',
+        arguments: { command: 'cd /tmp; export M=mcp' },
+      })) as {
+        isError?: boolean
+      }
+      expect(first.isError).toBeFalsy()
+      const r = (await client.callTool({ name: 'bash', arguments: { command: 'pwd; echo $M' } })) as {
+        content: { text: string }[]
+      }
+      expect(r.content[0]?.text).toContain('/tmp\nmcp')
+    } finally {
+      await client.close()
+    }
   }, 120_000)
 
   test('/v1/exec: an unknown shell mode is a 400 that names the field', async () => {
