@@ -12,7 +12,8 @@
  *
  * One single-threaded poll() loop. Each command runs as `bash -c` (or `sh -c`) in its own
  * session / process group; timeouts, cancels and the end of the host connection kill that whole
- * group. Output is capped per stream: past the cap the pipe is still drained (the process never
+ * group. FR_SHELL commands instead run in one long-lived bash per agent (see "the persistent shell"
+below): state stays, a timeout kills what the command started, not the shell. Output is capped per stream: past the cap the pipe is still drained (the process never
  * blocks on a full pipe) and the bytes are dropped. Memory is bounded: one inbound frame of at
  * most SBX_MAX_FRAME, and pipes/files are only read while the outbound queue is below OUT_HIGH.
  *
