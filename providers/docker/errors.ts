@@ -180,12 +180,37 @@ export function execError(sandboxId: string, err: ErrFrame): AppError {
           `wait for running commands, kill background processes, or raise the profile's pidsLimit`,
         { retryable: true },
       )
+    case 'shell-busy':
+      return new AppError(
+        'CONFLICT',
+        `another command runs in the persistent shell of sandbox ${sandboxId}; wait for it to end ` +
+          `(calls through one handle queue for the shell), or run this one with shell: 'fresh'`,
+        { retryable: true },
+      )
+    case 'stdin':
+      if (name === 'ENOSPC')
+        return new AppError(
+          'NO_SPACE',
+          `no room in /tmp of sandbox ${sandboxId} to hand stdin to the persistent shell (ENOSPC); ` +
+            `delete files in /tmp, raise the profile's tmpMb, or run the call with shell: 'fresh'`,
+        )
+      return new AppError(
+        'INTERNAL',
+        `sandbox ${sandboxId}: could not hand stdin to the persistent shell through /tmp (${name}); ` +
+          `run the call with shell: 'fresh'`,
+      )
     case 'exec':
       if (name === 'E2BIG')
         return new AppError(
           'BAD_REQUEST',
           `the command and its environment are too large to start in sandbox ${sandboxId} (E2BIG: the ` +
             `kernel's limit on arguments and environment); send a long script as stdin or a file instead`,
+        )
+      if (err.detail.includes('persistent shell'))
+        return new AppError(
+          'CONFIG_INVALID',
+          `sandbox ${sandboxId} has no /bin/bash (${name}), which persistent shells need; run the call ` +
+            `with shell: 'fresh' or use an image built FROM sandbox-router/base`,
         )
       return new AppError(
         'CONFIG_INVALID',

@@ -16,6 +16,8 @@ export interface ResolvedExec {
   stdin: Uint8Array
   timeoutMs: number
   outputCapBytes: number
+  /** Run in the persistent shell; `cwdExplicit`: the call named its cwd (a cd that stays). */
+  shell?: { cwdExplicit: boolean }
 }
 
 /** A command in flight. */
@@ -151,6 +153,7 @@ export function startExec(
                     truncated: exit.truncated || stdout.truncated || stderr.truncated,
                     durationMs: Math.round(performance.now() - started),
                     sandboxId,
+                    ...(request.shell ? { shellRestarted: exit.shellRestarted === true } : {}),
                   }),
                 )
               })
@@ -177,6 +180,7 @@ export function startExec(
           command: request.command,
           env: request.env,
           stdin: request.stdin,
+          ...(request.shell ? { shell: request.shell } : {}),
         }),
       )
     } catch (err) {

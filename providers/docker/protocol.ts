@@ -12,6 +12,8 @@ export const Frame = {
   WRITE: 3,
   READ: 4,
   PING: 5,
+  /** EXEC in the channel's persistent shell. */
+  SHELL: 6,
   HELLO: 16,
   STDOUT: 17,
   STDERR: 18,
@@ -94,15 +96,20 @@ export interface ExecFrame {
   command: string
   env: Record<string, string>
   stdin: Uint8Array
+  /**
+   * Run it in the persistent shell (a SHELL frame). `cwdExplicit`: cd to `cwd` first (it stays);
+   * else `cwd` is only where a new shell starts.
+   */
+  shell?: { cwdExplicit: boolean }
 }
 
-/** Encodes a command to run. */
+/** Encodes a command to run: an EXEC frame, or a SHELL frame for the persistent shell. */
 export function encodeExec(id: number, e: ExecFrame): Buffer {
   const env = Object.entries(e.env)
-  return encode(Frame.EXEC, id, [
+  return encode(e.shell ? Frame.SHELL : Frame.EXEC, id, [
     { u32: Math.min(Math.max(1, Math.ceil(e.timeoutMs)), 0xffff_ffff) },
     { u64: Math.max(0, Math.floor(Math.min(e.capBytes, Number.MAX_SAFE_INTEGER))) },
-    { u32: 0 },
+    { u32: e.shell?.cwdExplicit ? 1 : 0 },
     str(e.cwd),
     str(e.command),
     { u32: env.length },
@@ -140,6 +147,10 @@ export interface ExitFrame {
   timedOut: boolean
   truncated: boolean
   durationMs: number
+  /** SHELL commands: the shell did not hold the previous shell call's state (restarted). */
+  shellRestarted?: boolean
+  /** SHELL commands: the shell itself ended during this command. */
+  shellEnded?: boolean
 }
 
 /** Decodes an EXIT payload. */
@@ -151,6 +162,9 @@ export function decodeExit(p: Buffer): ExitFrame {
     timedOut: p.readUInt8(5) === 1,
     truncated: truncBits !== 0,
     durationMs: p.readUInt32BE(7),
+    ...(p.length > 11
+      ? { shellRestarted: (p.readUInt8(11) & 1) !== 0, shellEnded: (p.readUInt8(11) & 2) !== 0 }
+      : {}),
   }
 }
 

@@ -50,7 +50,11 @@ export class DockerSandbox implements Sandbox {
   private opening: Promise<AgentChannel> | undefined
   private closed = false
   private readonly slots: Semaphore
+  /** Persistent shell calls run one at a time (the agent refuses a second one while one runs). */
+  private readonly shellTurn = new Semaphore(1)
   private readonly container: Docker.Container
+  /** The agent holds one persistent bash per channel. */
+  readonly persistentShell = true
 
   constructor(
     docker: Docker,
@@ -160,7 +164,16 @@ export class DockerSandbox implements Sandbox {
           `env variable ${JSON.stringify(key)}: its value must not contain NUL bytes`,
         )
     }
-    const release = await this.slots.acquire(opts.signal)
+    const persistent = request.shell === 'persistent'
+    // A persistent call waits for the shell's turn before its slot and timeout start.
+    const releaseTurn = persistent ? await this.shellTurn.acquire(opts.signal) : () => {}
+    let release: () => void
+    try {
+      release = await this.slots.acquire(opts.signal)
+    } catch (err) {
+      releaseTurn()
+      throw err
+    }
     let run: ExecRun
     try {
       const channel = await this.channel(opts.signal)
@@ -173,16 +186,21 @@ export class DockerSandbox implements Sandbox {
           stdin,
           timeoutMs: request.timeoutMs,
           outputCapBytes: request.outputCapBytes,
+          ...(persistent ? { shell: { cwdExplicit: request.cwd !== undefined } } : {}),
         },
         opts,
         this.settings.watchdogMs,
       )
     } catch (err) {
       release()
+      releaseTurn()
       throw err
     }
     // The slot is free once the agent stops running the command, not when an abort rejects early.
-    void run.settled.then(release)
+    void run.settled.then(() => {
+      release()
+      releaseTurn()
+    })
     return run.result
   }
 

@@ -15,6 +15,8 @@ export interface ExecInput {
   stdin?: string
   timeoutMs?: number
   idempotent?: boolean
+  /** `persistent`: the session's long-lived shell; absent: the profile's shell, else `fresh`. */
+  shell?: 'persistent' | 'fresh'
 }
 
 /**

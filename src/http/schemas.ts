@@ -27,6 +27,14 @@ export const ExecInputSchema = z
     stdin: z.string().max(1_000_000).optional(),
     timeoutMs: z.number().int().positive().max(86_400_000).optional(),
     idempotent: z.boolean().optional(),
+    shell: z
+      .enum(['persistent', 'fresh'])
+      .optional()
+      .openapi({
+        description:
+          "'persistent': the session's long-lived shell (keeps cwd, exported variables, functions, aliases); " +
+          "'fresh': a new bash -c. Default: the profile's shell, else 'fresh'",
+      }),
   })
   .strict()
   .superRefine((input, ctx) => {

@@ -60,6 +60,14 @@ export const ExecJobSchema = z
     outputCapBytes: z.number().int().positive(),
     /** A redelivered job may run again instead of reporting `interrupted`. */
     idempotent: z.boolean(),
+    /**
+     * The shell asked for by the call or its profile (`persistent` fails where the provider has
+     * none). Absent: `shellDefault`, else `fresh`. Only set when not `fresh`-by-default, so workers
+     * from before this field still take the jobs that do not need it.
+     */
+    shell: z.enum(['persistent', 'fresh']).optional(),
+    /** The surface's default (tool calls: `persistent`), used only where the provider has persistent shells. */
+    shellDefault: z.enum(['persistent', 'fresh']).optional(),
     callId: z.string().min(1),
     toolName: z.string(),
     /** Epoch ms when the router submitted the job. */
@@ -89,6 +97,8 @@ export const ExecResultSchema = z.object({
   truncated: z.boolean(),
   durationMs: z.number(),
   sandboxId: z.string(),
+  /** Persistent shell calls: the shell did not hold the previous call's state (it died and was restarted). */
+  shellRestarted: z.boolean().optional(),
   /**
    * Set while the session's sandbox was replaced by an empty one (files lost) and the user has not
    * acknowledged it (`POST /v1/sessions/{id}/ack`).

@@ -4,7 +4,7 @@ import { deriveJobId } from '../queue/job-id.js'
 import { abortReasonOf } from '../queue/run-job.js'
 import type { ExecJob, ExecJobResult, OutputChunk } from '../queue/schemas.js'
 import type { JobQueue } from '../queue/types.js'
-import type { ExecResult } from '../sandbox/types.js'
+import type { ExecResult, ShellMode } from '../sandbox/types.js'
 import {
   JobNotAcceptedError,
   JobOutcomeUnknownError,
@@ -76,6 +76,7 @@ export class QueueRouteExecutor implements RouteExecutor {
       timeoutMs: this.effectiveTimeoutMs(route),
       outputCapBytes: profile.outputCapBytes,
       idempotent: route.idempotent ?? false,
+      ...shellOf(route, profile.shell),
       callId: route.callId,
       toolName: route.toolName,
       submittedAt: Date.now(),
@@ -102,6 +103,8 @@ export class QueueRouteExecutor implements RouteExecutor {
           route.env ? Object.entries(route.env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) : null,
           route.stdin ?? null,
           route.idempotent ?? false,
+          route.shell ?? null,
+          route.shellDefault ?? null,
         ]),
       )
       .digest('hex')
@@ -181,6 +184,16 @@ export class QueueRouteExecutor implements RouteExecutor {
       signal?.removeEventListener('abort', onAbort)
     }
   }
+}
+
+/** The job's shell fields: the call's, else the profile's; the surface default only when neither says. */
+function shellOf(
+  route: RouteRequest,
+  profileShell: ShellMode | undefined,
+): Pick<ExecJob, 'shell' | 'shellDefault'> {
+  const shell = route.shell ?? profileShell
+  if (shell) return { shell }
+  return route.shellDefault === 'persistent' ? { shellDefault: 'persistent' } : {}
 }
 
 function reasonText(signal: AbortSignal | undefined): string {

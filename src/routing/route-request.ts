@@ -31,6 +31,9 @@ export function routeRequestOf(
     ...(scope.sessionId === undefined ? {} : { sessionId: scope.sessionId }),
     ...(cwd === undefined ? {} : { cwd }),
     ...(scope.timeoutMs === undefined ? {} : { timeoutMs: scope.timeoutMs }),
+    // A tool call's shell lives on (cd, exports, functions) where the sandbox can keep one; a call's or
+    // profile's `shell` wins, and a sandbox without persistent shells runs it fresh.
+    shellDefault: 'persistent',
   }
 }
 

@@ -25,6 +25,8 @@ export function formatExecResult(result: ExecResult, opts: { timeoutMs?: number 
     lines.push(`[timed out${after}; the process group was killed]`)
   }
   if (result.truncated) lines.push('[output truncated at the output cap]')
+  if (result.shellRestarted)
+    lines.push('[shell restarted: the cwd, variables and functions of earlier calls are gone]')
   const r = result.sandboxReplaced
   if (r) {
     lines.push(

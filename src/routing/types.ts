@@ -1,4 +1,4 @@
-import type { ExecResult } from '../sandbox/types.js'
+import type { ExecResult, ShellMode } from '../sandbox/types.js'
 
 /** A routeTo verdict plus what the runtime knows about the call, ready to become a job. */
 export interface RouteRequest {
@@ -19,6 +19,13 @@ export interface RouteRequest {
   readonly timeoutMs?: number
   /** A redelivered job may run again instead of reporting `interrupted`. @default false */
   readonly idempotent?: boolean
+  /** The call's shell (`persistent` / `fresh`); absent: the profile's `shell`, else {@link shellDefault}. */
+  readonly shell?: ShellMode
+  /**
+   * The surface's default when neither the call nor the profile names a shell: tool calls set
+   * `persistent` (used where the provider has persistent shells, else `fresh`). @default 'fresh'
+   */
+  readonly shellDefault?: ShellMode
 }
 
 /** Live output and cancellation of one routed call. */

@@ -43,6 +43,7 @@ export class QueueExecService implements ExecService {
       ...(input.stdin !== undefined ? { stdin: input.stdin } : {}),
       ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
       ...(input.idempotent !== undefined ? { idempotent: input.idempotent } : {}),
+      ...(input.shell !== undefined ? { shell: input.shell } : {}),
     })
     // The lookup and the bounds check are independent reads: one round trip, not two. A job already
     // submitted (same Idempotency-Key) is answered as it is; a new one must fit.
@@ -234,6 +235,7 @@ function sameRequest(a: ExecJob, b: ExecJob): boolean {
     a.sessionId === b.sessionId &&
     a.cwd === b.cwd &&
     a.stdin === b.stdin &&
+    a.shell === b.shell &&
     JSON.stringify(a.env ?? {}) === JSON.stringify(b.env ?? {})
   )
 }

@@ -12,6 +12,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { registerIoCases, rejectionOf } from './conformance-io.js'
+import { registerShellCases } from './conformance-shell.js'
 import type { ResolvedProfile } from './profiles.js'
 import type { ExecRequest, ExecResult, Labels, Sandbox, SandboxProvider } from './types.js'
 
@@ -152,6 +153,7 @@ export function runProviderConformance(name: string, options: ConformanceOptions
     )
 
     registerIoCases({ sandbox: () => sb, run, processGone, base, profile, timeout, largeBytes })
+    registerShellCases({ sandbox: () => sb, run, processGone, base, profile, timeout, largeBytes })
 
     test(
       'connect by ref from another provider instance sees the same sandbox',
@@ -163,6 +165,15 @@ export function runProviderConformance(name: string, options: ConformanceOptions
           expect(second.ref.id).toBe(sb.ref.id)
           expect(Buffer.from(await second.readFile('shared.txt')).toString()).toBe('from first handle')
           expect((await second.exec({ ...base, command: 'cat shared.txt' })).stdout).toBe('from first handle')
+          if (sb.persistentShell) {
+            // Another handle's shell does not hold this one's state, and both say so: never silent.
+            await run('cd /tmp', { shell: 'persistent' })
+            const there = await second.exec({ ...base, command: 'pwd', shell: 'persistent' })
+            expect(there).toMatchObject({ stdout: `${profile.cwd}\n`, shellRestarted: true })
+            const back = await run('pwd', { shell: 'persistent' })
+            expect(back).toMatchObject({ stdout: '/tmp\n', shellRestarted: true })
+            expect((await run('pwd', { shell: 'persistent' })).shellRestarted).toBe(false)
+          }
         } finally {
           await second.close()
           await other.close?.()

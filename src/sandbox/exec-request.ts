@@ -23,17 +23,26 @@ export interface ExecRequestRules {
   envName?: (name: string) => boolean
   /** How the accepted names are described in the error. @default "names are non-empty without '=' or NUL" */
   envRule?: string
+  /** The provider's name in errors (a persistent shell, which these providers do not have yet). */
+  providerName?: string
 }
 
 const anyName = (name: string): boolean => /^[^=\0]+$/.test(name)
 
 /**
- * Checks an exec request the way every remote provider must before sending it (positive timeout,
+ * Checks an exec request the way every remote provider must before sending it (no persistent shell, positive timeout,
  * cap ≥ 0, no NUL bytes, command size, env names) and fills in the defaults: cwd resolved against
  * the sandbox's, env `{}`, stdin as bytes. Errors are `BAD_REQUEST` / `PAYLOAD_TOO_LARGE` that say
  * what to change.
  */
 export function resolveExecRequest(request: ExecRequest, rules: ExecRequestRules): ResolvedExec {
+  if (request.shell === 'persistent') {
+    throw new AppError(
+      'BAD_REQUEST',
+      `${rules.providerName ?? 'this provider'} has no persistent shells yet; run the command with shell: 'fresh' ` +
+        "(or set the profile's shell to 'fresh')",
+    )
+  }
   if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
     throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
   }

@@ -36,6 +36,13 @@ export const ProfileSchema = z
     maxTimeoutMs: z.number().int().positive().default(600_000),
     /** Per-stream output cap (bytes). @default 1048576 */
     outputCapBytes: z.number().int().positive().default(1_048_576),
+    /**
+     * Shell of calls that name none: `persistent` (the sandbox's long-lived shell keeps cwd,
+     * variables, functions) or `fresh` (a new `bash -c` per command). @default unset: tool calls
+     * (`/v1/tool-calls`, MCP `bash`, the agent's shell tool) use `persistent` where the provider has
+     * it, `/v1/exec` uses `fresh`
+     */
+    shell: z.enum(['persistent', 'fresh']).optional(),
     /** Max commands running at once in one sandbox. @default 8 */
     maxConcurrentExecs: z.number().int().positive().default(8),
     pool: z

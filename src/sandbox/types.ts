@@ -25,6 +25,13 @@ export interface SandboxRef {
   labels?: Labels
 }
 
+/**
+ * Where a command runs: `fresh`, a new `bash -c` per command (nothing carries over), or
+ * `persistent`, the sandbox's long-lived shell, which keeps the working directory, exported
+ * variables, functions and aliases between calls.
+ */
+export type ShellMode = 'persistent' | 'fresh'
+
 /** One command to run inside a sandbox. */
 export interface ExecRequest {
   /** A shell command line, run by `bash -c` (or `sh -c` where bash is absent). */
@@ -39,6 +46,13 @@ export interface ExecRequest {
   timeoutMs: number
   /** Per-stream output cap in bytes; past it output is dropped, `truncated` is set, the process keeps running unblocked. */
   outputCapBytes: number
+  /**
+   * `persistent` runs the command in the sandbox's persistent shell (only where
+   * {@link Sandbox.persistentShell} is true; elsewhere `BAD_REQUEST`). There, `cwd` is a `cd` that
+   * stays, and `env` is exported into the shell and stays; a timeout or cancel kills what the
+   * command started and keeps the shell. @default 'fresh'
+   */
+  shell?: ShellMode
 }
 
 /** Live output callbacks and cancellation for {@link Sandbox.exec}. */
@@ -62,6 +76,12 @@ export interface ExecResult {
   durationMs: number
   sandboxId: string
   /**
+   * `persistent` shell calls only: true when the command ran in a shell that does not hold the
+   * state of the sandbox's previous persistent call (that shell died — `exit`, `exec`, OOM, a kill
+   * after a timeout — or was another connection's): cwd, variables and functions from before are gone.
+   */
+  shellRestarted?: boolean
+  /**
    * Set by the session pool (not by providers) while the session's sandbox was replaced by an
    * empty one and the user has not acknowledged it: files from before are lost.
    */
@@ -78,6 +98,8 @@ export interface SandboxHealth {
 /** A live handle to one sandbox. */
 export interface Sandbox {
   readonly ref: SandboxRef
+  /** Capability flag: whether `exec` takes `shell: 'persistent'`. @default false */
+  readonly persistentShell?: boolean
   exec(request: ExecRequest, opts?: ExecOptions): Promise<ExecResult>
   /** Writes a file (binary-safe), creating parent directories. Relative paths resolve against the profile cwd. */
   writeFile(path: string, data: string | Uint8Array, opts?: { signal?: AbortSignal }): Promise<void>

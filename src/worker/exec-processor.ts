@@ -3,6 +3,7 @@ import { resultOfOutcome } from '../queue/fence.js'
 import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
 import type { JobContext, JobProcessor } from '../queue/types.js'
 import type { LeaseOutcome, SessionKey, SessionPool } from '../sessions/types.js'
+import type { ShellMode } from '../sandbox/types.js'
 
 /** Reports errors that do not change a job's result (e.g. a failed lease release). */
 export type WorkerErrorHandler = (err: unknown, context: string) => void
@@ -60,6 +61,7 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
           stdin: job.stdin,
           timeoutMs: job.timeoutMs,
           outputCapBytes: job.outputCapBytes,
+          ...shellOfJob(job, lease.sandbox.persistentShell === true),
         },
         {
           signal: ctx.signal,
@@ -115,4 +117,20 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
       while (releasing.size > 0) await Promise.all(releasing)
     },
   })
+}
+
+/**
+ * The shell a job's command runs in: the one it asks for (`persistent` where the sandbox has none
+ * is `BAD_REQUEST`), else its surface default where the sandbox has persistent shells, else fresh.
+ */
+export function shellOfJob(job: ExecJob, hasPersistentShell: boolean): { shell?: ShellMode } {
+  if (job.shell === 'persistent' && !hasPersistentShell) {
+    throw new AppError(
+      'BAD_REQUEST',
+      `provider '${job.providerId}' has no persistent shells yet; run the command with shell: 'fresh' ` +
+        `(or set profile '${job.profile}' shell to 'fresh')`,
+    )
+  }
+  if (job.shell) return { shell: job.shell }
+  return job.shellDefault === 'persistent' && hasPersistentShell ? { shell: 'persistent' } : {}
 }

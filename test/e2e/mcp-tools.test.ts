@@ -68,7 +68,18 @@ async function waitForProcess(
   const grep = `ps -eo args | grep -q '[${pattern[0]}]${pattern.slice(1)}'`
   const test = present ? grep : `! ${grep}`
   const command = `for i in $(seq ${rounds}); do if ${test}; then echo yes; exit 0; fi; sleep 0.1; done; echo no`
-  return textOf(await call(client, 'bash', { command, timeoutMs: ms + 10_000 }))
+  // Through /v1/exec (a fresh shell) in the MCP session's sandbox: the session's persistent shell is
+  // busy with the call being watched, and its calls are queued, never interleaved.
+  const sid = (client.transport as StreamableHTTPClientTransport | undefined)?.sessionId ?? ''
+  const res = await srv.post('/v1/exec', {
+    provider: 'docker',
+    profile: 'default',
+    sessionId: `mcp-${sid}`,
+    command,
+    timeoutMs: ms + 10_000,
+  })
+  const job = (await res.json()) as { result?: { stdout: string } }
+  return job.result?.stdout ?? JSON.stringify(job)
 }
 
 describe('MCP tools through sbx serve', () => {

@@ -12,7 +12,8 @@
  *
  * One single-threaded poll() loop. Each command runs as `bash -c` (or `sh -c`) in its own
  * session / process group; timeouts, cancels and the end of the host connection kill that whole
- * group. Output is capped per stream: past the cap the pipe is still drained (the process never
+ * group. FR_SHELL commands instead run in one long-lived bash per agent (see "the persistent shell"
+below): state stays, a timeout kills what the command started, not the shell. Output is capped per stream: past the cap the pipe is still drained (the process never
  * blocks on a full pipe) and the bytes are dropped. Memory is bounded: one inbound frame of at
  * most SBX_MAX_FRAME, and pipes/files are only read while the outbound queue is below OUT_HIGH.
  *
@@ -43,6 +44,9 @@
 #define MAX_CMDS 512
 #define TERM_GRACE_MS 200 /* SIGTERM at the deadline, SIGKILL this much later */
 #define LINGER_MS 100     /* after the leader exits, wait this long for pipe EOF */
+#define SHELL_KILL_MS 500 /* a shell whose command ignores the kill (a builtin loop) dies this much later */
+/* Names the shell that ran the container's last FR_SHELL command, across channels. */
+#define SHELL_OWNER_FILE "/tmp/.sbx-shell-owner"
 #define SBX_IDLE_EXIT_CODE 75 /* --init ended the container after --idle-exit-ms with nothing attached */
 
 extern char **environ;
@@ -62,6 +66,14 @@ typedef struct cmd {
   uint64_t cap, n_out, n_err;
   int trunc_out, trunc_err, timed_out, reaped, status;
   int64_t start, deadline, kill_at, linger_until;
+  /* FR_SHELL commands only (is_shell): they run in `shell` below, in_data is their control line. */
+  int is_shell, cancelled, got_mark[2], rc, shell_flags;
+  int64_t shell_kill_at;
+  char mark[2][48];
+  uint8_t hold[2][128];
+  size_t hold_len[2];
+  char *stdin_path;
+  char *cwd;
 } cmd_t;
 
 typedef struct reader {
@@ -97,7 +109,19 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The channel's persistent bash (FR_SHELL): one per agent, started on first use. */
+static struct {
+  pid_t pid; /* 0: none */
+  int alive;
+  int fd_ctl, fd_out, fd_err;
+  int started_before; /* a shell ran on this channel before */
+  uint64_t seq;
+  cmd_t *cur;
+  char token[64]; /* what this shell last wrote to SHELL_OWNER_FILE */
+} shell = {0, 0, -1, -1, -1, 0, 0, NULL, ""};
+
 static void kill_all_and_exit(int code) {
+  if (shell.pid > 0) kill(-shell.pid, SIGKILL);
   for (cmd_t *c = cmds; c; c = c->next) kill(-c->pid, SIGKILL);
   for (writer_t *w = writers; w; w = w->next) kill(w->pid, SIGKILL);
   _exit(code);
@@ -295,12 +319,375 @@ static char **merge_env(char **pairs, uint32_t npairs) {
   return envp;
 }
 
-static void op_exec(uint32_t id, const uint8_t *p, size_t n) {
+/* ---------- the persistent shell (FR_SHELL) ---------- */
+
+/*
+ * One long-lived `bash` per agent. Each command goes to its stdin as one line:
+ *   trap - DEBUG; [export K='V';] if builtin cd -- 'CWD'; then for __sbx_once in 1; do
+ *   { builtin eval 'CMD'; } <SRC; done; __sbx_rc=$?; (a timeout or cancel: SIGUSR1 aborts the rest)
+ *   else __sbx_rc=-1; fi; builtin printf ... MARK_OUT rc; builtin printf ... MARK_ERR >&2
+ * so `cd`, variables, functions and aliases stay in the shell. The end markers are random per
+ * command (and printed in two halves, so an `set -x` trace of the line never matches them); stdout
+ * and stderr are the shell's own long-lived pipes, scanned for them. Between commands, output of
+ * background jobs is drained and dropped.
+ */
+
+/* `s` in single quotes for bash: ' becomes '\''. */
+static char *sq(const char *s) {
+  size_t n = 3;
+  for (const char *p = s; *p; p++) n += *p == '\'' ? 4 : 1;
+  char *out = xrealloc(NULL, n), *o = out;
+  *o++ = '\'';
+  for (const char *p = s; *p; p++) {
+    if (*p == '\'') memcpy(o, "'\\''", 4), o += 4;
+    else *o++ = *p;
+  }
+  *o++ = '\'', *o = 0;
+  return out;
+}
+
+static void shell_teardown(void) {
+  if (shell.pid > 0) kill(-shell.pid, SIGKILL);
+  close_fd(&shell.fd_ctl), close_fd(&shell.fd_out), close_fd(&shell.fd_err);
+  shell.pid = 0, shell.alive = 0;
+}
+
+/* Kills the descendants of `pid` (children first, so none re-parents out of reach), and `pid` too when `self`. */
+static void kill_tree(pid_t pid, int sig, int self) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  FILE *f = fopen(path, "re");
+  if (f) {
+    int child;
+    while (fscanf(f, "%d", &child) == 1) kill_tree(child, sig, 1);
+    fclose(f);
+  }
+  if (self) kill(pid, sig);
+}
+
+/* Whether the container's last shell command ran in this shell; then claims the next one. */
+static int shell_continuous(void) {
+  char seen[64] = "";
+  int fd = open(SHELL_OWNER_FILE, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t k = read(fd, seen, sizeof seen - 1);
+    seen[k > 0 ? k : 0] = 0;
+    close(fd);
+  }
+  int same = shell.token[0] && strcmp(seen, shell.token) == 0;
+  int existed = fd >= 0;
+  snprintf(shell.token, sizeof shell.token, "%d:%d:%llu", (int)getpid(), (int)shell.pid,
+           (unsigned long long)++shell.seq);
+  fd = open(SHELL_OWNER_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    (void)!write(fd, shell.token, strlen(shell.token));
+    close(fd);
+    (void)!rename(SHELL_OWNER_FILE ".tmp", SHELL_OWNER_FILE);
+  }
+  return same || (!existed && !shell.started_before);
+}
+
+/* Starts the shell in `cwd` with `envp`; 0, or -1 with failed op / errno set. */
+static int shell_start(const char *cwd, char **envp, const char **failed_op) {
+  int ctl[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, ex[2] = {-1, -1};
+  if (pipe2(ctl, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+      pipe2(ex, O_CLOEXEC) < 0) {
+    int e = errno;
+    int fds[] = {ctl[0], ctl[1], out[0], out[1], err[0], err[1], ex[0], ex[1]};
+    for (size_t i = 0; i < 8; i++)
+      if (fds[i] >= 0) close(fds[i]);
+    return *failed_op = "pipe", errno = e, -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    if (dup2(ctl[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(127);
+    for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (cwd[0] && chdir(cwd) < 0) {
+      uint32_t msg[2] = {1, (uint32_t)errno};
+      (void)!write(ex[1], msg, sizeof msg);
+      _exit(127);
+    }
+    char *argv_bash[] = {"bash", "--noprofile", "--norc", NULL};
+    execve("/bin/bash", argv_bash, envp);
+    uint32_t msg[2] = {2, (uint32_t)errno};
+    (void)!write(ex[1], msg, sizeof msg);
+    _exit(127);
+  }
+  int e = errno;
+  close(ctl[0]), close(out[1]), close(err[1]), close(ex[1]);
+  if (pid < 0) {
+    close(ctl[1]), close(out[0]), close(err[0]), close(ex[0]);
+    return *failed_op = "fork", errno = e, -1;
+  }
+  uint32_t msg[2];
+  ssize_t k;
+  do k = read(ex[0], msg, sizeof msg);
+  while (k < 0 && errno == EINTR);
+  close(ex[0]);
+  if (k == (ssize_t)sizeof msg) {
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    close(ctl[1]), close(out[0]), close(err[0]);
+    return *failed_op = msg[0] == 1 ? "chdir" : "exec", errno = (int)msg[1], -1;
+  }
+  shell.pid = pid, shell.alive = 1;
+  shell.fd_ctl = ctl[1], shell.fd_out = out[0], shell.fd_err = err[0];
+  set_nonblock(shell.fd_ctl), set_nonblock(shell.fd_out), set_nonblock(shell.fd_err);
+  shell.token[0] = 0;
+  /* SIGUSR1 (sent at a timeout or a cancel) aborts the rest of the running command: `break` leaves
+   * the one-pass loop around it, `return` a function it is in, and a DEBUG trap (extdebug: a failing
+   * trap skips the command) skips what is left of the line up to our own tail. */
+  const char *init =
+      "shopt -s expand_aliases; __sbx_rc=0\n"
+      "__sbx_skip() { case $BASH_COMMAND in __sbx_*|'builtin printf'*|'builtin trap - DEBUG'*|"
+      "'builtin shopt -u extdebug'*) return 0;; esac; return 1; }\n"
+      "__sbx_abort() { builtin shopt -s extdebug; builtin trap '__sbx_skip' DEBUG; }\n"
+      "builtin trap '__sbx_abort; break 1000 2>/dev/null; return 143 2>/dev/null' USR1\n";
+  (void)!write(shell.fd_ctl, init, strlen(init)); /* fits the empty pipe */
+  return 0;
+}
+
+/* Text appended to a growing control line. */
+static void cat_str(char **line, size_t *len, const char *s) {
+  size_t n = strlen(s);
+  *line = xrealloc(*line, *len + n + 1);
+  memcpy(*line + *len, s, n + 1);
+  *len += n;
+}
+
+/* Starts an FR_SHELL command; on failure returns the failed op (errno set) and runs nothing. */
+static const char *shell_exec(cmd_t *c, uint32_t flags, const char *cwd, const char *command, char **pairs,
+                              uint32_t npairs, const uint8_t *in, uint32_t in_len) {
+  int restarted = 0;
+  int st;
+  /* A shell that died just now, its SIGCHLD not read yet: never hand a command to it. */
+  if (shell.alive && waitpid(shell.pid, &st, WNOHANG) == shell.pid) shell.alive = 0;
+  if (!shell.alive && shell.pid > 0) shell_teardown();
+  if (!shell.alive) {
+    const char *failed = NULL;
+    char **envp = merge_env(pairs, npairs);
+    int rc = shell_start(cwd, envp, &failed);
+    free(envp);
+    if (rc < 0) return failed;
+    pairs = NULL, npairs = 0; /* they are the new shell's environment already */
+  }
+  if (in_len > 0) {
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/.sbx-stdin-%d-%u", (int)getpid(), c->id);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    size_t off = 0;
+    while (fd >= 0 && off < in_len) {
+      ssize_t k = write(fd, in + off, in_len - off);
+      if (k > 0) off += (size_t)k;
+      else if (!(k < 0 && errno == EINTR)) break;
+    }
+    int e = errno;
+    if (fd >= 0) close(fd);
+    if (fd < 0 || off < in_len) {
+      unlink(path);
+      return errno = e ? e : EIO, "stdin";
+    }
+    c->stdin_path = strdup(path);
+  }
+  restarted = !shell_continuous();
+  uint8_t rnd[16] = {0};
+  int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (rfd >= 0) {
+    (void)!read(rfd, rnd, sizeof rnd);
+    close(rfd);
+  }
+  char hex[33];
+  for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", rnd[i] ^ (uint8_t)(c->id >> (i % 4 * 8)));
+  /* The markers are "__sbx_end_<hex>o" / "...e"; the line prints them in two halves. */
+  snprintf(c->mark[0], sizeof c->mark[0], "__sbx_end_%so", hex);
+  snprintf(c->mark[1], sizeof c->mark[1], "__sbx_end_%se", hex);
+  char *line = NULL;
+  size_t len = 0;
+  cat_str(&line, &len, "builtin trap - DEBUG; builtin shopt -u extdebug; ");
+  for (uint32_t j = 0; j < npairs; j++) {
+    char *eq = strchr(pairs[j], '=');
+    *eq = 0;
+    char *v = sq(eq + 1);
+    cat_str(&line, &len, "export ");
+    cat_str(&line, &len, pairs[j]);
+    cat_str(&line, &len, "=");
+    cat_str(&line, &len, v);
+    cat_str(&line, &len, "; ");
+    *eq = '=';
+    free(v);
+  }
+  if (flags & 1) {
+    char *q = sq(cwd);
+    cat_str(&line, &len, "if builtin cd -- ");
+    cat_str(&line, &len, q);
+    cat_str(&line, &len, " 2>/dev/null; then ");
+    free(q);
+  } else {
+    cat_str(&line, &len, "if builtin true; then ");
+  }
+  char *qc = sq(command);
+  char *qs = sq(c->stdin_path ? c->stdin_path : "/dev/null");
+  cat_str(&line, &len, "for __sbx_once in 1; do { builtin eval ");
+  cat_str(&line, &len, qc);
+  cat_str(&line, &len, "\n} <");
+  cat_str(&line, &len, qs);
+  cat_str(&line, &len, "; done");
+  free(qc), free(qs);
+  char tail[512];
+  snprintf(tail, sizeof tail,
+           "; __sbx_rc=$?; else __sbx_rc=-1; fi; builtin trap - DEBUG; builtin shopt -u extdebug; builtin printf '%%s%%s%%d\\n' __sbx_end_ %so \"$__sbx_rc\"; "
+           "builtin printf '%%s%%s\\n' __sbx_end_ %se >&2\n",
+           hex, hex);
+  cat_str(&line, &len, tail);
+  c->in_data = (uint8_t *)line, c->in_len = len;
+  c->is_shell = 1, c->pid = shell.pid;
+  c->shell_flags = restarted ? SHELL_RESTARTED : 0;
+  c->cwd = strdup(cwd);
+  shell.started_before = 1;
+  shell.cur = c;
+  return NULL;
+}
+
+/* Feeds the control line into the shell. */
+static void shell_feed(cmd_t *c) {
+  while (c->in_off < c->in_len) {
+    ssize_t n = write(shell.fd_ctl, c->in_data + c->in_off, c->in_len - c->in_off);
+    if (n > 0) c->in_off += (size_t)n;
+    else if (n < 0 && errno == EINTR) continue;
+    else if (n < 0 && errno == EAGAIN) return;
+    else break; /* EPIPE: the shell is gone; its reaping ends the command */
+  }
+  c->in_off = c->in_len;
+}
+
+/* Sends `n` bytes of a shell command's stream `s` (0 stdout, 1 stderr) to the host, capped. */
+static void shell_emit(cmd_t *c, int s, const uint8_t *p, size_t n) {
+  uint64_t *count = s ? &c->n_err : &c->n_out;
+  int *trunc = s ? &c->trunc_err : &c->trunc_out;
+  uint64_t keep = *count >= c->cap ? 0 : c->cap - *count;
+  if ((uint64_t)n > keep) *trunc = 1;
+  else keep = (uint64_t)n;
+  *count += (uint64_t)n;
+  if (keep > 0) {
+    frame_head(s ? FR_STDERR : FR_STDOUT, c->id, (size_t)keep);
+    out_bytes(p, (size_t)keep);
+  }
+}
+
+static uint8_t scan_buf[CHUNK + 128];
+
+/* Scans a chunk of the shell's stream `s` for the current command's end marker. */
+static void shell_scan(cmd_t *c, int s, const uint8_t *p, size_t n) {
+  size_t wl = c->hold_len[s] + n;
+  memcpy(scan_buf, c->hold[s], c->hold_len[s]);
+  memcpy(scan_buf + c->hold_len[s], p, n);
+  c->hold_len[s] = 0;
+  const char *mark = c->mark[s];
+  size_t ml = strlen(mark);
+  uint8_t *at = memmem(scan_buf, wl, mark, ml);
+  if (at) {
+    size_t pos = (size_t)(at - scan_buf);
+    uint8_t *nl = memchr(at + ml, '\n', wl - pos - ml);
+    if (!nl && wl - pos < sizeof c->hold[s]) {
+      shell_emit(c, s, scan_buf, pos);
+      memcpy(c->hold[s], at, wl - pos);
+      c->hold_len[s] = wl - pos;
+      return;
+    }
+    shell_emit(c, s, scan_buf, pos);
+    if (s == 0) {
+      char digits[24] = "";
+      size_t dl = nl ? (size_t)(nl - at) - ml : 0;
+      if (dl < sizeof digits) memcpy(digits, at + ml, dl), digits[dl] = 0;
+      c->rc = (int)strtol(digits, NULL, 10);
+    }
+    c->got_mark[s] = 1; /* what follows the marker is a background job's, dropped */
+    return;
+  }
+  /* Hold back only a tail that may be the start of the marker: the rest is live output now. */
+  size_t keep = ml - 1 < wl ? ml - 1 : wl;
+  while (keep > 0 && memcmp(scan_buf + wl - keep, mark, keep) != 0) keep--;
+  shell_emit(c, s, scan_buf, wl - keep);
+  memcpy(c->hold[s], scan_buf + wl - keep, keep);
+  c->hold_len[s] = keep;
+}
+
+static void shell_drain(int s) {
+  int *fd = s ? &shell.fd_err : &shell.fd_out;
+  ssize_t n = read(*fd, chunk, CHUNK);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    close_fd(fd);
+    return;
+  }
+  cmd_t *c = shell.cur;
+  if (c && !c->got_mark[s]) shell_scan(c, s, chunk, (size_t)n);
+}
+
+/* Ends a shell command: its EXIT (or, for a cwd that is not there, ERR) frame. */
+static void shell_finish(cmd_t *c) {
+  if (c->stdin_path) unlink(c->stdin_path), free(c->stdin_path);
+  free(c->in_data);
+  shell.cur = NULL;
+  if (!c->reaped && c->rc == -1) {
+    send_err(c->id, ENOENT, "chdir", c->cwd);
+    free(c->cwd);
+    return;
+  }
+  free(c->cwd);
+  int ended = c->reaped;
+  int sig, value;
+  if (ended) {
+    for (int s = 0; s < 2; s++)
+      if (c->hold_len[s] && !c->got_mark[s]) shell_emit(c, s, c->hold[s], c->hold_len[s]);
+    sig = WIFSIGNALED(c->status);
+    value = sig ? WTERMSIG(c->status) : WEXITSTATUS(c->status);
+  } else {
+    sig = (c->timed_out || c->cancelled) && c->rc > 128;
+    value = sig ? c->rc - 128 : c->rc;
+  }
+  frame_head(FR_EXIT, c->id, 1 + 4 + 1 + 1 + 4 + 1);
+  uint8_t kind = (uint8_t)sig;
+  out_bytes(&kind, 1);
+  out_u32((uint32_t)value);
+  uint8_t flags[2] = {(uint8_t)c->timed_out, (uint8_t)(c->trunc_out | c->trunc_err << 1)};
+  out_bytes(flags, 2);
+  out_u32((uint32_t)(now_ms() - c->start));
+  uint8_t sf = (uint8_t)(c->shell_flags | (ended ? SHELL_ENDED : 0));
+  out_bytes(&sf, 1);
+  if (ended || !shell.alive) shell_teardown();
+}
+
+/* Deadlines of the running shell command: SIGTERM then SIGKILL to what it started, then the shell. */
+static void shell_tick(cmd_t *c, int64_t now) {
+  if (!c->reaped && !c->timed_out && !c->cancelled && now >= c->deadline) {
+    c->timed_out = 1;
+    kill(shell.pid, SIGUSR1); /* the rest of the command is skipped once its child is gone */
+    kill_tree(shell.pid, SIGTERM, 0);
+    c->kill_at = now + TERM_GRACE_MS;
+  }
+  if (c->kill_at && now >= c->kill_at) {
+    kill_tree(shell.pid, SIGKILL, 0);
+    c->kill_at = 0;
+    c->shell_kill_at = now + SHELL_KILL_MS;
+  }
+  if (c->shell_kill_at && now >= c->shell_kill_at && !c->reaped) {
+    kill(-shell.pid, SIGKILL); /* the command is the shell itself (a builtin loop, exec): it goes */
+    c->shell_kill_at = 0;
+  }
+}
+
+/* FR_EXEC (a fresh `bash -c`) or, with `in_shell`, FR_SHELL (the persistent shell). */
+static void op_exec(uint32_t id, const uint8_t *p, size_t n, int in_shell) {
   rd_t r = {p, n, 0, 0};
   uint32_t timeout_ms = rd_u32(&r);
   uint64_t cap = (uint64_t)rd_u32(&r) << 32;
   cap |= rd_u32(&r);
-  (void)rd_u32(&r); /* flags: reserved */
+  uint32_t flags = rd_u32(&r); /* FR_EXEC: reserved; FR_SHELL: bit0 cwd is explicit */
   char *cwd = rd_cstr(&r), *command = rd_cstr(&r);
   uint32_t npairs = rd_u32(&r);
   if (npairs > 4096) r.bad = 1;
@@ -328,11 +715,27 @@ static void op_exec(uint32_t id, const uint8_t *p, size_t n) {
     failed_op = "protocol", failed_errno = EINVAL;
   } else if (find_cmd(id) || ncmds >= MAX_CMDS) {
     failed_op = "limit", failed_errno = EBUSY;
+  } else if (in_shell && shell.cur) {
+    failed_op = "shell-busy", failed_errno = EBUSY;
+  } else if (in_shell) {
+    c = xrealloc(NULL, sizeof *c);
+    memset(c, 0, sizeof *c);
+    c->id = id, c->cap = cap, c->fd_out = c->fd_err = c->fd_in = -1;
+    c->start = now_ms();
+    c->deadline = c->start + timeout_ms;
+    failed_op = shell_exec(c, flags, cwd, command, pairs, got, in, in_len);
+    if (failed_op) {
+      failed_errno = errno;
+      free(c);
+      c = NULL;
+    } else {
+      c->next = cmds, cmds = c, ncmds++;
+    }
   } else if (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
              pipe2(ex_p, O_CLOEXEC) < 0) {
     failed_op = "pipe", failed_errno = errno;
   }
-  if (!failed_op) {
+  if (!failed_op && !in_shell) {
     envp = merge_env(pairs, got);
     pid_t pid = fork();
     if (pid == 0) child(in_p[0], out_p[1], err_p[1], ex_p[1], cwd, command, envp);
@@ -376,7 +779,11 @@ static void op_exec(uint32_t id, const uint8_t *p, size_t n) {
     if (fds[i] >= 0) close(fds[i]);
   if (failed_op) {
     char detail[512];
-    snprintf(detail, sizeof detail, "%s", strcmp(failed_op, "chdir") == 0 && cwd ? cwd : strerror(failed_errno));
+    snprintf(detail, sizeof detail, "%s",
+             strcmp(failed_op, "chdir") == 0 && cwd     ? cwd
+             : strcmp(failed_op, "shell-busy") == 0     ? "another command runs in the persistent shell"
+             : strcmp(failed_op, "exec") == 0 && in_shell ? "the persistent shell needs /bin/bash"
+                                                         : strerror(failed_errno));
     send_err(id, failed_errno, failed_op, detail);
   }
   for (uint32_t j = 0; j < got; j++) free(pairs[j]);
@@ -385,7 +792,18 @@ static void op_exec(uint32_t id, const uint8_t *p, size_t n) {
 
 static void op_cancel(uint32_t id) {
   cmd_t *c = find_cmd(id);
-  if (c) kill(-c->pid, SIGKILL);
+  if (c && c->is_shell) {
+    /* What the command started dies; the shell stays unless the command is the shell itself. */
+    if (!c->cancelled && !c->reaped) {
+      c->cancelled = 1;
+      kill(shell.pid, SIGUSR1);
+      kill_tree(shell.pid, SIGKILL, 0);
+      c->kill_at = 0;
+      c->shell_kill_at = now_ms() + SHELL_KILL_MS;
+    }
+  } else if (c) {
+    kill(-c->pid, SIGKILL);
+  }
   for (writer_t *w = writers; w; w = w->next)
     if (w->id == id) w->cancelled = 1, kill(w->pid, SIGKILL);
 }
@@ -429,6 +847,10 @@ static void reap(void) {
   int status;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (shell.pid > 0 && pid == shell.pid) {
+      shell.alive = 0;
+      if (!shell.cur) shell_teardown();
+    }
     for (cmd_t *c = cmds; c; c = c->next) {
       if (c->pid == pid && !c->reaped) {
         c->reaped = 1, c->status = status;
@@ -460,6 +882,23 @@ static int tick(int64_t now) {
 #define WAKE(t) (next = (next < 0 || (t) < next) ? (t) : next)
   for (cmd_t **pc = &cmds; *pc;) {
     cmd_t *c = *pc;
+    if (c->is_shell) {
+      shell_tick(c, now);
+      int open = shell.fd_out >= 0 || shell.fd_err >= 0;
+      int marked = c->got_mark[0] && c->got_mark[1];
+      if (marked || (c->reaped && (!open || (room && now >= c->linger_until)))) {
+        shell_finish(c);
+        *pc = c->next, ncmds--;
+        free(c);
+        continue;
+      }
+      if (!c->reaped && !c->timed_out && !c->cancelled) WAKE(c->deadline);
+      if (c->kill_at) WAKE(c->kill_at);
+      if (c->shell_kill_at) WAKE(c->shell_kill_at);
+      if (c->reaped && room) WAKE(c->linger_until);
+      pc = &c->next;
+      continue;
+    }
     if (!c->reaped && !c->timed_out && now >= c->deadline) {
       c->timed_out = 1;
       kill(-c->pid, SIGTERM);
@@ -691,7 +1130,8 @@ static void read_files(void) {
 
 static void handle_frame(uint8_t type, uint32_t id, const uint8_t *p, size_t n) {
   switch (type) {
-    case FR_EXEC: op_exec(id, p, n); break;
+    case FR_EXEC: op_exec(id, p, n, 0); break;
+    case FR_SHELL: op_exec(id, p, n, 1); break;
     case FR_CANCEL: op_cancel(id); break;
     case FR_WRITE: op_write(id, p, n); break;
     case FR_READ: op_read(id, p, n); break;
@@ -846,7 +1286,7 @@ int main(int argc, char **argv) {
     int timeout = tick(now);
     size_t nwriters = 0;
     for (writer_t *w = writers; w; w = w->next) nwriters++;
-    size_t need = 3 + 3 * (size_t)ncmds + nwriters;
+    size_t need = 6 + 3 * (size_t)ncmds + nwriters;
     if (need > pcap) {
       pcap = need * 2;
       pfds = xrealloc(pfds, pcap * sizeof *pfds);
@@ -865,6 +1305,14 @@ int main(int argc, char **argv) {
       if (c->fd_in >= 0)
         owners[np] = c, pfds[np++] = (struct pollfd){.fd = c->fd_in, .events = POLLOUT};
     }
+    size_t first_shell = np;
+    /* The shell's output is drained even between commands (a background job must not block). */
+    if (shell.fd_out >= 0 && (room || !shell.cur))
+      owners[np] = NULL, pfds[np++] = (struct pollfd){.fd = shell.fd_out, .events = POLLIN};
+    if (shell.fd_err >= 0 && (room || !shell.cur))
+      owners[np] = NULL, pfds[np++] = (struct pollfd){.fd = shell.fd_err, .events = POLLIN};
+    if (shell.cur && shell.fd_ctl >= 0 && shell.cur->in_off < shell.cur->in_len)
+      owners[np] = NULL, pfds[np++] = (struct pollfd){.fd = shell.fd_ctl, .events = POLLOUT};
     size_t first_writer = np;
     for (writer_t *w = writers; w; w = w->next)
       owners[np] = NULL, pfds[np++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
@@ -877,6 +1325,12 @@ int main(int argc, char **argv) {
     if (pfds[0].revents) read_stdin();
     if (pfds[1].revents & (POLLERR | POLLHUP)) kill_all_and_exit(0);
     if (pfds[2].revents) reap();
+    for (size_t i = first_shell; i < first_writer; i++) {
+      if (!pfds[i].revents) continue;
+      if (pfds[i].fd == shell.fd_out) shell_drain(0);
+      else if (pfds[i].fd == shell.fd_err) shell_drain(1);
+      else if (shell.cur && pfds[i].fd == shell.fd_ctl) shell_feed(shell.cur);
+    }
     for (size_t i = first_writer; i < np; i++) {
       if (!pfds[i].revents) continue;
       for (writer_t *w = writers; w; w = w->next) {
@@ -886,7 +1340,7 @@ int main(int argc, char **argv) {
         }
       }
     }
-    for (size_t i = 3; i < first_writer; i++) {
+    for (size_t i = 3; i < first_shell; i++) {
       if (!pfds[i].revents) continue;
       cmd_t *c = owners[i];
       if (pfds[i].fd == c->fd_out) drain(c, &c->fd_out, FR_STDOUT, &c->n_out, &c->trunc_out);

@@ -49,6 +49,8 @@ describe('routed tool calls', () => {
         sessionId: 'sess-1',
         tenant: 'acme',
         timeoutMs: 5000,
+        // The agent's shell tool runs in the session's persistent shell where the provider has one.
+        shellDefault: 'persistent',
       },
     ])
     expect(router.contexts[0]?.signal).toBeInstanceOf(AbortSignal)
