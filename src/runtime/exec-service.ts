@@ -51,7 +51,9 @@ export class QueueExecService implements ExecService {
       () => undefined,
       (err: unknown) => ({ err }),
     )
-    const existing = await this.queue.inspect(job.jobId)
+    const existing = await this.queue.inspect(job.jobId).catch((err: unknown) => {
+      throw notAccepted(err)
+    })
     const refused = await admission
     if (!existing && refused) throw refused.err
     if (existing && !sameRequest(existing.job, job)) {
@@ -237,5 +239,16 @@ function sameRequest(a: ExecJob, b: ExecJob): boolean {
     a.stdin === b.stdin &&
     a.shell === b.shell &&
     JSON.stringify(a.env ?? {}) === JSON.stringify(b.env ?? {})
+  )
+}
+
+/** A Redis outage before the job was accepted: the 503 says so, and how to retry safely. */
+function notAccepted(err: unknown): unknown {
+  if (!(err instanceof AppError) || err.code !== 'QUEUE_UNAVAILABLE') return err
+  return new AppError(
+    'QUEUE_UNAVAILABLE',
+    `${err.message.replace(/;?\s*retry once Redis is back\.?$/, '')}; the job was not accepted: submit it ` +
+      'again once Redis is back (with the same Idempotency-Key, a repeat never runs it twice)',
+    { retryable: true, cause: err },
   )
 }

@@ -1,5 +1,6 @@
 import type { Sandbox, SandboxRef } from '../sandbox/types.js'
 import type { PoolCore } from './core.js'
+import { withoutRecreateAdvice } from './replacement-reason.js'
 import type { Lease, LeaseOutcome, SandboxReplacement, SessionKey } from './types.js'
 
 /** What the pool remembers about a lease it handed out (renewed by its heartbeat). */
@@ -45,7 +46,9 @@ export class PoolLease implements Lease {
 
 /** The replacement notice reason of a sandbox lost while leased. */
 function lostReason(reason: string | undefined): string {
-  return `the sandbox was lost while in use: ${reason ?? 'it stopped, was removed, or its engine restarted'}`
+  const why =
+    reason === undefined ? 'it stopped, was removed, or its engine restarted' : withoutRecreateAdvice(reason)
+  return `the sandbox was lost while in use: ${why}`
 }
 
 /**

@@ -21,6 +21,7 @@ import type {
   SessionPool,
   SessionState,
 } from './types.js'
+import { withoutRecreateAdvice } from './replacement-reason.js'
 import { WarmPools } from './warm.js'
 
 /** Dependencies and options of {@link createSessionPool}. */
@@ -218,7 +219,8 @@ export class SandboxSessionPool implements SessionPool {
           if (!isLost(err)) throw err
           // The bound sandbox is gone: unbind it (unless someone already did), note that its files
           // are lost, and bind a fresh one.
-          const why = err instanceof Error ? err.message : String(err)
+          // The provider's advice to destroy and recreate is what the pool is doing: not for the notice.
+          const why = withoutRecreateAdvice(err instanceof Error ? err.message : String(err))
           const note = { at: Date.now(), reason: `the sandbox was found gone before a call: ${why}` }
           const unbound = await store.unbind(session, b.ref.id, note)
           await this.core.destroy(b.ref, b.slots, unbound ? 'lost' : undefined)

@@ -112,6 +112,8 @@ async function killedBetweenCommands(srv: SbxServer, scope: string, sessionId: s
   expect(next.result?.sandboxId).not.toBe(lostId)
   expect(next.result?.sandboxReplaced).toMatchObject({ filesLost: true, previousSandboxId: lostId })
   expect(next.result?.sandboxReplaced?.reason).toMatch(/not running|no longer exists|does not exist/)
+  // The pool replaced it already: the notice gives no "destroy it and create a new sandbox" advice.
+  expect(next.result?.sandboxReplaced?.reason).not.toContain('destroy it')
   const notice = next.result?.sandboxReplaced
 
   const later = await exec(srv, sessionId, 'echo later')
@@ -226,6 +228,7 @@ describe('sandbox loss, full disk and deletes through sbx serve', () => {
     expect(next.state).toBe('completed')
     expect(next.result?.sandboxReplaced).toMatchObject({ filesLost: true, previousSandboxId: lostId })
     expect(next.result?.sandboxReplaced?.reason).toMatch(/lost while in use/)
+    expect(next.result?.sandboxReplaced?.reason).not.toContain('destroy it')
   }, 120_000)
 
   test('a missing file is a 404 naming the path; "no session" only when there is no session', async () => {
