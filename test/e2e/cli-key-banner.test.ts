@@ -1,15 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Redis } from 'ioredis'
 import { afterAll, describe, expect, test } from 'vitest'
-import {
-  SHARED_REDIS,
-  configDir,
-  fleetConfig,
-  removeScopeContainers,
-  startSbxServer,
-  uniqueName,
-} from '../support/sbx-cli.js'
+import { configDir, fleetConfig, startSbxServer, uniqueName, removeScope } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
 /**
@@ -20,14 +12,7 @@ const started: SbxServer[] = []
 const scopes: string[] = []
 afterAll(async () => {
   for (const s of started.reverse()) await s.stop()
-  for (const scope of scopes) await removeScopeContainers(scope)
-  // The fleet test's keys on the shared Redis (its own prefixes only).
-  const redis = new Redis(SHARED_REDIS)
-  for (const scope of scopes) {
-    const keys = await redis.keys(`${scope}:*`)
-    if (keys.length) await redis.del(...keys)
-  }
-  await redis.quit()
+  for (const scope of scopes) await removeScope(scope)
 }, 60_000)
 
 /** The banner's API key line (printed right after `listening on`). */

@@ -1,17 +1,16 @@
-import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import type { ConfigInput } from '../../src/config/schema.js'
 import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
 import { hang } from '../fakes/model-servers/scripted-server.js'
 import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
 import {
   configDir,
   fleetConfig,
-  removeScopeContainers,
   runSbx,
-  SHARED_REDIS,
   startSbxServer,
   startSbxWorker,
   uniqueName,
+  removeScope,
 } from '../support/sbx-cli.js'
 import { LineChild, SBX } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
@@ -27,6 +26,20 @@ let model: OpenAIFakeServer
 let api: SbxServer
 const started: { stop(): Promise<void> }[] = []
 
+/** The fleet's config: this test's prefix and the fake model (its key from FAGENT_MODEL_KEY). */
+function fleetConfigWithModel(): ConfigInput {
+  return fleetConfig(prefix, {
+    models: {
+      default: {
+        kind: 'openai-compatible',
+        model: 'gpt-fake',
+        baseURL: model.baseURL,
+        apiKeyEnv: 'FAGENT_MODEL_KEY',
+      },
+    },
+  })
+}
+
 interface RunView {
   id: string
   state: string
@@ -41,29 +54,14 @@ interface Ready {
 
 beforeAll(async () => {
   model = await startOpenAIServer()
-  const config = fleetConfig(prefix, {
-    models: {
-      default: {
-        kind: 'openai-compatible',
-        model: 'gpt-fake',
-        baseURL: model.baseURL,
-        apiKeyEnv: 'FAGENT_MODEL_KEY',
-      },
-    },
-  })
-  api = await startSbxServer('api', { config, env })
+  api = await startSbxServer('api', { config: fleetConfigWithModel(), env })
   started.push(api)
 }, 180_000)
 
 afterAll(async () => {
   for (const s of started.reverse()) await s.stop()
   await model?.close()
-  await removeScopeContainers(prefix)
-  // This test's keys on the shared Redis (its own prefix only).
-  const redis = new Redis(SHARED_REDIS)
-  const keys = await redis.keys(`${prefix}:*`)
-  if (keys.length) await redis.del(...keys)
-  await redis.quit()
+  await removeScope(prefix)
 }, 120_000)
 
 /** Reads a run's event stream to its `end` event (the run is final then). */
@@ -121,16 +119,7 @@ describe('sbx worker --agent in a fleet of child processes', () => {
       }),
       chatCompletion({ content: 'ran it' }),
     )
-    const config = fleetConfig(prefix, {
-      models: {
-        default: {
-          kind: 'openai-compatible',
-          model: 'gpt-fake',
-          baseURL: model.baseURL,
-          apiKeyEnv: 'FAGENT_MODEL_KEY',
-        },
-      },
-    })
+    const config = fleetConfigWithModel()
     const exec: LineChild = await startSbxWorker({ config })
     started.push(exec)
     const agent: LineChild = await startSbxWorker({ config, env, args: ['--agent', '--concurrency', '2'] })
@@ -161,16 +150,7 @@ describe('sbx worker --agent in a fleet of child processes', () => {
 
 describe('an agent worker that dies mid-run', () => {
   test('its run ends JOB_INTERRUPTED within seconds on another agent worker, not after 30 s', async () => {
-    const config = fleetConfig(prefix, {
-      models: {
-        default: {
-          kind: 'openai-compatible',
-          model: 'gpt-fake',
-          baseURL: model.baseURL,
-          apiKeyEnv: 'FAGENT_MODEL_KEY',
-        },
-      },
-    })
+    const config = fleetConfigWithModel()
     // Only the doomed worker may pick the run up: the earlier tests' workers go first.
     for (const s of started.splice(1)) await s.stop()
     const doomed: LineChild = await startSbxWorker({ config, env, args: ['--agent'] })

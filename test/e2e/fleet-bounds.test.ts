@@ -1,14 +1,11 @@
-import { Redis } from 'ioredis'
 import { afterAll, describe, expect, test } from 'vitest'
-import { deleteKeys } from '../integration/sessions/helpers.js'
 import {
-  SHARED_REDIS,
   fleetConfig,
-  removeScopeContainers,
   scopeContainers,
   startSbxServer,
   startSbxWorker,
   uniqueName,
+  removeScope,
 } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
@@ -71,12 +68,7 @@ describe('fleet bounds through sbx api + sbx worker', () => {
   const scopes: string[] = []
   afterAll(async () => {
     for (const s of started.reverse()) await s.stop()
-    const redis = new Redis(SHARED_REDIS)
-    for (const scope of scopes) {
-      await removeScopeContainers(scope)
-      await deleteKeys(redis, `${scope}:`)
-    }
-    await redis.quit()
+    for (const scope of scopes) await removeScope(scope)
   })
 
   async function fleet(

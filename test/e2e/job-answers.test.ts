@@ -1,14 +1,13 @@
 import { performance } from 'node:perf_hooks'
 import { afterAll, describe, expect, test } from 'vitest'
 import { openJobEvents } from '../support/job-stream.js'
-import { deleteKeys } from '../unit/queue/drivers.js'
 import {
   configDir,
   fleetConfig,
-  removeScopeContainers,
   startSbxServer,
   startSbxWorker,
   uniqueName,
+  removeScope,
 } from '../support/sbx-cli.js'
 import type { LineChild, SbxServer } from '../support/sbx-cli.js'
 
@@ -37,11 +36,7 @@ const started: { stop(): Promise<void> }[] = []
 const scopes: string[] = []
 afterAll(async () => {
   for (const s of started.reverse()) await s.stop()
-  for (const scope of scopes) {
-    await removeScopeContainers(scope)
-    // The fleet runs' keys on the shared Redis (each scope is its run's `queue.prefix`).
-    await deleteKeys(`${scope}:*`)
-  }
+  for (const scope of scopes) await removeScope(scope)
 }, 120_000)
 
 const run = (command: string, sessionId?: string) => ({

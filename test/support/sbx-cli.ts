@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { randomUUID } from 'node:crypto'
+import { Redis } from 'ioredis'
 import type { ConfigInput } from '../../src/config/schema.js'
 import { LineChild, SBX } from '../fault/fixtures/redis-child.js'
 import { freePort } from '../fault/fixtures/redis-server.js'
@@ -139,6 +140,25 @@ export async function removeScopeContainers(scope: string): Promise<number> {
   const ids = stdout.split('\n').filter(Boolean)
   if (ids.length) await run('docker', ['rm', '-f', ...ids]).catch(() => undefined)
   return ids.length
+}
+
+/**
+ * Removes what one test left of its scope: its containers (as {@link removeScopeContainers}) and its
+ * keys on the shared Redis (`<scope>:*`, the config's `queue.prefix`).
+ */
+export async function removeScope(scope: string, redisUrl: string = SHARED_REDIS): Promise<void> {
+  await removeScopeContainers(scope)
+  const redis = new Redis(redisUrl)
+  try {
+    let cursor = '0'
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${scope}:*`, 'COUNT', 500)
+      cursor = next
+      if (keys.length > 0) await redis.del(...keys)
+    } while (cursor !== '0')
+  } finally {
+    redis.disconnect()
+  }
 }
 
 /** Running containers of one test's scope. */
