@@ -11,8 +11,7 @@ import type { Duplex } from 'node:stream'
 import { createDockerProvider } from '../providers/docker/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
 import { createRoutedPath, REDIS_URL } from './lib/routed-path.js'
-import { startSbx } from './lib/sbx-process.js'
-import type { SbxProcess } from './lib/sbx-process.js'
+import { startSbxServer, startSbxWorker } from '../test/support/sbx-cli.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 300) || 300, 20), 2000)
 const warmup = 20
@@ -45,7 +44,7 @@ const docker = createDockerProvider()
 const box = await docker.create(resolveProfile('bench', { provider: 'docker' }), {
   labels: { 'sandbox-router.bench': 'http-exec' },
 })
-const procs: SbxProcess[] = []
+const procs: { stop(): Promise<void> }[] = []
 const inProc = await createRoutedPath({
   providers: [docker],
   profile: { provider: 'docker' },
@@ -68,18 +67,20 @@ try {
     })
   }
   const tag = `bhttp${Date.now().toString(36)}`
-  const serve = await startSbx('serve', { queue: { prefix: `${tag}e` } })
+  const quiet = { LOG_LEVEL: 'warn' }
+  const serve = await startSbxServer('serve', { config: { queue: { prefix: `${tag}e` } }, env: quiet })
   procs.push(serve)
-  const fleetConfig = { queue: { driver: 'bullmq', redisUrl: REDIS_URL, prefix: `${tag}f` } }
-  const api = await startSbx('api', fleetConfig)
+  const fleet = { queue: { driver: 'bullmq' as const, redisUrl: REDIS_URL, prefix: `${tag}f` } }
+  const api = await startSbxServer('api', { config: fleet, env: quiet })
   procs.push(api)
-  procs.push(await startSbx('worker', fleetConfig))
+  procs.push(await startSbxWorker({ config: fleet, env: quiet }))
 
-  const viaHttp = (p: SbxProcess) => async (): Promise<void> => {
-    const res = await fetch(`${p.url}/v1/exec`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${p.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ provider: 'docker', profile: 'default', sessionId: 'warm', command: 'echo hi' }),
+  const viaHttp = (p: typeof serve) => async (): Promise<void> => {
+    const res = await p.post('/v1/exec', {
+      provider: 'docker',
+      profile: 'default',
+      sessionId: 'warm',
+      command: 'echo hi',
     })
     const job = (await res.json()) as { state: string }
     if (job.state !== 'completed') throw new Error(`job ${job.state}`)

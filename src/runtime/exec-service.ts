@@ -52,7 +52,7 @@ export class QueueExecService implements ExecService {
       (err: unknown) => ({ err }),
     )
     const existing = await this.queue.inspect(job.jobId).catch((err: unknown) => {
-      throw notAccepted(err)
+      throw notAccepted(err, job.jobId)
     })
     const refused = await admission
     if (!existing && refused) throw refused.err
@@ -243,12 +243,12 @@ function sameRequest(a: ExecJob, b: ExecJob): boolean {
 }
 
 /** A Redis outage before the job was accepted: the 503 says so, and how to retry safely. */
-function notAccepted(err: unknown): unknown {
+function notAccepted(err: unknown, jobId: string): unknown {
   if (!(err instanceof AppError) || err.code !== 'QUEUE_UNAVAILABLE') return err
   return new AppError(
     'QUEUE_UNAVAILABLE',
-    `${err.message.replace(/;?\s*retry once Redis is back\.?$/, '')}; the job was not accepted: submit it ` +
-      'again once Redis is back (with the same Idempotency-Key, a repeat never runs it twice)',
+    `Redis is unreachable, so job ${jobId} was not accepted: submit it again once Redis is back ` +
+      '(with the same Idempotency-Key, a repeat never runs it twice)',
     { retryable: true, cause: err },
   )
 }

@@ -277,10 +277,14 @@ static void close_fd(int *fd) {
 }
 
 /* Child side of a spawn: never returns. Failures before exec travel back on `errfd`. */
-static void child(int in_r, int out_w, int err_w, int errfd, const char *cwd, const char *command,
-                  char **envp) {
+/*
+ * Child side of a fork, before its exec: a session of its own, the three pipes as stdin / stdout /
+ * stderr, default signal dispositions and mask, the working directory. A chdir failure is reported on
+ * `errfd` (kind 1) and ends the child; -1 when the pipes could not be set up.
+ */
+static int child_setup(int in_r, int out_w, int err_w, int errfd, const char *cwd) {
   setsid();
-  if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0) goto fail_exec;
+  if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0) return -1;
   for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
@@ -290,6 +294,12 @@ static void child(int in_r, int out_w, int err_w, int errfd, const char *cwd, co
     (void)!write(errfd, msg, sizeof msg);
     _exit(127);
   }
+  return 0;
+}
+
+static void child(int in_r, int out_w, int err_w, int errfd, const char *cwd, const char *command,
+                  char **envp) {
+  if (child_setup(in_r, out_w, err_w, errfd, cwd) < 0) goto fail_exec;
   char *argv_bash[] = {"bash", "-c", (char *)command, NULL};
   execve("/bin/bash", argv_bash, envp);
   char *argv_sh[] = {"sh", "-c", (char *)command, NULL};
@@ -400,19 +410,10 @@ static int shell_start(const char *cwd, char **envp, const char **failed_op) {
   }
   pid_t pid = fork();
   if (pid == 0) {
-    setsid();
-    if (dup2(ctl[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(127);
-    for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if (cwd[0] && chdir(cwd) < 0) {
-      uint32_t msg[2] = {1, (uint32_t)errno};
-      (void)!write(ex[1], msg, sizeof msg);
-      _exit(127);
+    if (child_setup(ctl[0], out[1], err[1], ex[1], cwd) == 0) {
+      char *argv_bash[] = {"bash", "--noprofile", "--norc", NULL};
+      execve("/bin/bash", argv_bash, envp);
     }
-    char *argv_bash[] = {"bash", "--noprofile", "--norc", NULL};
-    execve("/bin/bash", argv_bash, envp);
     uint32_t msg[2] = {2, (uint32_t)errno};
     (void)!write(ex[1], msg, sizeof msg);
     _exit(127);

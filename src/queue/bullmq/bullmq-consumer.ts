@@ -18,6 +18,13 @@ import { connectRedis, createRedisClient, isRedisUnreachable, quitRedis, whenRea
 import type { RedisFenceStore } from './redis-fence.js'
 import type { Subscriber } from './subscriber.js'
 
+/**
+ * How fast a dead worker's BullMQ job is found, for every consumer of the fleet (exec jobs, agent
+ * runs): its lock lapses after `lockDurationMs` (a live worker renews it every half of that) and the
+ * stalled check runs every `stalledIntervalMs`.
+ */
+export const STALL_DETECTION = { lockDurationMs: 4_000, stalledIntervalMs: 1_500 } as const
+
 /** Stalled-job recovery and shutdown tuning of BullMQ consumers. */
 export interface BullmqConsumerTuning {
   /**
@@ -238,8 +245,8 @@ export async function startBullmqConsumer(
     prefix: deps.prefix,
     name: workerId,
     concurrency,
-    lockDuration: deps.tuning.lockDurationMs ?? 4_000,
-    stalledInterval: deps.tuning.stalledIntervalMs ?? 1_500,
+    lockDuration: deps.tuning.lockDurationMs ?? STALL_DETECTION.lockDurationMs,
+    stalledInterval: deps.tuning.stalledIntervalMs ?? STALL_DETECTION.stalledIntervalMs,
     maxStalledCount: deps.tuning.maxStalledCount ?? 3,
     runRetryDelay: FETCH_RETRY_DELAY_MS,
     autorun: true,

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import { Queue, Worker } from 'bullmq'
+import { STALL_DETECTION } from '../../queue/bullmq/bullmq-consumer.js'
 import { reconnectDelayMs } from '../../queue/bullmq/redis-clients.js'
 import { AGENT_RUN_QUEUE, noWorkerWarning } from '../worker-census.js'
 import type { WorkerCensus } from '../worker-census.js'
@@ -136,10 +137,9 @@ export async function startBullmqAgentWorker(
       prefix,
       concurrency,
       name: workerId,
-      // A dead agent worker's run is found within seconds (as exec jobs are), not after BullMQ's 30 s
-      // default; a live worker renews its lock every 2 s.
-      lockDuration: 4_000,
-      stalledInterval: 1_500,
+      // A dead agent worker's run is found within seconds, as exec jobs are (not after BullMQ's 30 s).
+      lockDuration: STALL_DETECTION.lockDurationMs,
+      stalledInterval: STALL_DETECTION.stalledIntervalMs,
     },
   )
   worker.on('error', () => undefined)
