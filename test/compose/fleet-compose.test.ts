@@ -9,7 +9,7 @@ import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/mod
 import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
 import { ROOT } from '../fault/fixtures/redis-child.js'
 import { freePort } from '../fault/fixtures/redis-server.js'
-import { removeScopeContainers, scopeContainers } from '../support/sbx-cli.js'
+import { removeScopeContainers, runSbx, scopeContainers } from '../support/sbx-cli.js'
 import { ComposeStack, relay, socketGid, until } from './compose-stack.js'
 
 /**
@@ -61,8 +61,10 @@ const workers = async (): Promise<{ exec: number; agent: number } | undefined> =
 }
 
 beforeAll(async () => {
-  // 1. The images, cached by their inputs (seconds when nothing changed).
-  await run('bash', [join(ROOT, 'scripts', 'build-images.sh'), 'all'], { timeout: 600_000 })
+  // 1. The images, as the README says: `sbx image build --compose` (setup, then the compose images;
+  // each cached by its inputs, seconds when nothing changed).
+  const built = await runSbx(['image', 'build', '--compose'], { cwd: ROOT, timeoutMs: 600_000 })
+  expect(built.code, `${built.stdout}\n${built.stderr}`).toBe(0)
   const port = await freePort()
   url = `http://127.0.0.1:${port}`
   const configDir = mkdtempSync(join(tmpdir(), 'sbx-compose-'))
