@@ -1,13 +1,16 @@
 import type Docker from 'dockerode'
 import { z } from 'zod'
 
-/** The image `scripts/setup.sh` builds. */
-export const DEFAULT_IMAGE = 'sandbox-router/base:latest'
+/**
+ * The image `scripts/setup.sh` builds: `SBX_BASE_IMAGE` when set (the same variable names the tag
+ * setup.sh builds, so a checkout can build and use its own), else `sandbox-router/base:latest`.
+ */
+export const DEFAULT_IMAGE = process.env['SBX_BASE_IMAGE'] || 'sandbox-router/base:latest'
 
 /** Scalar options of the Docker provider, parsed once by {@link createDockerProvider}. */
 export const DockerProviderOptionsSchema = z
   .object({
-    /** Image used when a profile names none. @default 'sandbox-router/base:latest' */
+    /** Image used when a profile names none. @default `SBX_BASE_IMAGE`, else 'sandbox-router/base:latest' */
     defaultImage: z.string().min(1).default(DEFAULT_IMAGE),
     /** Path of the agent binary inside the image. @default '/usr/local/bin/sbx-agent' */
     agentPath: z.string().startsWith('/').default('/usr/local/bin/sbx-agent'),
