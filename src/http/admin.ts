@@ -8,6 +8,7 @@ import type { Context, MiddlewareHandler } from 'hono'
 import { getCookie, setCookie } from 'hono/cookie'
 import { AppError } from '../errors.js'
 import type { Logger } from '../logger.js'
+import { localDashboardFonts, registerDashboardFonts } from './local-assets.js'
 import { connectRedis, createRedisClient, quitRedis } from '../queue/bullmq/redis-clients.js'
 import type { App, HttpEnv } from './app.js'
 import { hashKey } from './keyring.js'
@@ -136,7 +137,9 @@ export function registerAdminRoutes(app: App, opts: AdminRoutesOptions): void {
   })
   // `${basePath}/*` also matches `basePath` itself (Hono), so one guard covers every dashboard path.
   app.use(`${basePath}/*`, guard)
+  app.use(`${basePath}/*`, localDashboardFonts(basePath))
   app.get(`${basePath}/`, (c) => c.redirect(basePath, 308))
+  registerDashboardFonts(app, basePath)
   app.route(basePath, serverAdapter.registerPlugin())
 }
 

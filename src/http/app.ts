@@ -11,6 +11,7 @@ import { toErrorResponse } from './errors.js'
 import type { Principal } from './keyring.js'
 import { RateLimiter } from './rate-limit.js'
 import { registerAdminRoutes } from './admin.js'
+import { DOCS_SCRIPT_PATH, registerDocsScript } from './local-assets.js'
 import { registerAgentRunRoutes } from './routes/agent-runs.js'
 import { registerExecRoutes } from './routes/exec.js'
 import { registerSessionRoutes } from './routes/sessions.js'
@@ -162,7 +163,20 @@ export function createApp(deps: AppDeps): App {
     },
   })
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' })
-  app.get('/docs', Scalar({ url: '/openapi.json', pageTitle: 'sandbox-router API' }))
+  // The reference's script comes from the installed package, not a CDN; no web fonts, no telemetry,
+  // no AI agent (each would ask the internet): the page works offline.
+  registerDocsScript(app)
+  app.get(
+    '/docs',
+    Scalar({
+      url: '/openapi.json',
+      pageTitle: 'sandbox-router API',
+      cdn: DOCS_SCRIPT_PATH,
+      withDefaultFonts: false,
+      telemetry: false,
+      agent: { disabled: true },
+    }),
+  )
   return app
 }
 

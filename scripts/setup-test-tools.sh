@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# What only the tests need, beside scripts/setup.sh (which `npm start` runs too): Debian's headless
+# Chromium, for the tests that render the service's own pages (/docs, the queue dashboard) offline.
+# Idempotent; installs as root where absent. Environment: SBX_CHROMIUM (default /usr/bin/chromium).
+set -euo pipefail
+
+CHROMIUM=${SBX_CHROMIUM:-/usr/bin/chromium}
+log() { printf 'setup-test-tools: %s\n' "$*"; }
+die() { printf 'setup-test-tools: error: %s\n' "$*" >&2; exit 1; }
+
+if [ ! -x "$CHROMIUM" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing chromium (Debian's package)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+  else
+    die "$CHROMIUM not found; install it as root (apt-get install -y chromium) or set SBX_CHROMIUM"
+  fi
+fi
+log "chromium ok ($("$CHROMIUM" --version 2>/dev/null || echo '?'))"
