@@ -115,6 +115,21 @@ export type {
   SandboxRef,
 } from './sandbox/index.js'
 
+// Session pool: binds a session to one sandbox, fleet-wide (for a worker of your own)
+export { createSessionPool, MemorySessionStore, RedisSessionStore } from './sessions/index.js'
+export type {
+  AcquireOptions,
+  CreateSessionPoolOptions,
+  Lease,
+  LeaseOutcome,
+  PoolProviders,
+  RedisSessionStoreOptions,
+  SessionKey,
+  SessionPool,
+  SessionPoolOptions,
+  SessionStore,
+} from './sessions/index.js'
+
 // Config
 export { ConfigSchema, loadConfig } from './config/index.js'
 export type { Config, ConfigInput, LoadedConfig } from './config/index.js'
