@@ -108,8 +108,8 @@ export type Next<In, Out> = (modified?: In) => Promise<Out>
  * an `InterceptorError` naming it and the stage; errors coming out of `next` pass through unchanged.
  */
 export interface AgentInterceptor {
-  /** Unique among the agent's interceptors (named in errors). */
-  readonly name: string
+  /** Unique among the agent's interceptors, named in errors; without one, errors say `agent interceptor #<position>` (1-based). */
+  readonly name?: string
   /** Wraps a whole iteration (model call and its tool calls). */
   aroundIteration?(
     ctx: IterationContext,

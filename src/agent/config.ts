@@ -19,6 +19,12 @@ import type { Layer } from './onion.js'
 import type { CreateAgentOptions } from './options.js'
 import { AGENT_DEFAULTS } from './options.js'
 
+/** An agent interceptor and the name errors give it. */
+export interface NamedAgentInterceptor {
+  readonly ic: AgentInterceptor
+  readonly name: string
+}
+
 /** Everything the loop needs, resolved and validated once by `createAgent`. */
 export interface AgentConfig {
   readonly model: ModelClient
@@ -28,7 +34,8 @@ export interface AgentConfig {
   readonly chains: InterceptorChains
   readonly dispatcher: LifecycleDispatcher
   readonly interceptors: readonly AgentInterceptor[]
-  readonly deciders: readonly AgentInterceptor[]
+  /** Interceptors with `decide`, each with its name in errors (its own, else `agent interceptor #<n>`). */
+  readonly deciders: readonly NamedAgentInterceptor[]
   readonly iterationLayers: readonly Layer<IterationContext, IterationContext, IterationResult>[]
   readonly llmLayers: readonly Layer<ModelRequest, LlmCallContext, ModelResponse>[]
   readonly toolLayers: readonly Layer<ToolCallRequest, ToolCallContext, ToolCallRecord>[]
@@ -80,15 +87,23 @@ export function resolveConfig(options: CreateAgentOptions): AgentConfig {
     tools.set(compiled.tool.name, compiled)
   }
   const interceptors = [...(options.interceptors ?? [])]
+  // Each interceptor's name in errors: its own, else its position (the seed's interceptors are anonymous).
+  const labels: string[] = []
   const seen = new Set<string>()
-  for (const ic of interceptors) {
-    if (!ic || typeof ic.name !== 'string' || ic.name.length === 0) {
-      throw new AgentConfigError('every agent interceptor needs a non-empty name (used in error messages)')
-    }
-    if (seen.has(ic.name))
-      throw new AgentConfigError(`duplicate agent interceptor name: ${ic.name}; give each a unique name`)
-    seen.add(ic.name)
-  }
+  interceptors.forEach((ic, i) => {
+    if (!ic || typeof ic !== 'object')
+      throw new AgentConfigError(
+        `agent interceptor #${i + 1} is not an object with aroundIteration/aroundLlmCall/aroundToolCall/decide`,
+      )
+    if (ic.name !== undefined && (typeof ic.name !== 'string' || ic.name.length === 0))
+      throw new AgentConfigError(`agent interceptor #${i + 1}: name must be a non-empty string, or left out`)
+    const label = ic.name ?? `agent interceptor #${i + 1}`
+    if (seen.has(label))
+      throw new AgentConfigError(`duplicate agent interceptor name: ${label}; give each a unique name`)
+    seen.add(label)
+    labels.push(label)
+  })
+  const named = interceptors.map((ic, i) => ({ ic, name: labels[i] ?? '' }))
   return {
     model: options.model,
     base: baseView(modelId, options),
@@ -97,15 +112,15 @@ export function resolveConfig(options: CreateAgentOptions): AgentConfig {
     chains,
     dispatcher: new LifecycleDispatcher(chains.lifecycleHooks),
     interceptors,
-    deciders: interceptors.filter((ic) => typeof ic.decide === 'function'),
-    iterationLayers: interceptors.flatMap((ic) =>
-      ic.aroundIteration ? [{ name: ic.name, call: ic.aroundIteration.bind(ic) }] : [],
+    deciders: named.filter(({ ic }) => typeof ic.decide === 'function'),
+    iterationLayers: named.flatMap(({ ic, name }) =>
+      ic.aroundIteration ? [{ name, call: ic.aroundIteration.bind(ic) }] : [],
     ),
-    llmLayers: interceptors.flatMap((ic) =>
-      ic.aroundLlmCall ? [{ name: ic.name, call: ic.aroundLlmCall.bind(ic) }] : [],
+    llmLayers: named.flatMap(({ ic, name }) =>
+      ic.aroundLlmCall ? [{ name, call: ic.aroundLlmCall.bind(ic) }] : [],
     ),
-    toolLayers: interceptors.flatMap((ic) =>
-      ic.aroundToolCall ? [{ name: ic.name, call: ic.aroundToolCall.bind(ic) }] : [],
+    toolLayers: named.flatMap(({ ic, name }) =>
+      ic.aroundToolCall ? [{ name, call: ic.aroundToolCall.bind(ic) }] : [],
     ),
     hasAfterToolCall: chains.toolCall.some((ic) => typeof ic.afterToolCall === 'function'),
     router: options.router,

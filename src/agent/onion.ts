@@ -97,10 +97,10 @@ export interface ForcedFinish {
  * asked). A throw, or a finishNow with a loop-owned cause, fails the run naming the interceptor.
  */
 export async function decideAll(
-  interceptors: readonly AgentInterceptor[],
+  interceptors: readonly { readonly ic: AgentInterceptor; readonly name: string }[],
   state: AgentRunState,
 ): Promise<ForcedFinish | undefined> {
-  for (const ic of interceptors) {
+  for (const { ic, name } of interceptors) {
     const decide = ic.decide
     if (!decide) continue
     let d
@@ -108,7 +108,7 @@ export async function decideAll(
       const r = decide.call(ic, state)
       d = isThenable(r) ? await r : r
     } catch (err) {
-      throw new InterceptorError(ic.name, 'decide', err)
+      throw new InterceptorError(name, 'decide', err)
     }
     if (d === undefined || d.kind === 'continue') continue
     if (
@@ -118,13 +118,13 @@ export async function decideAll(
       !d.instruction
     ) {
       throw new InterceptorError(
-        ic.name,
+        name,
         'decide',
         undefined,
         `returned an invalid decision ${JSON.stringify(d)}; return LoopDecision.finishNow(ForcedStop.budgetExceeded() | ForcedStop.custom(reason), instruction) — loop-owned reasons cannot be forced`,
       )
     }
-    return { cause: d.cause, instruction: d.instruction, decidedBy: ic.name }
+    return { cause: d.cause, instruction: d.instruction, decidedBy: name }
   }
   return undefined
 }

@@ -13,7 +13,10 @@ describe('createAgent', () => {
       AgentConfigError,
     )
     expect(() => createAgent({ model: scriptedModel([]), interceptors: [{ name: '' }] })).toThrow(
-      /non-empty name/,
+      /agent interceptor #1: name must be a non-empty string, or left out/,
+    )
+    expect(() => createAgent({ model: scriptedModel([]), interceptors: [{}, null as never] })).toThrow(
+      /agent interceptor #2 is not an object/,
     )
     expect(() => createAgent({ model: scriptedModel([]), router: {} as never })).toThrow(/RouteExecutor/)
     expect(() => createAgent({ model: { ...scriptedModel([]), model: '' } })).toThrow(/default model id/)

@@ -260,4 +260,27 @@ describe('AgentInterceptor onion', () => {
     const r2 = await createAgent({ model: scriptedModel(['quiet']), interceptors: [upper] }).run('x')
     expect(r2).toMatchObject({ output: 'QUIET', finishReason: { kind: 'natural_stop' } })
   })
+
+  it('accepts interceptors without a name and names them by position in errors', async () => {
+    const log: string[] = []
+    const agent = createAgent({
+      model: twoStepModel(),
+      tools: [echo],
+      interceptors: [
+        { aroundIteration: (ctx, next) => (log.push('anonymous #1'), next()) },
+        {
+          aroundToolCall: () => {
+            throw new Error('kaput')
+          },
+        },
+      ],
+    })
+    const err = await agent.run('go').then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(err).toBeInstanceOf(InterceptorError)
+    expect((err as Error).message).toBe('interceptor "agent interceptor #2" failed in aroundToolCall: kaput')
+    expect(log).toEqual(['anonymous #1'])
+  })
 })
