@@ -1,5 +1,7 @@
 import { z } from 'zod'
 import { ProfileSchema } from '../sandbox/profiles.js'
+import { CircuitOptionsSchema } from '../routing/circuit-breaker.js'
+import { RoutePolicySchema } from '../routing/policies.js'
 
 /** One API key and the tenant it maps to. Keys are hashed at load; the plain key is not kept. */
 export const ApiKeySchema = z
@@ -187,9 +189,29 @@ export const ConfigSchema = z
           .default({ providerId: 'docker', profile: 'default' }),
         /** Redact or block credentials in routed output. @default 'redact' */
         secretScanner: z.enum(['off', 'redact', 'block']).default('redact'),
+        /**
+         * Named routing policies: `routeTo('<policy>', 'auto', command)` (or `provider: <policy>` over
+         * HTTP) picks among the policy's candidates (see src/routing/policies.ts). @default {}
+         */
+        policies: z.record(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/), RoutePolicySchema).default({}),
+        /** When a provider's circuit opens, and for how long (policies skip open providers). */
+        circuit: CircuitOptionsSchema.default({ failureThreshold: 5, cooldownMs: 30_000 }),
+        /**
+         * Per tenant, the providers and policies its calls may name (`allow`); a tenant not listed may
+         * use every one. @default {}
+         */
+        tenants: z
+          .record(z.string(), z.object({ allow: z.array(z.string().min(1)).min(1) }).strict())
+          .default({}),
       })
       .strict()
-      .default({ shell: { providerId: 'docker', profile: 'default' }, secretScanner: 'redact' }),
+      .default({
+        shell: { providerId: 'docker', profile: 'default' },
+        secretScanner: 'redact',
+        policies: {},
+        circuit: { failureThreshold: 5, cooldownMs: 30_000 },
+        tenants: {},
+      }),
     /** Extension module specifiers to load and enable (resolved against the config file's folder). */
     extensions: z.array(z.string().min(1)).default([]),
     /** API keys → tenants. Empty in embedded mode means one built-in key from env SBX_API_KEY. */

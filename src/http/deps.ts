@@ -1,6 +1,7 @@
 import type { ToolCallRequest } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import type { ExecResult, SandboxHealth } from '../sandbox/types.js'
+import type { CircuitState } from '../routing/circuit-breaker.js'
 import type { AdminRoutesOptions } from './admin.js'
 import type { Keyring, Principal } from './keyring.js'
 
@@ -162,6 +163,8 @@ export interface SessionService {
 export interface ProviderView {
   id: string
   health: SandboxHealth
+  /** The provider's circuit (routing policies skip an open one). */
+  circuit?: CircuitState
   profiles: {
     name: string
     cpu: number
@@ -170,6 +173,13 @@ export interface ProviderView {
     defaultTimeoutMs: number
     maxTimeoutMs: number
   }[]
+}
+
+/** A routing policy for `GET /v1/providers` (config `routing.policies`). */
+export interface PolicyView {
+  name: string
+  mode: string
+  candidates: { provider: string; profile: string; weight: number; pricePerSecond?: number }[]
 }
 
 /** An agent run as the API shows it. */
@@ -241,6 +251,8 @@ export interface AppDeps {
   sessions: SessionService
   agentRuns: AgentRunsApi
   providers(): Promise<ProviderView[]>
+  /** The routing policies. @default none */
+  policies?(): PolicyView[]
   /** Named readiness checks (`redis`, `docker`, …). */
   readiness(): Promise<Record<string, SandboxHealth>>
   /**

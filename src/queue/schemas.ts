@@ -104,6 +104,16 @@ export const ExecResultSchema = z.object({
    * acknowledged it (`POST /v1/sessions/{id}/ack`).
    */
   sandboxReplaced: SandboxReplacementSchema.optional(),
+  /** Calls routed by a policy: the candidate that ran it, and why earlier ones did not. */
+  route: z
+    .object({
+      policy: z.string(),
+      providerId: z.string(),
+      profile: z.string(),
+      pinned: z.boolean(),
+      skipped: z.array(z.object({ providerId: z.string(), profile: z.string(), reason: z.string() })),
+    })
+    .optional(),
 })
 
 /** What is known about an earlier execution attempt (the fence record). */

@@ -11,6 +11,8 @@ import {
   jobCancelledError,
   unwrapJobResult,
 } from './job-errors.js'
+import { assertTenantMayRoute } from './policies.js'
+import type { TenantRouteAllowList } from './policies.js'
 import type { RouteTargets } from './route-targets.js'
 import type { RouteContext, RouteExecutor, RouteRequest } from './types.js'
 
@@ -28,6 +30,8 @@ export interface QueueRouteExecutorOptions {
   waitMarginMs?: number
   /** After cancelling, wait this long for the worker to confirm the process was killed (ms). @default 5000 */
   cancelGraceMs?: number
+  /** Per tenant, the providers and policies its routes may name (config `routing.tenants`). @default {} */
+  tenantRoutes?: TenantRouteAllowList
 }
 
 /**
@@ -61,8 +65,9 @@ export class QueueRouteExecutor implements RouteExecutor {
    * `jobId`, else derived from (tenant, callId).
    */
   buildJob(route: RouteRequest, jobId?: string): ExecJob {
-    const { profile } = this.options.targets.resolve(route.providerId, route.profile)
     const tenant = route.tenant ?? this.defaultTenant
+    assertTenantMayRoute(this.options.tenantRoutes ?? {}, tenant, route.providerId)
+    const { profile } = this.options.targets.resolve(route.providerId, route.profile)
     return {
       jobId: jobId ?? deriveJobId(tenant, route.callId),
       tenant,

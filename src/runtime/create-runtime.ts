@@ -20,6 +20,10 @@ import { ProviderRegistry } from '../sandbox/registry.js'
 import { LABELS } from '../sandbox/types.js'
 import type { SandboxHealth } from '../sandbox/types.js'
 import { createSessionPool } from '../sessions/pool.js'
+import { MemoryCircuitBreaker, RedisCircuitBreaker } from '../routing/circuit-breaker.js'
+import type { CircuitBreaker } from '../routing/circuit-breaker.js'
+import { policyAwareTargets, RoutePolicies } from '../routing/policies.js'
+import { PolicyPool } from '../routing/policy-pool.js'
 import type { SandboxSessionPool } from '../sessions/pool.js'
 import { MemorySessionStore } from '../sessions/store/memory.js'
 import { RedisSessionStore } from '../sessions/store/redis.js'
@@ -80,6 +84,10 @@ export interface Runtime {
   readonly logger: Logger
   readonly registry: ProviderRegistry
   readonly pool: SandboxSessionPool
+  /** The configured routing policies (config `routing.policies`). */
+  readonly policies: RoutePolicies
+  /** Per-provider circuits (shared through Redis in fleet mode). */
+  readonly breaker: CircuitBreaker
   readonly queue: JobQueue
   readonly router: QueueRouteExecutor
   readonly chains: InterceptorChains
@@ -187,7 +195,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },
     )
     cleanups.push(() => queue.close())
-    const router = new QueueRouteExecutor({ queue, targets: registry })
+    // Routing policies resolve like providers: the router builds their jobs with limits every
+    // candidate honours, and the pool below picks the candidate (pinned per session).
+    const policies = new RoutePolicies(config.routing.policies, registry, registry.providerIds())
+    const targets = policyAwareTargets(registry, policies)
+    const breaker: CircuitBreaker = redis
+      ? new RedisCircuitBreaker(redis, prefix, config.routing.circuit)
+      : new MemoryCircuitBreaker(config.routing.circuit)
+    const routed = new PolicyPool(pool, policies, breaker)
+    const router = new QueueRouteExecutor({ queue, targets, tenantRoutes: config.routing.tenants })
 
     const extensions = config.extensions.length
       ? (await ExtensionRegistry.of().load(config.extensions)).snapshot()
@@ -223,7 +239,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     if (opts.execWorker ?? role !== 'api') {
       worker = await startExecWorker({
         queue,
-        pool,
+        pool: routed,
         concurrency: opts.concurrency ?? config.queue.concurrency,
         onError: (err, context) => logger.warn({ err, context }, 'exec worker error'),
         onJob: (e) => {
@@ -295,6 +311,8 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       logger,
       registry,
       pool,
+      policies,
+      breaker,
       queue,
       router,
       chains,
@@ -304,9 +322,9 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         router,
         directory,
         new TenantJobLimiter(config.quotas.maxConcurrentJobs),
-        pool,
+        routed,
       ),
-      sessions: new PooledSessionService(directory, pool, registry),
+      sessions: new PooledSessionService(directory, routed, targets, config.routing.tenants),
       toolCalls: new ChainToolCallService(chains, router, directory),
       metrics,
       ...(worker ? { worker } : {}),

@@ -71,9 +71,16 @@ export async function startServer(
               defaultTimeoutMs: pr.defaultTimeoutMs,
               maxTimeoutMs: pr.maxTimeoutMs,
             }))
-          return { id, health, profiles }
+          return { id, health, circuit: await runtime.breaker.state(id), profiles }
         }),
       ),
+    policies: () =>
+      runtime.policies.names().flatMap((name) => {
+        const p = runtime.policies.get(name)
+        return p
+          ? [{ name, mode: p.mode, candidates: p.candidates.map(({ resolved: _r, ...c }) => c) }]
+          : []
+      }),
     readiness: () => runtime.readiness(),
     metrics: (scope) => runtime.metrics.text(scope),
     limits: {

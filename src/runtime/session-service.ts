@@ -2,6 +2,8 @@ import { AppError } from '../errors.js'
 import type { SessionService, SessionView } from '../http/deps.js'
 import type { Lease, SandboxReplacement, SessionKey, SessionPool, SessionState } from '../sessions/types.js'
 import type { SessionDirectory, SessionRecord } from './session-directory.js'
+import { assertTenantMayRoute } from '../routing/policies.js'
+import type { TenantRouteAllowList } from '../routing/policies.js'
 
 /** Checks a provider/profile pair; throws UNKNOWN_PROVIDER / UNKNOWN_PROFILE listing the known ones. */
 export interface TargetCheck {
@@ -17,6 +19,8 @@ export class PooledSessionService implements SessionService {
     private readonly directory: SessionDirectory,
     private readonly pool: SessionPool,
     private readonly targets: TargetCheck,
+    /** Per tenant, the providers and policies its sessions may use (config `routing.tenants`). */
+    private readonly tenantRoutes: TenantRouteAllowList = {},
   ) {}
 
   async create(
@@ -24,6 +28,7 @@ export class PooledSessionService implements SessionService {
     input: { id?: string; provider: string; profile: string },
     opts: { admit?: boolean } = {},
   ): Promise<SessionView> {
+    assertTenantMayRoute(this.tenantRoutes, tenant, input.provider)
     this.targets.resolve(input.provider, input.profile)
     const record: SessionRecord = {
       id: input.id ?? `s-${crypto.randomUUID()}`,

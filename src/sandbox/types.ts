@@ -86,6 +86,17 @@ export interface ExecResult {
    * empty one and the user has not acknowledged it: files from before are lost.
    */
   sandboxReplaced?: { at: number; reason: string; filesLost: true; previousSandboxId: string }
+  /**
+   * Set by the worker (not by providers) when the call was routed by a routing policy: the
+   * candidate that ran it, whether the session was pinned there, and why earlier candidates did not.
+   */
+  route?: {
+    policy: string
+    providerId: string
+    profile: string
+    pinned: boolean
+    skipped: { providerId: string; profile: string; reason: string }[]
+  }
 }
 
 /** Health of one sandbox. */

@@ -84,7 +84,8 @@ export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Dea
         if (dl.signal.aborted) throw err
         dl.lastError = err
         failures++
-        if (!isRetryable(err) || failures >= opts.createAttempts) throw createFailed(t, failures, err)
+        if (!isRetryable(err) || failures >= (dl.createAttempts ?? opts.createAttempts))
+          throw createFailed(t, failures, err)
         await sleep(backoffDelayMs(failures - 1, opts.createBackoff), dl.signal)
         continue
       }

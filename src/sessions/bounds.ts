@@ -13,6 +13,21 @@ import type { SlotClaim } from './store/types.js'
  * deleted or idles out, so waiting for it would just turn the answer into a timeout.
  */
 
+/**
+ * `QUOTA_EXCEEDED` because one of the fleet's bounds is reached; `bound` says which, so a routing
+ * policy can tell the tenant's own quota (no other provider helps) from a profile's or a provider's
+ * capacity (another candidate may have room).
+ */
+export class BoundReached extends AppError {
+  override readonly name = 'BoundReached'
+  constructor(
+    readonly bound: 'tenant' | 'profile' | 'provider',
+    message: string,
+  ) {
+    super('QUOTA_EXCEEDED', message)
+  }
+}
+
 /** Advice shared by every bound: what frees room. */
 function freeRoom(t: Target): string {
   return (
@@ -47,8 +62,8 @@ export function providerCapReached(core: PoolCore, t: Target, count: number): Ap
   core.stats.quotaRejections++
   const key = `providers.${t.key.providerId}.maxSandboxes`
   const max = core.opts.maxSandboxesPerProvider[t.key.providerId]
-  return new AppError(
-    'QUOTA_EXCEEDED',
+  return new BoundReached(
+    'provider',
     `provider '${t.key.providerId}' holds ${count} sandbox(es), its cap (${key} = ${max ?? 'unbounded'}, ` +
       `counted across the fleet, every profile and tenant); ${freeRoom(t)}; or raise ${key}`,
   )
@@ -58,8 +73,8 @@ export function providerCapReached(core: PoolCore, t: Target, count: number): Ap
 export function tenantQuotaExceeded(core: PoolCore, t: Target, count: number): AppError {
   core.stats.quotaRejections++
   const max = core.opts.maxSandboxesPerTenant
-  return new AppError(
-    'QUOTA_EXCEEDED',
+  return new BoundReached(
+    'tenant',
     `tenant '${t.key.tenant}' holds ${count} sandbox(es), its maximum (quotas.maxSandboxes = ${max}, ` +
       `counted across the fleet); ${freeRoom(t)}; or raise quotas.maxSandboxes`,
   )
@@ -69,8 +84,8 @@ export function tenantQuotaExceeded(core: PoolCore, t: Target, count: number): A
 export function profileCapReached(core: PoolCore, t: Target, count: number): AppError {
   core.stats.quotaRejections++
   const key = `profiles.${t.profile.name}.pool.maxSize`
-  return new AppError(
-    'QUOTA_EXCEEDED',
+  return new BoundReached(
+    'profile',
     `profile '${t.profile.name}' (provider '${t.key.providerId}') holds ${count} sandbox(es), its cap ` +
       `(${key} = ${t.profile.pool.maxSize ?? 'unbounded'}, counted across the fleet and every tenant); ` +
       `${freeRoom(t)}; or raise ${key}`,

@@ -13,6 +13,8 @@ export class Deadline {
   readonly signal: AbortSignal
   readonly expiresAt: number
   private last: unknown
+  /** Creates to try before giving up, when the caller asked for fewer than the pool's default. */
+  createAttempts?: number
   private readonly timeout = new AbortController()
   private readonly timer: NodeJS.Timeout
 

@@ -84,6 +84,7 @@ export class SandboxSessionPool implements SessionPool {
     const t = core.target(key)
     const timeoutMs = opts.timeoutMs ?? core.opts.acquireTimeoutMs
     const dl = new Deadline(timeoutMs, [opts.signal, core.shutdownSignal], describeTarget(t))
+    if (opts.createAttempts !== undefined) dl.createAttempts = opts.createAttempts
     core.stats.pendingAcquires++
     try {
       const lease =
@@ -287,6 +288,7 @@ export class SandboxSessionPool implements SessionPool {
     const { store } = this.core
     // Not the caller's signal: concurrent callers share this bind, and a bound sandbox serves later calls.
     const dl = new Deadline(leader.remainingMs, [this.core.shutdownSignal], describeTarget(t), leader)
+    if (leader.createAttempts !== undefined) dl.createAttempts = leader.createAttempts
     const renew = setInterval(() => {
       void this.core.background('renewing a bind lock', () =>
         store.renewLock(lock.name, lock.token, lock.ttlMs),

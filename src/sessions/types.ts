@@ -67,6 +67,11 @@ export interface AcquireOptions {
   signal?: AbortSignal
   /** Give up after this long (ms) with `AppError('ACQUIRE_TIMEOUT')`; the pool default when absent. */
   timeoutMs?: number
+  /**
+   * Creates to try (retryable failures are retried with backoff) before the acquire fails; a routing
+   * policy passes 1 for a candidate with others after it, so it fails over at once. @default the pool's `createAttempts`
+   */
+  createAttempts?: number
 }
 
 /**

@@ -4,6 +4,7 @@ import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
 import type { JobContext, JobProcessor } from '../queue/types.js'
 import type { LeaseOutcome, SessionKey, SessionPool } from '../sessions/types.js'
 import type { ShellMode } from '../sandbox/types.js'
+import type { PolicyLease } from '../routing/policy-pool.js'
 
 /** Reports errors that do not change a job's result (e.g. a failed lease release). */
 export type WorkerErrorHandler = (err: unknown, context: string) => void
@@ -70,9 +71,14 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
         },
       )
       const replaced = lease.sandboxReplaced
+      const route = (lease as PolicyLease).route
       return {
         status: 'completed',
-        result: replaced ? { ...result, sandboxReplaced: replaced } : result,
+        result: {
+          ...result,
+          ...(replaced ? { sandboxReplaced: replaced } : {}),
+          ...(route ? { route: { ...route, skipped: [...route.skipped] } } : {}),
+        },
         attempt: ctx.attempt,
         workerId: ctx.workerId,
       }

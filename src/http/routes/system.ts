@@ -9,6 +9,14 @@ const ProvidersSchema = z
       z.object({
         id: z.string(),
         health: z.object({ ok: z.boolean(), reason: z.string().optional() }),
+        circuit: z
+          .object({
+            state: z.enum(['closed', 'open', 'half-open']),
+            failures: z.number(),
+            openUntil: z.number().optional(),
+            lastError: z.string().optional(),
+          })
+          .optional(),
         profiles: z.array(
           z.object({
             name: z.string(),
@@ -17,6 +25,21 @@ const ProvidersSchema = z
             network: z.string(),
             defaultTimeoutMs: z.number(),
             maxTimeoutMs: z.number(),
+          }),
+        ),
+      }),
+    ),
+    /** Routing policies (config `routing.policies`): a name `routeTo` / `provider` may give instead of a provider. */
+    policies: z.array(
+      z.object({
+        name: z.string(),
+        mode: z.string(),
+        candidates: z.array(
+          z.object({
+            provider: z.string(),
+            profile: z.string(),
+            weight: z.number(),
+            pricePerSecond: z.number().optional(),
           }),
         ),
       }),
@@ -80,13 +103,13 @@ export function registerSystemRoutes(app: App, deps: AppDeps): void {
     createRoute({
       method: 'get',
       path: '/v1/providers',
-      summary: 'Providers, their profiles and health',
+      summary: 'Providers, their profiles, health and circuits; routing policies',
       security: [{ bearer: [] }],
       responses: {
         200: { content: { 'application/json': { schema: ProvidersSchema } }, description: 'the registry' },
         401: { content: { 'application/json': { schema: ErrorSchema } }, description: 'no or unknown key' },
       },
     }),
-    async (c) => c.json({ providers: await deps.providers() }, 200),
+    async (c) => c.json({ providers: await deps.providers(), policies: deps.policies?.() ?? [] }, 200),
   )
 }
