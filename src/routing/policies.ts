@@ -171,7 +171,11 @@ export type TenantRouteAllowList = Readonly<Record<string, { readonly allow: rea
  * Refuses (`FORBIDDEN`) a route to a provider or policy outside the tenant's allow-list; a tenant
  * without a list may use every provider and policy.
  */
-export function assertTenantMayRoute(tenants: TenantRouteAllowList, tenant: string, providerId: string): void {
+export function assertTenantMayRoute(
+  tenants: TenantRouteAllowList,
+  tenant: string,
+  providerId: string,
+): void {
   const allow = tenants[tenant]?.allow
   if (!allow || allow.includes(providerId)) return
   throw new AppError(

@@ -13,7 +13,11 @@ export interface PolicyRoute {
   /** Whether the session was already pinned to this candidate (its files live there). */
   readonly pinned: boolean
   /** Candidates tried or skipped before this one, each with the reason. */
-  readonly skipped: readonly { readonly providerId: string; readonly profile: string; readonly reason: string }[]
+  readonly skipped: readonly {
+    readonly providerId: string
+    readonly profile: string
+    readonly reason: string
+  }[]
 }
 
 /** A lease taken through a policy carries the route it took. */
@@ -255,7 +259,13 @@ function withRoute(
   pinned: boolean,
   skipped: PolicyRoute['skipped'],
 ): PolicyLease {
-  const route: PolicyRoute = { policy: policy.name, providerId: c.provider, profile: c.profile, pinned, skipped }
+  const route: PolicyRoute = {
+    policy: policy.name,
+    providerId: c.provider,
+    profile: c.profile,
+    pinned,
+    skipped,
+  }
   return {
     key: lease.key,
     sandbox: lease.sandbox,

@@ -77,9 +77,7 @@ export async function startServer(
     policies: () =>
       runtime.policies.names().flatMap((name) => {
         const p = runtime.policies.get(name)
-        return p
-          ? [{ name, mode: p.mode, candidates: p.candidates.map(({ resolved: _r, ...c }) => c) }]
-          : []
+        return p ? [{ name, mode: p.mode, candidates: p.candidates.map(({ resolved: _r, ...c }) => c) }] : []
       }),
     readiness: () => runtime.readiness(),
     metrics: (scope) => runtime.metrics.text(scope),

@@ -128,7 +128,7 @@ describe('a failover policy over the Daytona fake and Docker', () => {
 
     // After the cool-down the circuit is half-open; Daytona is healthy again; one probe closes it.
     daytona.faults.rateLimitCreates(0)
-    for (let state = ''; state !== 'half-open'; ) {
+    for (let state = ''; state !== 'half-open';) {
       state = (await circuitOf('daytona')).state
       if (state !== 'half-open') await new Promise((r) => setTimeout(r, 100))
     }
@@ -156,7 +156,11 @@ describe('a failover policy over the Daytona fake and Docker', () => {
   }, 180_000)
 
   test('a tenant limited to the policy cannot name a provider; GET /v1/providers lists the policy', async () => {
-    const direct = await api.post('/v1/exec', { provider: 'docker', profile: 'default', command: 'true' }, { key: ACME })
+    const direct = await api.post(
+      '/v1/exec',
+      { provider: 'docker', profile: 'default', command: 'true' },
+      { key: ACME },
+    )
     expect(direct.status).toBe(403)
     const body = (await direct.json()) as { error: { code: string; message: string } }
     expect(body.error.code).toBe('FORBIDDEN')
@@ -186,6 +190,8 @@ describe('a policy that names an unknown provider', () => {
     })
     const r = await runSbx(['serve', '--port', '0'], { cwd, env: { SBX_API_KEY: ADMIN } })
     expect(r.code).not.toBe(0)
-    expect(r.stderr).toMatch(/routing\.policies\.p\.candidates\[0\] \(nope\/default\): unknown sandbox provider 'nope'/)
+    expect(r.stderr).toMatch(
+      /routing\.policies\.p\.candidates\[0\] \(nope\/default\): unknown sandbox provider 'nope'/,
+    )
   }, 60_000)
 })
