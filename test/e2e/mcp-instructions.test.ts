@@ -45,7 +45,12 @@ describe('MCP server instructions', () => {
         queue: { prefix },
         server: { mcpSessionIdleMs: 300_000 },
         profiles: {
-          default: { provider: 'docker', defaultTimeoutMs: 45_000, maxTimeoutMs: 120_000, outputCapBytes: 262_144 },
+          default: {
+            provider: 'docker',
+            defaultTimeoutMs: 45_000,
+            maxTimeoutMs: 120_000,
+            outputCapBytes: 262_144,
+          },
         },
       },
     })
