@@ -3,7 +3,7 @@
  * client: they tell the model how a session works (its own sandbox per MCP session, the persistent
  * shell, timeouts, the output cap, the file tools, idle expiry), with the profile's real numbers, and
  * what they claim holds: `cd` and exports stay, another MCP session starts empty. A profile with
- * `shell: fresh` is described as such.
+ * `shell: fresh` is described as such, in the instructions and in the bash tool description.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -65,6 +65,9 @@ describe('MCP server instructions', () => {
     for (const tool of ['read_file', 'write_file', 'edit_file', 'base64']) expect(text).toContain(tool)
     expect(text).toContain('after 5 min without a request')
     expect(text).toContain('no network access')
+    // Clients that do not hand instructions to the model (the Agents SDK) still show it the tool description.
+    const { tools } = await a.listTools()
+    expect(tools.find((t) => t.name === 'bash')?.description).toContain('One persistent shell per session')
 
     // What they claim: cd and exports stay between calls; another MCP session starts empty.
     await bash(a, 'mkdir -p src && cd src && export GREETING=hi && echo kept > note.txt')
@@ -84,6 +87,8 @@ describe('MCP server instructions', () => {
     const text = client.getInstructions() ?? ''
     expect(text).toContain('No shell state carries over')
     expect(text).not.toContain('Persistent shell state')
+    const { tools } = await client.listTools()
+    expect(tools.find((t) => t.name === 'bash')?.description).toContain('fresh shell')
     await bash(client, 'cd /tmp')
     expect(await bash(client, 'pwd')).toContain('stdout:\n/workspace\n')
   }, 120_000)
