@@ -1,5 +1,6 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import type { AppDeps } from './deps.js'
+import { base64Bytes, utf8Text } from './mcp-file-encoding.js'
 import { editFileArgs, noArgs, readFileArgs, writeFileArgs } from './mcp-schemas.js'
 
 /** A tool result: one text item, `isError` when the call failed. */
@@ -142,44 +143,10 @@ export function registerFileTools(server: McpServer, ctx: McpFileToolsContext): 
   )
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
-
-/**
- * `data` as text when it is UTF-8 text: valid UTF-8 without NUL bytes (a NUL marks a binary file, as
- * git and grep take it). Undefined otherwise: decoding it would replace or hide bytes.
- */
-export function utf8Text(data: Uint8Array): string | undefined {
-  if (data.includes(0)) return undefined
-  try {
-    return strictUtf8.decode(data)
-  } catch {
-    return undefined
-  }
-}
-
 /** The error for a binary file met by a text operation: what it is and how to `what` instead. */
 function binaryHint(path: string, bytes: number, what: string): string {
   return (
     `${path} is a binary file (${bytes} bytes that are not UTF-8 text); ` +
     `${what} with encoding: "base64" (the bytes base64-encoded). Nothing was changed`
   )
-}
-
-/**
- * The bytes of base64 `content` (standard alphabet; padding optional; whitespace and line breaks are
- * ignored), or an error message when it is not base64: Node's decoder would silently skip bad characters.
- */
-export function base64Bytes(content: string): Uint8Array | string {
-  const compact = /\s/.test(content) ? content.replace(/\s+/g, '') : content
-  const bad = /[^A-Za-z0-9+/=]/.exec(compact)
-  const pad = compact.indexOf('=')
-  const padded =
-    pad < 0 || (compact.length % 4 === 0 && pad >= compact.length - 2 && /^=+$/.test(compact.slice(pad)))
-  if (bad || !padded || compact.length % 4 === 1)
-    return (
-      'content is not valid base64' +
-      (bad ? ` (character ${JSON.stringify(bad[0])} at ${bad.index})` : ' (wrong length or padding)') +
-      '; send the standard base64 of the bytes (A-Z a-z 0-9 + /, = padding), or encoding null for UTF-8 text. Nothing was written'
-    )
-  return Buffer.from(compact, 'base64')
 }
