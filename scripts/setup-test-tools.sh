@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What only the tests need, beside scripts/setup.sh (which `npm start` runs too): Debian's headless
 # Chromium, for the tests that render the service's own pages (/docs, the queue dashboard) offline.
-# Idempotent; installs as root where absent. Environment: SBX_CHROMIUM (default /usr/bin/chromium).
+# Also the MCP conformance suite's own package (it needs Node 22). Idempotent; installs as root where absent. Environment: SBX_CHROMIUM (default /usr/bin/chromium).
 set -euo pipefail
 
 CHROMIUM=${SBX_CHROMIUM:-/usr/bin/chromium}
@@ -19,3 +19,15 @@ if [ ! -x "$CHROMIUM" ]; then
   fi
 fi
 log "chromium ok ($("$CHROMIUM" --version 2>/dev/null || echo '?'))"
+
+# The MCP conformance suite and the Node 22 it needs, in their own package (test/tools/mcp-conformance),
+# so that Node 22 never shadows the project's Node: installed from its lockfile when absent or stale.
+CONFORMANCE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/test/tools/mcp-conformance
+if [ -f "$CONFORMANCE/package-lock.json" ]; then
+  if [ ! -d "$CONFORMANCE/node_modules" ] || [ "$CONFORMANCE/package-lock.json" -nt "$CONFORMANCE/node_modules" ]; then
+    log "installing the MCP conformance suite (test/tools/mcp-conformance)"
+    npm ci --prefix "$CONFORMANCE" --no-audit --no-fund >/dev/null
+    touch "$CONFORMANCE/node_modules"
+  fi
+  log "mcp conformance suite ok"
+fi

@@ -228,5 +228,15 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     await Promise.all([...handles].map((h) => h.close()))
   }
 
-  return { id: DOCKER_PROVIDER_ID, docker, create, connect, list, destroy, health, close }
+  return {
+    id: DOCKER_PROVIDER_ID,
+    persistentShells: true,
+    docker,
+    create,
+    connect,
+    list,
+    destroy,
+    health,
+    close,
+  }
 }

@@ -156,6 +156,11 @@ export class McpEndpoint {
         title: 'Run a shell command',
         description:
           'Run a shell command in this session’s sandbox (files in /workspace persist across calls). ' +
+          (shellProfile?.shell === 'persistent'
+            ? 'One persistent shell per session: cd and exported variables carry over to the next call. '
+            : shellProfile?.shell === 'fresh'
+              ? 'Each call runs in a fresh shell: cd and exported variables do not carry over. '
+              : '') +
           'Returns exit code, stdout and stderr. ' +
           (shellProfile
             ? `Killed after timeoutMs (default ${shellProfile.defaultTimeoutMs} ms, at most ${shellProfile.maxTimeoutMs} ms).`

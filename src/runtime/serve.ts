@@ -116,21 +116,41 @@ export async function startServer(
   }
 }
 
-/** The routed shell profile's timeouts for MCP (absent when the profile does not resolve: the call will say so). */
+/**
+ * The routed shell profile as MCP describes it: timeouts, output cap, network, and the shell `bash`
+ * calls get (the profile's `shell`, else persistent where the provider has persistent shells, as
+ * the worker decides). Absent when the profile does not resolve: the call will say so.
+ */
 function shellProfileOf(runtime: Runtime): { shellProfile?: McpShellProfile } {
   const { shell } = runtime.loaded.config.routing
   try {
     const p = runtime.registry.profile(shell.profile, shell.providerId)
+    const persistent = providerHasPersistentShells(runtime, shell.providerId)
     return {
       shellProfile: {
         name: p.name,
         defaultTimeoutMs: p.defaultTimeoutMs,
         maxTimeoutMs: p.maxTimeoutMs,
         network: p.network,
+        outputCapBytes: p.outputCapBytes,
+        ...(p.shell === 'fresh' || persistent === false
+          ? { shell: 'fresh' as const }
+          : persistent
+            ? { shell: 'persistent' as const }
+            : {}),
       },
     }
   } catch {
     return {}
+  }
+}
+
+/** Whether the provider's sandboxes have persistent shells; undefined when this process does not hold the provider. */
+function providerHasPersistentShells(runtime: Runtime, providerId: string): boolean | undefined {
+  try {
+    return runtime.registry.get(providerId).persistentShells === true
+  } catch {
+    return undefined
   }
 }
 

@@ -140,6 +140,12 @@ export interface CreateOptions {
  */
 export interface SandboxProvider {
   readonly id: string
+  /**
+   * Capability flag: whether this provider's sandboxes take `shell: 'persistent'` (each handle's
+   * {@link Sandbox.persistentShell}), for surfaces that describe the shell before a sandbox exists
+   * (the MCP server instructions). @default false
+   */
+  readonly persistentShells?: boolean
   create(profile: ResolvedProfile, opts: CreateOptions): Promise<Sandbox>
   connect(ref: SandboxRef, opts?: { signal?: AbortSignal }): Promise<Sandbox>
   /** Sandboxes whose labels include every given label. */
