@@ -3,7 +3,7 @@ import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'agent/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'agent/**', '.sbx/**', 'test/tools/*/node_modules/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
