@@ -257,7 +257,10 @@ export class DockerSandbox implements Sandbox {
               'PORT_UNREACHABLE',
               `${e.detail}: start a server listening on port ${port} inside the sandbox (e.g. \`httpd -f -p ${port}\` in the background), then retry`,
             )
-          : new AppError(e.op === 'limit' ? 'QUOTA_EXCEEDED' : 'INTERNAL', `opening port ${port}: ${e.op}: ${e.detail}`),
+          : new AppError(
+              e.op === 'limit' ? 'QUOTA_EXCEEDED' : 'INTERNAL',
+              `opening port ${port}: ${e.op}: ${e.detail}`,
+            ),
       opts.signal,
     )
     return stream
@@ -278,7 +281,13 @@ export class DockerSandbox implements Sandbox {
     const { stream, pid } = await openAgentStream(
       channel,
       id,
-      encodePtyOpen(id, { cols, rows, cwd, command: '', env: { TERM: 'xterm-256color', ...(opts.env ?? {}) } }),
+      encodePtyOpen(id, {
+        cols,
+        rows,
+        cwd,
+        command: '',
+        env: { TERM: 'xterm-256color', ...(opts.env ?? {}) },
+      }),
       (e) =>
         new AppError(
           e.op === 'chdir' ? 'BAD_REQUEST' : e.op === 'limit' ? 'QUOTA_EXCEEDED' : 'INTERNAL',
