@@ -146,6 +146,30 @@ describe('ports and terminals through sbx serve', () => {
     expect(await res.text()).toBe('method=POST\nping-body-\u00e9')
   }, 60_000)
 
+  test('concurrent connections share the channel; a stalled download holds up neither them nor commands', async () => {
+    const made = await exec(
+      'head -c 8388608 /dev/zero | tr "\\0" a > /tmp/www/big.txt; wc -c < /tmp/www/big.txt',
+    )
+    expect(made.result?.stdout.trim()).toBe('8388608')
+    // Headers only: nobody reads the 8 MiB body yet, so its stream's window fills and the agent stops reading it.
+    const stalled = await srv.fetch('/v1/sessions/web/ports/8000/big.txt')
+    expect(stalled.status).toBe(200)
+    const t0 = performance.now()
+    const [cmd, ...pages] = await Promise.all([
+      exec('echo still-fast'),
+      ...Array.from({ length: 8 }, () =>
+        srv.fetch('/v1/sessions/web/ports/8000/index.html').then((r) => r.text()),
+      ),
+    ])
+    expect(cmd.result?.stdout).toBe('still-fast\n')
+    expect(pages).toEqual(Array.from({ length: 8 }, () => 'hello from the sandbox\n'))
+    expect(performance.now() - t0).toBeLessThan(10_000)
+    // The stalled body then arrives whole.
+    const body = Buffer.from(await stalled.arrayBuffer())
+    expect(body.length).toBe(8388608)
+    expect(body.every((b) => b === 0x61)).toBe(true)
+  }, 120_000)
+
   test('a port with nothing listening is a 502 that says so', async () => {
     const res = await srv.fetch('/v1/sessions/web/ports/8001/')
     expect(res.status).toBe(502)
