@@ -249,6 +249,16 @@ describe('ports and terminals through sbx serve', () => {
     expect(out.text()).toContain('exit')
   }, 60_000)
 
+  test('the OpenAPI document describes the port URL and the terminal', async () => {
+    const doc = (await (await srv.fetch('/openapi.json')).json()) as {
+      paths: Record<string, Record<string, unknown>>
+    }
+    expect(Object.keys(doc.paths['/v1/sessions/{id}/ports/{port}/{path}'] ?? {})).toEqual(
+      expect.arrayContaining(['get', 'post', 'delete']),
+    )
+    expect(doc.paths['/v1/sessions/{id}/terminal']?.['get']).toBeDefined()
+  }, 60_000)
+
   test('terminal: a plain GET is told to use a WebSocket', async () => {
     const res = await srv.fetch('/v1/sessions/web/terminal')
     expect(res.status).toBe(400)

@@ -3,11 +3,13 @@ import type { IncomingMessage } from 'node:http'
 import { request as httpRequest } from 'node:http'
 import { Readable } from 'node:stream'
 import type { Duplex } from 'node:stream'
+import { z } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import WebSocket from 'ws'
 import { AppError } from '../../errors.js'
 import type { App, HttpEnv } from '../app.js'
 import type { AppDeps } from '../deps.js'
+import { ErrorSchema } from '../schemas.js'
 import { appProtocols, chosenProtocols } from '../ws-protocols.js'
 import { asSocket, streamsUnavailable } from './stream-support.js'
 
@@ -98,6 +100,50 @@ export function registerPortRoutes(app: App, deps: AppDeps): void {
   }
   app.all('/v1/sessions/:id/ports/:port', handler)
   app.all('/v1/sessions/:id/ports/:port/*', handler)
+  documentPortRoute(app)
+}
+
+const err = (description: string) => ({
+  content: { 'application/json': { schema: ErrorSchema } },
+  description,
+})
+
+/** The port URL in the OpenAPI document (one entry per method: any method is forwarded). */
+function documentPortRoute(app: App): void {
+  for (const method of ['get', 'post', 'put', 'patch', 'delete', 'head', 'options'] as const) {
+    app.openAPIRegistry.registerPath({
+      method,
+      path: '/v1/sessions/{id}/ports/{port}/{path}',
+      summary: 'Forward a request to a server listening on a port inside the session’s sandbox',
+      description:
+        'The request (method, headers without `Authorization` and hop-by-hop ones, body, query) is sent as ' +
+        'HTTP/1.1 to `127.0.0.1:{port}` inside the sandbox over its agent channel (the sandbox keeps ' +
+        '`network: none`), with `Host: localhost:{port}` and `X-Forwarded-Host`/`-Proto`/`-Prefix`; the answer ' +
+        'streams back as the server sent it. A WebSocket upgrade on this URL is relayed message by message to ' +
+        'the server’s WebSocket (the key may then travel as subprotocol `sbx.bearer.<base64url key>`). ' +
+        'Bodies are not limited by `server.bodyLimitBytes`. Docker sessions in `sbx serve` only.',
+      security: [{ bearer: [] }],
+      request: {
+        params: z.object({
+          id: z.string().openapi({ example: 'web' }),
+          port: z
+            .string()
+            .regex(/^\d{1,5}$/)
+            .openapi({ example: '8000', description: '1-65535' }),
+          path: z
+            .string()
+            .openapi({ example: 'index.html', description: 'path (and query) inside the server' }),
+        }),
+      },
+      responses: {
+        200: { description: 'whatever the server in the sandbox answered (any status, headers and body)' },
+        400: err('the port is not 1-65535'),
+        404: err('no such session (or another tenant’s)'),
+        501: err('UNSUPPORTED: the session’s provider has no ports, or this process is `sbx api`'),
+        502: err('PORT_UNREACHABLE: nothing listens on that port in the sandbox, or it did not answer HTTP'),
+      },
+    })
+  }
 }
 
 async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): Promise<Response> {

@@ -1,10 +1,12 @@
 import { upgradeWebSocket } from '@hono/node-server'
+import { z } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import type WebSocket from 'ws'
 import { AppError } from '../../errors.js'
 import type { SandboxTerminal } from '../../sandbox/types.js'
 import type { App, HttpEnv } from '../app.js'
 import type { AppDeps } from '../deps.js'
+import { ErrorSchema } from '../schemas.js'
 import { openDeadline, streamsUnavailable } from './stream-support.js'
 
 /** Output held for a slow WebSocket reader before the terminal is paused (bytes). */
@@ -76,6 +78,44 @@ export function registerTerminalRoutes(app: App, deps: AppDeps): void {
       onClose: () => terminal.close(),
       onError: () => terminal.close(),
     })
+  })
+  const err = (description: string) => ({
+    content: { 'application/json': { schema: ErrorSchema } },
+    description,
+  })
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: '/v1/sessions/{id}/terminal',
+    summary: 'Interactive terminal (WebSocket): bash on a pty in the session’s sandbox',
+    description:
+      'Upgrade to a WebSocket with subprotocol `sbx.terminal.v1`. Auth: `Authorization: Bearer <key>`, or (browsers) ' +
+      'offer the subprotocol `sbx.bearer.<base64url key>` next to `sbx.terminal.v1`. Binary messages carry terminal ' +
+      'bytes both ways. Text messages are JSON: in, `{"type":"resize","cols":N,"rows":N}` and ' +
+      '`{"type":"input","data":"..."}`; out, `{"type":"exit","exitCode":N}` (or `"exitCode":null,"signal":"SIGKILL"`) ' +
+      'once the shell ended (the socket then closes with 1000) and `{"type":"error","message":"..."}` for a bad ' +
+      'control message. Closing the socket kills the terminal’s processes. Docker sessions in `sbx serve` only; ' +
+      'refusals before the upgrade are plain HTTP statuses.',
+    security: [{ bearer: [] }],
+    request: {
+      params: z.object({ id: z.string().openapi({ example: 'web' }) }),
+      query: z.object({
+        cols: z
+          .string()
+          .optional()
+          .openapi({ example: '80', description: 'window columns, 1-65535 (default 80)' }),
+        rows: z
+          .string()
+          .optional()
+          .openapi({ example: '24', description: 'window rows, 1-65535 (default 24)' }),
+      }),
+    },
+    responses: {
+      101: { description: 'switching to the WebSocket' },
+      400: err('not a WebSocket upgrade, or bad cols/rows'),
+      401: err('no or unknown key'),
+      404: err('no such session (or another tenant’s)'),
+      501: err('UNSUPPORTED: the session’s provider has no terminals, or this process is `sbx api`'),
+    },
   })
 }
 
