@@ -51,6 +51,8 @@ export class PooledSessionStreams implements SessionStreamService {
       const open = lease.sandbox.openPort
       if (!lease.sandbox.ports || !open) throw unsupported(lease, 'ports', 'reach a port inside its sandbox')
       const stream = await open.call(lease.sandbox, port, opts)
+      // A stream that breaks (its sandbox lost) must not take the process down before its consumer listens.
+      stream.on('error', () => undefined)
       return { stream, closed: new Promise<void>((resolve) => stream.once('close', () => resolve())) }
     }).then(({ value, done }) => ({ stream: value.stream, done }))
   }
@@ -60,6 +62,7 @@ export class PooledSessionStreams implements SessionStreamService {
       const open = lease.sandbox.openTerminal
       if (!lease.sandbox.terminals || !open) throw unsupported(lease, 'terminals', 'open a terminal')
       const terminal = await open.call(lease.sandbox, opts)
+      terminal.stream.on('error', () => undefined)
       return { terminal, closed: terminal.exited.then(() => undefined) }
     }).then(({ value, done }) => ({ terminal: value.terminal, done }))
   }
@@ -81,7 +84,8 @@ export class PooledSessionStreams implements SessionStreamService {
       await lease.release(lost ? 'lost' : 'ok', lost ? err.message : undefined)
       throw err
     }
-    const done = value.closed.then(() => lease.release('ok'))
+    // A release that fails (Redis away) leaves the lease to expire on its own; nothing waits on it.
+    const done = value.closed.then(() => lease.release('ok')).catch(() => undefined)
     return { value, done }
   }
 }

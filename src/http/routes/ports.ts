@@ -11,7 +11,7 @@ import type { App, HttpEnv } from '../app.js'
 import type { AppDeps } from '../deps.js'
 import { ErrorSchema } from '../schemas.js'
 import { appProtocols, chosenProtocols } from '../ws-protocols.js'
-import { asSocket, streamsUnavailable } from './stream-support.js'
+import { asSocket, openDeadline, streamsUnavailable } from './stream-support.js'
 
 /** `/v1/sessions/{id}/ports/{port}/<path>`: the three parts of a port URL. */
 const PORT_PATH = /^\/v1\/sessions\/([^/]+)\/ports\/([^/]*)(\/.*)?$/
@@ -193,6 +193,18 @@ async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): 
   return new Response(empty ? null : (Readable.toWeb(res) as ReadableStream), { status, headers })
 }
 
+/** Messages held for a slow receiver before its sender is paused (bytes). */
+const RELAY_HIGH_WATER_BYTES = 1024 * 1024
+
+/** Sends one message on `to`; while `to` holds too much, `from` stops reading until it drained. */
+function relay(to: WebSocket, from: WebSocket, data: WebSocket.RawData | string, binary: boolean): void {
+  if (to.readyState !== WebSocket.OPEN) return
+  to.send(data, { binary }, () => {
+    if (from.isPaused && to.bufferedAmount < RELAY_HIGH_WATER_BYTES / 2) from.resume()
+  })
+  if (to.bufferedAmount > RELAY_HIGH_WATER_BYTES) from.pause()
+}
+
 /** Connects to the sandbox server's WebSocket first, then accepts the caller's and relays messages. */
 async function relayWebSocket(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): Promise<Response> {
   const headers = forwardHeaders(c, t)
@@ -227,21 +239,24 @@ async function relayWebSocket(c: Context<HttpEnv>, t: PortTarget, stream: Duplex
       stream.destroy()
     })
   })
+  upstream.on('error', () => upstream.terminate())
+  // The caller's handshake may still fail: then nothing would ever close the sandbox side.
+  const deadline = openDeadline(15_000, () => upstream.terminate())
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming
   if (incoming) chosenProtocols.set(incoming, upstream.protocol)
   const closeCode = (code: number): number => (code === 1005 || code === 1006 || code < 1000 ? 1000 : code)
   return upgradeWebSocket(c, {
     onOpen: (_evt, ws) => {
-      upstream.on('message', (data, isBinary) => {
-        const raw = ws.raw as WebSocket
-        raw.send(data, { binary: isBinary })
-      })
+      deadline.opened()
+      const raw = ws.raw as WebSocket
+      upstream.on('message', (data, isBinary) => relay(raw, upstream, data, isBinary))
       upstream.on('close', (code, reason) => ws.close(closeCode(code), reason.toString()))
     },
-    onMessage: (evt) => {
+    onMessage: (evt, ws) => {
       const d = evt.data
-      if (typeof d === 'string') upstream.send(d)
-      else if (d instanceof ArrayBuffer) upstream.send(Buffer.from(d), { binary: true })
+      const raw = ws.raw as WebSocket
+      if (typeof d === 'string') relay(upstream, raw, d, false)
+      else if (d instanceof ArrayBuffer) relay(upstream, raw, Buffer.from(d), true)
     },
     onClose: (evt) => {
       if (upstream.readyState === WebSocket.OPEN) upstream.close(closeCode(evt.code), evt.reason)
