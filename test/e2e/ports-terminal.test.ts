@@ -170,6 +170,15 @@ describe('ports and terminals through sbx serve', () => {
     expect(body.every((b) => b === 0x61)).toBe(true)
   }, 120_000)
 
+  test('a 4 MiB upload streams into the server and its 4 MiB answer streams back', async () => {
+    const body = Buffer.alloc(4 * 1024 * 1024, 0x62)
+    const res = await srv.fetch('/v1/sessions/web/ports/8000/cgi-bin/echo', { method: 'POST', body })
+    expect(res.status).toBe(200)
+    const back = Buffer.from(await res.arrayBuffer())
+    expect(back.length).toBe('method=POST\n'.length + body.length)
+    expect(back.subarray('method=POST\n'.length).equals(body)).toBe(true)
+  }, 120_000)
+
   test('a port with nothing listening is a 502 that says so', async () => {
     const res = await srv.fetch('/v1/sessions/web/ports/8001/')
     expect(res.status).toBe(502)
@@ -234,6 +243,22 @@ describe('ports and terminals through sbx serve', () => {
       alive = r.result?.stdout.trim() === 'alive'
     }
     expect(alive).toBe(false)
+  }, 60_000)
+
+  test('terminal: 3 MB of output arrives whole; a bad control message is answered with an error', async () => {
+    const ws = new WebSocket(`${wsBase}/v1/sessions/web/terminal`, 'sbx.terminal.v1', {
+      headers: { authorization: `Bearer ${KEY_A}` },
+    })
+    const out = collect(ws)
+    await opened(ws)
+    ws.send(JSON.stringify({ type: 'bogus' }))
+    ws.send(Buffer.from("head -c 3000000 /dev/zero | tr '\\0' y; echo; echo END-$((6*7))\n"))
+    const seen = await out.until((s) => s.includes('END-42'), 'the end of 3 MB of output')
+    expect(seen.split('y').length - 1).toBeGreaterThanOrEqual(3_000_000)
+    expect(out.json()[0]).toMatchObject({ type: 'error', message: expect.stringContaining('resize') })
+    const end = closed(ws)
+    ws.close()
+    await end
   }, 60_000)
 
   test("terminal: the shell's exit is reported, then the socket closes", async () => {
