@@ -6,9 +6,10 @@ import { fleetConfig, removeScope, startSbxServer, uniqueName } from '../support
 import type { SbxServer } from '../support/sbx-cli.js'
 
 /**
- * Where ports and terminals are not offered, the answer says so (501 UNSUPPORTED) and what to do:
- * a session on a provider without the capability (E2B, here its local fake), and `sbx api` of a
- * fleet, whose process holds no sandbox channel.
+ * Ports in the other ways the service runs. `sbx serve` of a fleet (`--redis`: Redis session store,
+ * BullMQ) forwards like the embedded one. Where ports and terminals are not offered, the answer
+ * says so (501 UNSUPPORTED) and what to do: a session on a provider without the capability (E2B,
+ * here its local fake), and `sbx api` of a fleet, whose process holds no sandbox channel.
  */
 
 interface ErrorAnswer {
@@ -26,7 +27,32 @@ afterAll(async () => {
   for (const stop of stops.reverse()) await stop()
 }, 120_000)
 
-describe('ports and terminals where they are not offered', () => {
+describe('ports and terminals in fleet mode and where they are not offered', () => {
+  test('sbx serve in fleet mode (Redis) forwards a port too', async () => {
+    const scope = uniqueName('ports-fleet')
+    const srv = await startSbxServer('serve', { config: fleetConfig(scope) })
+    stops.push(async () => {
+      await srv.stop()
+      await removeScope(scope)
+    })
+    expect(
+      (await srv.post('/v1/sessions', { id: 'web', provider: 'docker', profile: 'default' })).status,
+    ).toBe(201)
+    const started = await srv.post('/v1/exec', {
+      provider: 'docker',
+      profile: 'default',
+      sessionId: 'web',
+      command:
+        'mkdir -p /tmp/www; echo fleet-page > /tmp/www/index.html; ' +
+        '{ httpd -f -p 8000 -h /tmp/www </dev/null >/dev/null 2>&1 & } ; ' +
+        'for i in $(seq 100); do netstat -ltn | grep -q ":8000 " && break; sleep 0.05; done',
+    })
+    expect(((await started.json()) as { result?: { exitCode: number } }).result?.exitCode).toBe(0)
+    const res = await srv.fetch('/v1/sessions/web/ports/8000/index.html')
+    expect(res.status).toBe(200)
+    expect(await res.text()).toBe('fleet-page\n')
+  }, 180_000)
+
   test('a session on a provider without ports (E2B) gets 501 UNSUPPORTED naming the provider', async () => {
     const scope = uniqueName('ports-e2b')
     const e2b: FakeE2B = await startFakeE2B()
