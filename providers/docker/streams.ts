@@ -30,6 +30,8 @@ export class AgentStream extends Duplex {
   private ackOwed = 0
   private waitingWrite: (() => void) | undefined
   private ended = false
+  /** Destroyed here; the agent's STREAM_CLOSED is still to come. */
+  private closing = false
   /** Set once the agent reported the stream gone. */
   closedWith: StreamClosedFrame | undefined
   private readonly closeListeners: ((c: StreamClosedFrame) => void)[] = []
@@ -77,7 +79,7 @@ export class AgentStream extends Duplex {
 
   /** Sends a control op (resize) unless the stream has ended. */
   control(ctl: Parameters<typeof encodeStreamCtl>[1]): void {
-    if (!this.ended) this.channel.trySend(encodeStreamCtl(this.streamId, ctl))
+    if (!this.ended && !this.closing) this.channel.trySend(encodeStreamCtl(this.streamId, ctl))
   }
 
   private agentClosed(c: StreamClosedFrame): void {
@@ -91,7 +93,8 @@ export class AgentStream extends Duplex {
   }
 
   private ack(bytes: number): void {
-    if (bytes > 0 && !this.ended) this.channel.trySend(encodeStreamCtl(this.streamId, { op: 'ack', bytes }))
+    if (bytes > 0 && !this.ended && !this.closing)
+      this.channel.trySend(encodeStreamCtl(this.streamId, { op: 'ack', bytes }))
   }
 
   private resumeWrite(): void {
@@ -107,7 +110,7 @@ export class AgentStream extends Duplex {
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    if (this.ended) return cb()
+    if (this.ended || this.closing) return cb()
     try {
       for (let off = 0; off < chunk.length; off += CHUNK_BYTES) {
         const part = chunk.subarray(off, off + CHUNK_BYTES)
@@ -127,13 +130,12 @@ export class AgentStream extends Duplex {
   }
 
   override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
-    if (!this.ended) {
-      this.channel.trySend(encodeStreamCtl(this.streamId, { op: 'close' }))
-      this.ended = true
-      this.channel.unsubscribe(this.streamId)
-      const c: StreamClosedFrame = { kind: 'closed', code: 0 }
-      this.closedWith = c
-      for (const l of this.closeListeners.splice(0)) l(c)
+    // The end is reported once the agent closed the stream (a terminal: killed its processes), or
+    // the channel ended; until then the subscription stays for the agent's STREAM_CLOSED.
+    if (!this.ended && !this.closing) {
+      this.closing = true
+      if (this.channel.closed) this.agentClosed({ kind: 'closed', code: 0 })
+      else this.channel.trySend(encodeStreamCtl(this.streamId, { op: 'close' }))
     }
     this.resumeWrite()
     cb(err)
