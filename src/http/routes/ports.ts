@@ -181,6 +181,8 @@ async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): 
     stream.destroy()
     throw err
   }
+  // A reset mid-body ends the body stream (Readable.toWeb); the request's own late error is not news.
+  req.on('error', () => undefined)
   res.once('close', () => stream.destroy())
   const headers = new Headers()
   for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
