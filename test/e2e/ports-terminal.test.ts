@@ -110,9 +110,10 @@ describe('ports and terminals through sbx serve', () => {
     await upload('/tmp/www/index.html', 'hello from the sandbox\n')
     await upload('/tmp/www/cgi-bin/echo', fixture('echo.cgi'))
     await upload('/tmp/ws-echo.sh', fixture('ws-echo.sh'))
+    await upload('/tmp/www/cgi-bin/stream', fixture('stream.cgi'))
     // Servers in the background (their output redirected, so the command ends), then wait until both listen.
     const started = await exec(
-      'chmod +x /tmp/www/cgi-bin/echo /tmp/ws-echo.sh; ' +
+      'chmod +x /tmp/www/cgi-bin/echo /tmp/www/cgi-bin/stream /tmp/ws-echo.sh; ' +
         '{ httpd -f -p 8000 -h /tmp/www </dev/null >/dev/null 2>&1 & } ; ' +
         '{ nc -ll -p 9000 -e /tmp/ws-echo.sh </dev/null >/dev/null 2>&1 & } ; ' +
         'for i in $(seq 100); do n=$(netstat -ltn | grep -c -E ":(8000|9000) "); [ "$n" -ge 2 ] && break; sleep 0.05; done; ' +
@@ -169,6 +170,28 @@ describe('ports and terminals through sbx serve', () => {
     expect(body.length).toBe(8388608)
     expect(body.every((b) => b === 0x61)).toBe(true)
   }, 120_000)
+
+  test('a streamed answer (Server-Sent Events) arrives as the server writes it', async () => {
+    const res = await srv.fetch('/v1/sessions/web/ports/8000/cgi-bin/stream')
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toBe('text/event-stream')
+    const reader = res.body!.getReader()
+    let text = ''
+    while (!text.includes('data: first\n\n')) {
+      const { value, done } = await reader.read()
+      if (done) break
+      text += Buffer.from(value).toString('utf8')
+    }
+    // The second event is written only once /tmp/go exists: the first came through before the end.
+    expect(text).toBe('data: first\n\n')
+    await exec('touch /tmp/go')
+    for (;;) {
+      const { value, done } = await reader.read()
+      if (done) break
+      text += Buffer.from(value).toString('utf8')
+    }
+    expect(text).toBe('data: first\n\ndata: second\n\n')
+  }, 60_000)
 
   test('a 4 MiB upload streams into the server and its 4 MiB answer streams back', async () => {
     const body = Buffer.alloc(4 * 1024 * 1024, 0x62)
