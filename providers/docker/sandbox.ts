@@ -13,10 +13,10 @@ import type {
   TerminalOptions,
 } from '../../src/sandbox/types.js'
 import { AgentChannel } from './channel.js'
-import { engineStatus, mapEngineError, stoppedState } from './errors.js'
+import { SETUP_HINT, engineStatus, mapEngineError, stoppedState } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
-import { MAX_FRAME_BYTES, encodePortOpen, encodePtyOpen } from './protocol.js'
+import { type ErrFrame, MAX_FRAME_BYTES, encodePortOpen, encodePtyOpen } from './protocol.js'
 import { agentTerminal, openAgentStream } from './streams.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
@@ -39,6 +39,15 @@ export interface DockerSandboxSettings {
   pingTimeoutMs: number
   /** A file operation with no answer this long fails with SANDBOX_TIMEOUT (and drops the channel). */
   fileOpTimeoutMs: number
+}
+
+/** An agent from before ports and terminals answers their frames "unknown frame type". */
+function olderAgent(sandboxId: string, e: ErrFrame): AppError | undefined {
+  if (e.op !== 'protocol' || e.detail !== 'unknown frame type') return undefined
+  return new AppError(
+    'UNSUPPORTED',
+    `sandbox ${sandboxId} runs an sbx-agent without ports and terminals (an image built before them); ${SETUP_HINT} to rebuild the base image, then create a new sandbox`,
+  )
 }
 
 /** Leaves room in one EXEC frame for the command, env and cwd. */
@@ -257,10 +266,11 @@ export class DockerSandbox implements Sandbox {
               'PORT_UNREACHABLE',
               `${e.detail}: start a server listening on port ${port} inside the sandbox (e.g. \`httpd -f -p ${port}\` in the background), then retry`,
             )
-          : new AppError(
+          : (olderAgent(this.ref.id, e) ??
+            new AppError(
               e.op === 'limit' ? 'QUOTA_EXCEEDED' : 'INTERNAL',
               `opening port ${port}: ${e.op}: ${e.detail}`,
-            ),
+            )),
       opts.signal,
     )
     return stream
@@ -289,6 +299,7 @@ export class DockerSandbox implements Sandbox {
         env: { TERM: 'xterm-256color', ...(opts.env ?? {}) },
       }),
       (e) =>
+        olderAgent(this.ref.id, e) ??
         new AppError(
           e.op === 'chdir' ? 'BAD_REQUEST' : e.op === 'limit' ? 'QUOTA_EXCEEDED' : 'INTERNAL',
           e.op === 'chdir'
