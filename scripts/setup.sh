@@ -77,9 +77,14 @@ log "docker engine ok ($(docker version --format '{{.Server.Version}}' 2>/dev/nu
 
 # ---- 3. agent -------------------------------------------------------------------------------
 mkdir -p "$STATE_DIR"
-if [ ! -x "$AGENT_BIN" ] || [ "$AGENT_DIR/sbx-agent.c" -nt "$AGENT_BIN" ] || [ "$AGENT_DIR/protocol.h" -nt "$AGENT_BIN" ]; then
+# Its sources: the main loop (sbx-agent.c), streams to ports and terminals (ports.c), their headers.
+AGENT_SOURCES=("$AGENT_DIR/sbx-agent.c" "$AGENT_DIR/ports.c" "$AGENT_DIR/agent.h" "$AGENT_DIR/ports.h" "$AGENT_DIR/protocol.h")
+stale=0
+[ -x "$AGENT_BIN" ] || stale=1
+for src in "${AGENT_SOURCES[@]}"; do [ "$src" -nt "$AGENT_BIN" ] && stale=1; done
+if [ "$stale" = 1 ]; then
   log "compiling sbx-agent"
-  gcc -static -O2 -Wall -o "$AGENT_BIN.tmp" "$AGENT_DIR/sbx-agent.c"
+  gcc -static -O2 -Wall -o "$AGENT_BIN.tmp" "$AGENT_DIR/sbx-agent.c" "$AGENT_DIR/ports.c"
   mv "$AGENT_BIN.tmp" "$AGENT_BIN"
 fi
 log "agent ok ($AGENT_BIN)"
@@ -87,7 +92,7 @@ log "agent ok ($AGENT_BIN)"
 # ---- 4. base image --------------------------------------------------------------------------
 BUSYBOX=/bin/busybox
 BASH_STATIC=/bin/bash-static
-inputs=$(cat "$AGENT_BIN" "$BUSYBOX" "$BASH_STATIC" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
+inputs=$(cat "$AGENT_BIN" "${AGENT_SOURCES[@]}" "$BUSYBOX" "$BASH_STATIC" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
 current=$(docker image inspect -f "{{ index .Config.Labels \"$INPUTS_LABEL\" }}" "$IMAGE" 2>/dev/null || true)
 if [ "$current" = "$inputs" ]; then
   log "image $IMAGE up to date ($inputs)"

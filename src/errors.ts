@@ -25,6 +25,10 @@ export type ErrorCode =
   | 'JOB_INTERRUPTED'
   | 'JOB_CANCELLED'
   | 'QUEUE_UNAVAILABLE'
+  /** A feature this provider or this process does not offer (ports on E2B, terminals on `sbx api`). */
+  | 'UNSUPPORTED'
+  /** Nothing listens on the requested port inside the sandbox. */
+  | 'PORT_UNREACHABLE'
   | 'INTERNAL'
 
 /** Options accepted by {@link AppError}. */

@@ -14,6 +14,14 @@ export const Frame = {
   PING: 5,
   /** EXEC in the channel's persistent shell. */
   SHELL: 6,
+  /** Streams (agent/ports.c): a TCP connection to a port inside the sandbox. */
+  PORT_OPEN: 11,
+  /** Streams: a terminal (bash on a pty). */
+  PTY_OPEN: 12,
+  /** Streams: bytes into the stream. */
+  STREAM_DATA: 13,
+  /** Streams: u8 op ({@link StreamCtl}) and its arguments. */
+  STREAM_CTL: 14,
   HELLO: 16,
   STDOUT: 17,
   STDERR: 18,
@@ -22,7 +30,23 @@ export const Frame = {
   ERR: 21,
   DATA: 22,
   PONG: 23,
+  /** A stream is open: u32 pid of a terminal's process (0 for a port). */
+  STREAM_OPENED: 30,
+  /** Bytes out of a stream. */
+  STREAM_OUT: 31,
+  /** The sandbox side of a stream sends no more bytes. */
+  STREAM_EOF: 32,
+  /** A stream is gone: u8 kind (0 exited, 1 signalled, 2 closed), u32 code / signal / errno. */
+  STREAM_CLOSED: 33,
+  /** u32 bytes of STREAM_DATA the agent wrote into the sandbox side. */
+  STREAM_ACK: 34,
 } as const
+
+/** Ops of a STREAM_CTL frame. */
+export const StreamCtl = { EOF: 0, CLOSE: 1, RESIZE: 2, ACK: 3 } as const
+
+/** Unacknowledged bytes either side may send on one stream (agent/protocol.h `STREAM_WINDOW`). */
+export const STREAM_WINDOW_BYTES = 256 * 1024
 
 /** Protocol version the agent announces in its HELLO frame. */
 export const PROTOCOL_VERSION = 1
@@ -201,4 +225,72 @@ export function decodeHello(p: Buffer): HelloFrame {
     uid: p.readUInt32BE(8),
     maxFrame: p.readUInt32BE(12),
   }
+}
+
+/** Encodes the opening of a TCP connection to `127.0.0.1:port` inside the sandbox. */
+export function encodePortOpen(id: number, port: number): Buffer {
+  return encode(Frame.PORT_OPEN, id, [{ u32: port }])
+}
+
+/** What a PTY_OPEN frame carries. */
+export interface PtyOpenFrame {
+  cols: number
+  rows: number
+  cwd: string
+  /** Empty: an interactive bash. */
+  command: string
+  env: Record<string, string>
+}
+
+/** Encodes the opening of a terminal. */
+export function encodePtyOpen(id: number, t: PtyOpenFrame): Buffer {
+  const env = Object.entries(t.env)
+  return encode(Frame.PTY_OPEN, id, [
+    { u32: t.cols },
+    { u32: t.rows },
+    str(t.cwd),
+    str(t.command),
+    { u32: env.length },
+    ...env.flatMap(([k, v]) => [str(k), str(v)]),
+  ])
+}
+
+/** Encodes bytes into a stream (raw payload, no length prefix). */
+export function encodeStreamData(id: number, data: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(HEADER_BYTES + data.length)
+  out.writeUInt32BE(5 + data.length, 0)
+  out.writeUInt8(Frame.STREAM_DATA, 4)
+  out.writeUInt32BE(id, 5)
+  out.set(data, HEADER_BYTES)
+  return out
+}
+
+/** Encodes a STREAM_CTL frame: EOF and CLOSE bare, ACK with a byte count, RESIZE with cols and rows. */
+export function encodeStreamCtl(
+  id: number,
+  ctl: { op: 'eof' | 'close' } | { op: 'ack'; bytes: number } | { op: 'resize'; cols: number; rows: number },
+): Buffer {
+  switch (ctl.op) {
+    case 'eof':
+      return encode(Frame.STREAM_CTL, id, [{ u8: StreamCtl.EOF }])
+    case 'close':
+      return encode(Frame.STREAM_CTL, id, [{ u8: StreamCtl.CLOSE }])
+    case 'ack':
+      return encode(Frame.STREAM_CTL, id, [{ u8: StreamCtl.ACK }, { u32: ctl.bytes }])
+    case 'resize':
+      return encode(Frame.STREAM_CTL, id, [{ u8: StreamCtl.RESIZE }, { u32: ctl.cols }, { u32: ctl.rows }])
+  }
+}
+
+/** How a stream ended (a STREAM_CLOSED payload). */
+export interface StreamClosedFrame {
+  kind: 'exited' | 'signalled' | 'closed'
+  /** Exit code, signal number, or (closed) an errno, 0 for a clean close. */
+  code: number
+}
+
+/** Decodes a STREAM_CLOSED payload. */
+export function decodeStreamClosed(p: Buffer): StreamClosedFrame {
+  const k = p.readUInt8(0)
+  return { kind: k === 0 ? 'exited' : k === 1 ? 'signalled' : 'closed', code: p.readUInt32BE(1) }
 }

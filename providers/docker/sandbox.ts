@@ -1,5 +1,6 @@
 import type Docker from 'dockerode'
 import { posix } from 'node:path'
+import type { Duplex } from 'node:stream'
 import { AppError } from '../../src/errors.js'
 import type {
   ExecOptions,
@@ -8,12 +9,15 @@ import type {
   Sandbox,
   SandboxHealth,
   SandboxRef,
+  SandboxTerminal,
+  TerminalOptions,
 } from '../../src/sandbox/types.js'
 import { AgentChannel } from './channel.js'
-import { engineStatus, mapEngineError, stoppedState } from './errors.js'
+import { SETUP_HINT, engineStatus, mapEngineError, stoppedState } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
-import { MAX_FRAME_BYTES } from './protocol.js'
+import { type ErrFrame, MAX_FRAME_BYTES, encodePortOpen, encodePtyOpen } from './protocol.js'
+import { agentTerminal, openAgentStream } from './streams.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
 
@@ -37,6 +41,15 @@ export interface DockerSandboxSettings {
   fileOpTimeoutMs: number
 }
 
+/** An agent from before ports and terminals answers their frames "unknown frame type". */
+function olderAgent(sandboxId: string, e: ErrFrame): AppError | undefined {
+  if (e.op !== 'protocol' || e.detail !== 'unknown frame type') return undefined
+  return new AppError(
+    'UNSUPPORTED',
+    `sandbox ${sandboxId} runs an sbx-agent without ports and terminals (an image built before them); ${SETUP_HINT} to rebuild the base image, then create a new sandbox`,
+  )
+}
+
 /** Leaves room in one EXEC frame for the command, env and cwd. */
 const MAX_STDIN_BYTES = MAX_FRAME_BYTES - 1024 * 1024
 
@@ -55,6 +68,9 @@ export class DockerSandbox implements Sandbox {
   private readonly container: Docker.Container
   /** The agent holds one persistent bash per channel. */
   readonly persistentShell = true
+  /** Ports and terminals are streams of the agent channel (agent/ports.c): no container network. */
+  readonly ports = true
+  readonly terminals = true
 
   constructor(
     docker: Docker,
@@ -233,6 +249,66 @@ export class DockerSandbox implements Sandbox {
       timeoutMs: this.settings.fileOpTimeoutMs,
       pingTimeoutMs: this.settings.pingTimeoutMs,
     })
+  }
+
+  async openPort(port: number, opts: { signal?: AbortSignal } = {}): Promise<Duplex> {
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw new AppError('BAD_REQUEST', `port ${port} is not a TCP port; give one of 1-65535`)
+    const channel = await this.channel(opts.signal)
+    const id = channel.allocateId()
+    const { stream } = await openAgentStream(
+      channel,
+      id,
+      encodePortOpen(id, port),
+      (e) =>
+        e.op === 'connect'
+          ? new AppError(
+              'PORT_UNREACHABLE',
+              `${e.detail}: start a server listening on port ${port} inside the sandbox (e.g. \`httpd -f -p ${port}\` in the background), then retry`,
+            )
+          : (olderAgent(this.ref.id, e) ??
+            new AppError(
+              e.op === 'limit' ? 'QUOTA_EXCEEDED' : 'INTERNAL',
+              `opening port ${port}: ${e.op}: ${e.detail}`,
+            )),
+      opts.signal,
+    )
+    return stream
+  }
+
+  async openTerminal(opts: TerminalOptions): Promise<SandboxTerminal> {
+    const { cols, rows } = opts
+    for (const [name, v] of [
+      ['cols', cols],
+      ['rows', rows],
+    ] as const) {
+      if (!Number.isInteger(v) || v < 1 || v > 65535)
+        throw new AppError('BAD_REQUEST', `terminal ${name} ${v} is out of range; give an integer of 1-65535`)
+    }
+    const cwd = opts.cwd ? posix.resolve(this.settings.cwd, opts.cwd) : this.settings.cwd
+    const channel = await this.channel(opts.signal)
+    const id = channel.allocateId()
+    const { stream, pid } = await openAgentStream(
+      channel,
+      id,
+      encodePtyOpen(id, {
+        cols,
+        rows,
+        cwd,
+        command: '',
+        env: { TERM: 'xterm-256color', ...(opts.env ?? {}) },
+      }),
+      (e) =>
+        olderAgent(this.ref.id, e) ??
+        new AppError(
+          e.op === 'chdir' ? 'BAD_REQUEST' : e.op === 'limit' ? 'QUOTA_EXCEEDED' : 'INTERNAL',
+          e.op === 'chdir'
+            ? `terminal cwd ${e.detail} does not exist in the sandbox; create it or pick another`
+            : `opening a terminal: ${e.op}: ${e.detail}`,
+        ),
+      opts.signal,
+    )
+    return agentTerminal(stream, pid)
   }
 
   async health(): Promise<SandboxHealth> {

@@ -10,10 +10,13 @@ import type { AppDeps } from './deps.js'
 import { toErrorResponse } from './errors.js'
 import type { Principal } from './keyring.js'
 import { RateLimiter } from './rate-limit.js'
+import { keyFromProtocols } from './ws-protocols.js'
 import { registerAdminRoutes } from './admin.js'
 import { DOCS_SCRIPT_PATH, registerDocsScript } from './local-assets.js'
 import { registerAgentRunRoutes } from './routes/agent-runs.js'
 import { registerExecRoutes } from './routes/exec.js'
+import { registerPortRoutes } from './routes/ports.js'
+import { registerTerminalRoutes } from './routes/terminal.js'
 import { registerSessionRoutes } from './routes/sessions.js'
 import { registerSystemRoutes } from './routes/system.js'
 
@@ -113,7 +116,10 @@ export function createApp(deps: AppDeps): App {
     })
   const jsonLimit = limitBody(bodyLimitBytes, 'request body')
   const fileLimit = limitBody(fileLimitBytes, 'file')
-  app.use('/v1/*', (c, next) => (c.req.path.endsWith('/files') ? fileLimit(c, next) : jsonLimit(c, next)))
+  // Bodies sent to a port stream through to the sandbox's server (flow-controlled): no limit here.
+  app.use('/v1/*', (c, next) =>
+    isPortPath(c.req.path) ? next() : c.req.path.endsWith('/files') ? fileLimit(c, next) : jsonLimit(c, next),
+  )
   app.use('/mcp', jsonLimit)
   // Before authentication: a rebinding page's request is refused for its Host/Origin, whatever its key.
   const mcpHeaders = deps.mcp?.checkHeaders?.bind(deps.mcp)
@@ -125,9 +131,15 @@ export function createApp(deps: AppDeps): App {
   const authenticate: MiddlewareHandler<HttpEnv> = async (c, next) => {
     const header = c.req.header('authorization') ?? ''
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
-    if (!m?.[1])
+    // Browsers cannot set headers on a WebSocket: its key may come as a subprotocol (ws-protocols.ts).
+    const token =
+      m?.[1] ??
+      (c.req.header('upgrade')?.toLowerCase() === 'websocket'
+        ? keyFromProtocols(c.req.header('sec-websocket-protocol'))
+        : undefined)
+    if (!token)
       throw new AppError('UNAUTHORIZED', 'missing bearer token: send "Authorization: Bearer <api key>"')
-    const principal = deps.keyring.verify(m[1])
+    const principal = deps.keyring.verify(token)
     if (!principal) {
       deps.logger.warn({ path: c.req.path, requestId: c.get('requestId') }, 'rejected an unknown API key')
       throw new InvalidKeyError()
@@ -141,7 +153,9 @@ export function createApp(deps: AppDeps): App {
   app.use('/mcp', authenticate)
   app.use('/metrics', authenticate)
   // JSON bodies must be UTF-8: decoding would otherwise put U+FFFD in place of bad bytes silently.
-  app.use('/v1/*', (c, next) => (c.req.path.endsWith('/files') ? next() : requireUtf8Body(c, next)))
+  app.use('/v1/*', (c, next) =>
+    c.req.path.endsWith('/files') || isPortPath(c.req.path) ? next() : requireUtf8Body(c, next),
+  )
   app.use('/mcp', requireUtf8Body)
 
   // After the auth middleware: Hono runs handlers in registration order, so `GET /v1/providers`
@@ -149,6 +163,8 @@ export function createApp(deps: AppDeps): App {
   registerSystemRoutes(app, deps)
   registerExecRoutes(app, deps)
   registerSessionRoutes(app, deps)
+  registerPortRoutes(app, deps)
+  registerTerminalRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
   if (deps.admin) registerAdminRoutes(app, { keyring: deps.keyring, logger: deps.logger, ...deps.admin })
   const mcp = deps.mcp
@@ -178,6 +194,11 @@ export function createApp(deps: AppDeps): App {
     }),
   )
   return app
+}
+
+/** Whether `path` is a port URL (`/v1/sessions/{id}/ports/{port}…`): its body is the sandbox server's business. */
+function isPortPath(path: string): boolean {
+  return /^\/v1\/sessions\/[^/]+\/ports(\/|$)/.test(path)
 }
 
 /** Refuses (400) a request body that is not valid UTF-8; the checked bytes go on to the handler. */

@@ -2,6 +2,7 @@ import type { ToolCallRequest } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import type { ExecResult, SandboxHealth } from '../sandbox/types.js'
 import type { CircuitState } from '../routing/circuit-breaker.js'
+import type { SessionStreamService } from '../runtime/session-streams.js'
 import type { AdminRoutesOptions } from './admin.js'
 import type { Keyring, Principal } from './keyring.js'
 
@@ -262,6 +263,11 @@ export interface AppDeps {
   metrics(scope?: MetricsScope): Promise<string>
   /** The queue dashboard at `/admin/queues` (fleet mode). */
   admin?: Pick<AdminRoutesOptions, 'queues'>
+  /**
+   * Ports and terminals of sessions (`/v1/sessions/{id}/ports/…`, `/v1/sessions/{id}/terminal`).
+   * Absent in a process without a sandbox engine (`sbx api`): those routes answer 501 UNSUPPORTED.
+   */
+  streams?: SessionStreamService
   /** The MCP endpoint at `/mcp`, when enabled. */
   mcp?: {
     handle(req: Request, principal: Principal): Promise<Response>

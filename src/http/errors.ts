@@ -27,6 +27,8 @@ export const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
   ACQUIRE_TIMEOUT: 503,
   JOB_INTERRUPTED: 409,
   JOB_CANCELLED: 409,
+  UNSUPPORTED: 501,
+  PORT_UNREACHABLE: 502,
   INTERNAL: 500,
 }
 

@@ -29,6 +29,8 @@ const ERROR_CODES = [
   'JOB_INTERRUPTED',
   'JOB_CANCELLED',
   'QUEUE_UNAVAILABLE',
+  'UNSUPPORTED',
+  'PORT_UNREACHABLE',
   'INTERNAL',
 ] as const satisfies readonly ErrorCode[]
 

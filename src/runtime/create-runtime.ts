@@ -35,6 +35,8 @@ import { createRemoteProviders } from './remote-providers.js'
 import { MemorySessionDirectory, RedisSessionDirectory, ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import { PooledSessionService } from './session-service.js'
+import { PooledSessionStreams } from './session-streams.js'
+import type { SessionStreamService } from './session-streams.js'
 import { ChainToolCallService } from './tool-call-service.js'
 import { TenantJobLimiter } from './tenant-jobs.js'
 import type { AgentRunDeps } from './agent-runs/execute.js'
@@ -94,6 +96,11 @@ export interface Runtime {
   readonly directory: SessionDirectory
   readonly exec: QueueExecService
   readonly sessions: PooledSessionService
+  /**
+   * Ports and terminals of sessions; absent for role `api`, whose process relays no streams (its
+   * sandboxes are the workers' business).
+   */
+  readonly streams?: SessionStreamService
   readonly toolCalls: ChainToolCallService
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
@@ -325,6 +332,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         routed,
       ),
       sessions: new PooledSessionService(directory, routed, targets, config.routing.tenants),
+      ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
       toolCalls: new ChainToolCallService(chains, router, directory),
       metrics,
       ...(worker ? { worker } : {}),

@@ -1,4 +1,5 @@
 import { serve } from '@hono/node-server'
+import { WebSocketServer } from 'ws'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { LoadedConfig } from '../config/load.js'
@@ -7,6 +8,7 @@ import { openDashboardQueues } from '../http/admin.js'
 import { createApp } from '../http/app.js'
 import { Keyring } from '../http/keyring.js'
 import { McpEndpoint } from '../http/mcp.js'
+import { chooseProtocol } from '../http/ws-protocols.js'
 import type { McpShellProfile } from '../http/mcp-schemas.js'
 import { redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createRuntime } from './create-runtime.js'
@@ -49,6 +51,7 @@ export async function startServer(
     exec: runtime.exec,
     toolCalls: runtime.toolCalls,
     sessions: runtime.sessions,
+    ...(runtime.streams ? { streams: runtime.streams } : {}),
     agentRuns: runtime.agentRuns,
     mcp,
     ...(dashboard ? { admin: { queues: dashboard.queues } } : {}),
@@ -89,12 +92,19 @@ export async function startServer(
     ...(opts.version ? { version: opts.version } : {}),
   })
   const host = opts.host ?? config.server.host
+  // WebSockets (terminals, ports): upgrades go through the app like any request (auth, routes).
+  const wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: chooseProtocol,
+    maxPayload: 16 * 1024 * 1024,
+  })
   const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
     const s = serve(
       {
         fetch: app.fetch,
         port: opts.port ?? config.server.port,
         hostname: host,
+        websocket: { server: wss },
         serverOptions: requestTimeouts(config.server.requestTimeoutMs),
       },
       () => resolve(s),
@@ -110,6 +120,8 @@ export async function startServer(
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       // Open SSE streams would hold the server open: end every connection.
       if ('closeAllConnections' in server) server.closeAllConnections()
+      // Upgraded sockets are no longer the server's connections: close them (terminals end with them).
+      for (const ws of wss.clients) ws.terminate()
       await closed
       await dashboard?.close()
     },

@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream'
 import type { ResolvedProfile } from './profiles.js'
 
 /** Labels carried by every sandbox (Docker labels, Daytona labels, E2B metadata). */
@@ -106,11 +107,57 @@ export interface SandboxHealth {
   reason?: string
 }
 
+/** Options of {@link Sandbox.openTerminal}. */
+export interface TerminalOptions {
+  /** Window size in character cells (1–65535). */
+  cols: number
+  rows: number
+  /** Where the shell starts; defaults to the profile's `cwd`. */
+  cwd?: string
+  /** Extra environment variables (`TERM` defaults to `xterm-256color`). */
+  env?: Record<string, string>
+  signal?: AbortSignal
+}
+
+/** How a terminal's process ended: its exit code, or the signal that ended it; both absent when it was closed. */
+export interface TerminalExit {
+  exitCode: number | null
+  signal?: string
+}
+
+/** An interactive terminal inside a sandbox: bash on a pty. */
+export interface SandboxTerminal {
+  /** Terminal output to read, keyboard input to write (raw bytes). Destroying it closes the terminal. */
+  readonly stream: Duplex
+  /** Process id of the terminal's shell inside the sandbox. */
+  readonly pid: number
+  /** Sets the window size (the foreground job gets SIGWINCH). */
+  resize(cols: number, rows: number): void
+  /** Resolves once the shell ended (by itself, or killed by {@link close}). Never rejects. */
+  readonly exited: Promise<TerminalExit>
+  /** Kills the terminal's processes (its whole session). Idempotent. */
+  close(): void
+}
+
 /** A live handle to one sandbox. */
 export interface Sandbox {
   readonly ref: SandboxRef
   /** Capability flag: whether `exec` takes `shell: 'persistent'`. @default false */
   readonly persistentShell?: boolean
+  /**
+   * Capability flag: whether {@link openPort} reaches ports inside the sandbox (over the provider's
+   * own channel, so it works with `network: none`). @default false
+   */
+  readonly ports?: boolean
+  /** Capability flag: whether {@link openTerminal} gives an interactive terminal. @default false */
+  readonly terminals?: boolean
+  /**
+   * A TCP connection to `127.0.0.1:port` inside the sandbox, as a byte stream; destroying it closes
+   * the connection. Rejects with `PORT_UNREACHABLE` when nothing listens there.
+   */
+  openPort?(port: number, opts?: { signal?: AbortSignal }): Promise<Duplex>
+  /** Starts an interactive terminal (bash on a pty). */
+  openTerminal?(opts: TerminalOptions): Promise<SandboxTerminal>
   exec(request: ExecRequest, opts?: ExecOptions): Promise<ExecResult>
   /** Writes a file (binary-safe), creating parent directories. Relative paths resolve against the profile cwd. */
   writeFile(path: string, data: string | Uint8Array, opts?: { signal?: AbortSignal }): Promise<void>

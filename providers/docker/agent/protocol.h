@@ -25,6 +25,16 @@
                        shell (and stays). Its FR_EXIT carries one more byte: SHELL_RESTARTED,
                        SHELL_ENDED. A second FR_SHELL while one runs -> FR_ERR (EBUSY, "shell-busy"). */
 
+/* Streams (ports.c): byte streams multiplexed on the channel, each named by its request id: a TCP
+ * connection to a port inside the sandbox, or a terminal. Flow control both ways: a side sends at
+ * most STREAM_WINDOW bytes of FR_STREAM_DATA its peer has not acknowledged (FR_STREAM_CTL ACK /
+ * FR_STREAM_ACK), so no stream grows a buffer past that and command frames are never held up. */
+#define FR_PORT_OPEN 11u   /* u32 port: connect to 127.0.0.1:port -> FR_STREAM_OPENED | FR_ERR (connect) */
+#define FR_PTY_OPEN 12u    /* u32 cols, u32 rows, str cwd, str command (empty: an interactive bash),
+                              u32 envCount, envCount x (str key, str value) -> FR_STREAM_OPENED | FR_ERR */
+#define FR_STREAM_DATA 13u /* bytes for the stream (socket / terminal input) */
+#define FR_STREAM_CTL 14u  /* u8 op (STREAM_*), then per op: ACK u32 bytes; RESIZE u32 cols, u32 rows */
+
 /* agent -> host */
 #define FR_HELLO 16u  /* id 0: u32 version, u32 pid, u32 uid, u32 maxFrame */
 #define FR_STDOUT 17u /* raw bytes (already capped) */
@@ -36,6 +46,19 @@
 #define FR_ERR 21u    /* u32 errno, str operation (chdir, exec, fork, open, ...), str detail */
 #define FR_DATA 22u   /* file bytes of an FR_READ */
 #define FR_PONG 23u
+#define FR_STREAM_OPENED 30u /* u32 pid of the terminal's process (0 for a port) */
+#define FR_STREAM_OUT 31u    /* bytes from the stream (socket / terminal output) */
+#define FR_STREAM_EOF 32u    /* (empty) the sandbox side sends no more bytes */
+#define FR_STREAM_CLOSED 33u /* u8 kind (0 exited, 1 signalled, 2 closed), u32 code|signal|errno: the
+                                stream is gone (a terminal: its process ended, with its status) */
+#define FR_STREAM_ACK 34u    /* u32 bytes of FR_STREAM_DATA written into the sandbox side */
+
+/* FR_STREAM_CTL ops. */
+#define STREAM_EOF 0u    /* the host sends no more bytes (a port: shutdown(SHUT_WR) once drained) */
+#define STREAM_CLOSE 1u  /* close now; a terminal's process group is killed -> FR_STREAM_CLOSED */
+#define STREAM_RESIZE 2u /* terminal window size (TIOCSWINSZ; the foreground job gets SIGWINCH) */
+#define STREAM_ACK 3u    /* the host took u32 more bytes of FR_STREAM_OUT */
+#define STREAM_WINDOW (256u * 1024u) /* unacknowledged bytes a side may send on one stream */
 
 /* FR_EXIT shell flags of an FR_SHELL command. */
 #define SHELL_RESTARTED 1u /* the command ran in a shell that does not hold the state of the previous

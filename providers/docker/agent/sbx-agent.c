@@ -17,7 +17,7 @@ below): state stays, a timeout kills what the command started, not the shell. Ou
  * blocks on a full pipe) and the bytes are dropped. Memory is bounded: one inbound frame of at
  * most SBX_MAX_FRAME, and pipes/files are only read while the outbound queue is below OUT_HIGH.
  *
- * Build: gcc -static -O2 -o sbx-agent sbx-agent.c
+ * Build: gcc -static -O2 -o sbx-agent sbx-agent.c ports.c   (ports.c: streams to ports and terminals)
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -37,10 +37,11 @@ below): state stays, a timeout kills what the command started, not the shell. Ou
 #include <time.h>
 #include <unistd.h>
 
+#include "agent.h"
+#include "ports.h"
 #include "protocol.h"
 
 #define CHUNK 65536
-#define OUT_HIGH (1024 * 1024) /* stop reading sources while this much is queued for the host */
 #define MAX_CMDS 512
 #define TERM_GRACE_MS 200 /* SIGTERM at the deadline, SIGKILL this much later */
 #define LINGER_MS 100     /* after the leader exits, wait this long for pipe EOF */
@@ -103,7 +104,7 @@ static uint8_t chunk[CHUNK];
 
 /* ---------- utilities ---------- */
 
-static int64_t now_ms(void) {
+int64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -124,6 +125,7 @@ static void kill_all_and_exit(int code) {
   if (shell.pid > 0) kill(-shell.pid, SIGKILL);
   for (cmd_t *c = cmds; c; c = c->next) kill(-c->pid, SIGKILL);
   for (writer_t *w = writers; w; w = w->next) kill(w->pid, SIGKILL);
+  streams_kill_all();
   _exit(code);
 }
 
@@ -132,18 +134,20 @@ static void fatal(const char *what) {
   kill_all_and_exit(2);
 }
 
-static void *xrealloc(void *p, size_t n) {
+void *xrealloc(void *p, size_t n) {
   void *q = realloc(p, n ? n : 1);
   if (!q) fatal("out of memory");
   return q;
 }
 
-static void set_nonblock(int fd) {
+void set_nonblock(int fd) {
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) fatal("fcntl");
 }
 
 static size_t pending(const buf_t *b) { return b->len - b->off; }
+
+size_t out_pending(void) { return pending(&outq); }
 
 /* Makes room for `extra` more bytes at the end, compacting before growing. */
 static void reserve(buf_t *b, size_t extra) {
@@ -174,13 +178,13 @@ static void put_u32(uint8_t *p, uint32_t v) {
   p[0] = v >> 24, p[1] = v >> 16, p[2] = v >> 8, p[3] = v;
 }
 
-static void out_bytes(const void *p, size_t n) {
+void out_bytes(const void *p, size_t n) {
   reserve(&outq, n);
   memcpy(outq.data + outq.len, p, n);
   outq.len += n;
 }
 
-static void out_u32(uint32_t v) {
+void out_u32(uint32_t v) {
   uint8_t b[4];
   put_u32(b, v);
   out_bytes(b, 4);
@@ -191,7 +195,7 @@ static void out_str(const char *s) {
   out_bytes(s, strlen(s));
 }
 
-static void frame_head(uint8_t type, uint32_t id, size_t payload) {
+void frame_head(uint8_t type, uint32_t id, size_t payload) {
   uint8_t h[9];
   put_u32(h, (uint32_t)(payload + 5));
   h[4] = type;
@@ -199,7 +203,7 @@ static void frame_head(uint8_t type, uint32_t id, size_t payload) {
   out_bytes(h, 9);
 }
 
-static void send_err(uint32_t id, int err, const char *op, const char *detail) {
+void send_err(uint32_t id, int err, const char *op, const char *detail) {
   frame_head(FR_ERR, id, 4 + 4 + strlen(op) + 4 + strlen(detail));
   out_u32((uint32_t)err);
   out_str(op);
@@ -231,20 +235,14 @@ static void flush_out(void) {
 
 /* ---------- payload reader ---------- */
 
-typedef struct {
-  const uint8_t *p;
-  size_t n, off;
-  int bad;
-} rd_t;
-
-static uint32_t rd_u32(rd_t *r) {
+uint32_t rd_u32(rd_t *r) {
   if (r->n - r->off < 4) return r->bad = 1, 0;
   const uint8_t *p = r->p + r->off;
   r->off += 4;
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static const uint8_t *rd_bytes(rd_t *r, uint32_t *len) {
+const uint8_t *rd_bytes(rd_t *r, uint32_t *len) {
   *len = rd_u32(r);
   if (r->bad || r->n - r->off < *len) return r->bad = 1, NULL;
   const uint8_t *p = r->p + r->off;
@@ -253,7 +251,7 @@ static const uint8_t *rd_bytes(rd_t *r, uint32_t *len) {
 }
 
 /* A NUL-terminated copy of a string field; NULL on malformed input or embedded NUL. */
-static char *rd_cstr(rd_t *r) {
+char *rd_cstr(rd_t *r) {
   uint32_t len;
   const uint8_t *p = rd_bytes(r, &len);
   if (!p || memchr(p, 0, len)) return r->bad = 1, NULL;
@@ -311,7 +309,7 @@ fail_exec:;
 }
 
 /* The agent's environment with `pairs` ("K=V") overriding same-named entries. */
-static char **merge_env(char **pairs, uint32_t npairs) {
+char **merge_env(char **pairs, uint32_t npairs) {
   size_t base = 0;
   while (environ[base]) base++;
   char **envp = xrealloc(NULL, (base + npairs + 1) * sizeof *envp);
@@ -848,6 +846,7 @@ static void reap(void) {
   int status;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    streams_reaped(pid, status);
     if (shell.pid > 0 && pid == shell.pid) {
       shell.alive = 0;
       if (!shell.cur) shell_teardown();
@@ -1137,7 +1136,9 @@ static void handle_frame(uint8_t type, uint32_t id, const uint8_t *p, size_t n) 
     case FR_WRITE: op_write(id, p, n); break;
     case FR_READ: op_read(id, p, n); break;
     case FR_PING: frame_head(FR_PONG, id, 0); break;
-    default: send_err(id, EINVAL, "protocol", "unknown frame type"); break;
+    default:
+      if (!streams_frame(type, id, p, n)) send_err(id, EINVAL, "protocol", "unknown frame type");
+      break;
   }
 }
 
@@ -1287,7 +1288,7 @@ int main(int argc, char **argv) {
     int timeout = tick(now);
     size_t nwriters = 0;
     for (writer_t *w = writers; w; w = w->next) nwriters++;
-    size_t need = 6 + 3 * (size_t)ncmds + nwriters;
+    size_t need = 6 + 3 * (size_t)ncmds + nwriters + streams_count();
     if (need > pcap) {
       pcap = need * 2;
       pfds = xrealloc(pfds, pcap * sizeof *pfds);
@@ -1317,6 +1318,8 @@ int main(int argc, char **argv) {
     size_t first_writer = np;
     for (writer_t *w = writers; w; w = w->next)
       owners[np] = NULL, pfds[np++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
+    size_t first_stream = np;
+    np = streams_poll(pfds, np);
     if (readers && room) timeout = 0;
     int n = poll(pfds, np, timeout);
     if (n < 0) {
@@ -1332,7 +1335,7 @@ int main(int argc, char **argv) {
       else if (pfds[i].fd == shell.fd_err) shell_drain(1);
       else if (shell.cur && pfds[i].fd == shell.fd_ctl) shell_feed(shell.cur);
     }
-    for (size_t i = first_writer; i < np; i++) {
+    for (size_t i = first_writer; i < first_stream; i++) {
       if (!pfds[i].revents) continue;
       for (writer_t *w = writers; w; w = w->next) {
         if (w->fd == pfds[i].fd) {
@@ -1348,6 +1351,7 @@ int main(int argc, char **argv) {
       else if (pfds[i].fd == c->fd_err) drain(c, &c->fd_err, FR_STDERR, &c->n_err, &c->trunc_err);
       else if (pfds[i].fd == c->fd_in) feed_stdin(c);
     }
+    streams_serve(pfds + first_stream, np - first_stream);
     read_files();
   }
 }

@@ -1,0 +1,102 @@
+import { afterAll, describe, expect, test } from 'vitest'
+import WebSocket from 'ws'
+import { startFakeE2B } from '../fakes/e2b/index.js'
+import type { FakeE2B } from '../fakes/e2b/index.js'
+import { fleetConfig, removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import type { SbxServer } from '../support/sbx-cli.js'
+
+/**
+ * Ports in the other ways the service runs. `sbx serve` of a fleet (`--redis`: Redis session store,
+ * BullMQ) forwards like the embedded one. Where ports and terminals are not offered, the answer
+ * says so (501 UNSUPPORTED) and what to do: a session on a provider without the capability (E2B,
+ * here its local fake), and `sbx api` of a fleet, whose process holds no sandbox channel.
+ */
+
+interface ErrorAnswer {
+  error?: { code: string; message: string }
+}
+
+const refusedWith = (ws: WebSocket): Promise<number> =>
+  new Promise((resolve, reject) => {
+    ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0))
+    ws.once('open', () => reject(new Error('the WebSocket opened')))
+  })
+
+const stops: (() => Promise<void>)[] = []
+afterAll(async () => {
+  for (const stop of stops.reverse()) await stop()
+}, 120_000)
+
+describe('ports and terminals in fleet mode and where they are not offered', () => {
+  test('sbx serve in fleet mode (Redis) forwards a port too', async () => {
+    const scope = uniqueName('ports-fleet')
+    const srv = await startSbxServer('serve', { config: fleetConfig(scope) })
+    stops.push(async () => {
+      await srv.stop()
+      await removeScope(scope)
+    })
+    expect(
+      (await srv.post('/v1/sessions', { id: 'web', provider: 'docker', profile: 'default' })).status,
+    ).toBe(201)
+    const started = await srv.post('/v1/exec', {
+      provider: 'docker',
+      profile: 'default',
+      sessionId: 'web',
+      command:
+        'mkdir -p /tmp/www; echo fleet-page > /tmp/www/index.html; ' +
+        '{ httpd -f -p 8000 -h /tmp/www </dev/null >/dev/null 2>&1 & } ; ' +
+        'for i in $(seq 100); do netstat -ltn | grep -q ":8000 " && break; sleep 0.05; done',
+    })
+    expect(((await started.json()) as { result?: { exitCode: number } }).result?.exitCode).toBe(0)
+    const res = await srv.fetch('/v1/sessions/web/ports/8000/index.html')
+    expect(res.status).toBe(200)
+    expect(await res.text()).toBe('fleet-page\n')
+  }, 180_000)
+
+  test('a session on a provider without ports (E2B) gets 501 UNSUPPORTED naming the provider', async () => {
+    const scope = uniqueName('ports-e2b')
+    const e2b: FakeE2B = await startFakeE2B()
+    stops.push(() => e2b.close())
+    const srv: SbxServer = await startSbxServer('serve', {
+      config: {
+        queue: { prefix: scope },
+        profiles: { remote: { provider: 'e2b', template: 'base' } },
+      },
+      env: { E2B_API_KEY: e2b.apiKey, E2B_API_URL: e2b.apiUrl, E2B_SANDBOX_URL: e2b.sandboxUrl },
+    })
+    stops.push(async () => {
+      await srv.stop()
+      await removeScope(scope)
+    })
+    expect(
+      (await srv.post('/v1/sessions', { id: 'remote-1', provider: 'e2b', profile: 'remote' })).status,
+    ).toBe(201)
+    const res = await srv.fetch('/v1/sessions/remote-1/ports/8000/')
+    expect(res.status).toBe(501)
+    const body = (await res.json()) as ErrorAnswer
+    expect(body.error?.code).toBe('UNSUPPORTED')
+    expect(body.error?.message).toContain('provider e2b does not offer ports')
+    const ws = new WebSocket(`${srv.url.replace(/^http/, 'ws')}/v1/sessions/remote-1/terminal`, {
+      headers: { authorization: `Bearer ${srv.key}` },
+    })
+    expect(await refusedWith(ws)).toBe(501)
+  }, 180_000)
+
+  test('sbx api (fleet) answers 501 UNSUPPORTED pointing at sbx serve', async () => {
+    const scope = uniqueName('ports-api')
+    const srv = await startSbxServer('api', { config: fleetConfig(scope) })
+    stops.push(async () => {
+      await srv.stop()
+      await removeScope(scope)
+    })
+    const res = await srv.fetch('/v1/sessions/any/ports/8000/')
+    expect(res.status).toBe(501)
+    const body = (await res.json()) as ErrorAnswer
+    expect(body.error?.code).toBe('UNSUPPORTED')
+    expect(body.error?.message).toContain('sbx serve')
+    const ws = new WebSocket(`${srv.url.replace(/^http/, 'ws')}/v1/sessions/any/terminal`, {
+      headers: { authorization: `Bearer ${srv.key}` },
+    })
+    expect(await refusedWith(ws)).toBe(501)
+  }, 180_000)
+})
