@@ -21,7 +21,7 @@ import type { AgentResult, AgentWarning } from './result.js'
 import { NEVER_ABORTED } from './signals.js'
 import { executeToolCalls } from './tool-calls.js'
 import type { LlmCallUsage } from './usage.js'
-import { addUsage, emptyUsage, normalizeUsage } from './usage.js'
+import { addUsage, emptyUsage, normalizeUsage, sandboxSecondsOf } from './usage.js'
 
 /** Options of one run. */
 export interface RunOptions {
@@ -72,6 +72,7 @@ export async function runLoop(cfg: AgentConfig, input: string, opts: RunOptions 
     output,
     finishReason,
     usage: { ...usage },
+    sandboxSeconds: sandboxSecondsOf(toolCalls),
     llmCalls,
     toolCalls,
     iterations,

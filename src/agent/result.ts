@@ -18,6 +18,8 @@ export interface AgentResult {
   readonly finishReason: FinishReason
   /** Accumulated over every model call of the run, the forced final one included. */
   readonly usage: Usage
+  /** Sandbox time of the run's routed calls, in seconds per provider that ran them. */
+  readonly sandboxSeconds: Readonly<Record<string, number>>
   /** One entry per model call, with the provider-reported model id. */
   readonly llmCalls: readonly LlmCallUsage[]
   /** Every tool call of the run, in the model's order. */

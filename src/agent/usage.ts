@@ -54,3 +54,24 @@ export function addUsage(into: Usage, delta: Readonly<Usage>): Usage {
 function count(n: number | undefined): number {
   return typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0
 }
+
+/**
+ * Sandbox time of a run's routed calls, in seconds per provider (the provider that ran each call:
+ * the routing policy's pick where one chose, else the verdict's provider). A call's time is its
+ * command's duration in the sandbox.
+ */
+export function sandboxSecondsOf(
+  toolCalls: readonly {
+    readonly exec?: { readonly durationMs: number; readonly route?: { readonly providerId: string } }
+    readonly route?: { readonly providerId: string }
+  }[],
+): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const t of toolCalls) {
+    if (!t.exec) continue
+    const provider = t.exec.route?.providerId ?? t.route?.providerId
+    if (!provider) continue
+    out[provider] = (out[provider] ?? 0) + t.exec.durationMs / 1000
+  }
+  return out
+}

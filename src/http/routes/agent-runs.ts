@@ -33,6 +33,8 @@ const AgentRunSchema = z
     output: z.string().optional(),
     finishReason: z.string().optional(),
     usage: z.record(z.string(), z.number()).optional(),
+    /** Sandbox time of the run's routed calls, in seconds per provider that ran them. */
+    sandboxSeconds: z.record(z.string(), z.number()).optional(),
     llmCalls: z.number().optional(),
     iterations: z.number().optional(),
     toolCalls: z

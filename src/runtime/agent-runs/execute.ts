@@ -78,6 +78,7 @@ export async function executeAgentRun(id: string, deps: AgentRunDeps, signal: Ab
           ? finishReasonLabel(result.finishReason)
           : result.finishReason.kind,
       usage: result.usage,
+      sandboxSeconds: { ...result.sandboxSeconds },
       llmCalls: result.llmCalls.length,
       iterations: result.iterations,
       toolCalls: result.toolCalls.map((t) => ({

@@ -24,6 +24,8 @@ export interface AgentRunRecord {
   /** `natural_stop`, `max_iterations`, `token_limit`, `error`, `prompt_blocked`, `budget_exceeded`, `custom:<reason>`. */
   finishReason?: string
   usage?: Usage
+  /** Sandbox time of the run's routed calls, in seconds per provider that ran them. */
+  sandboxSeconds?: Record<string, number>
   llmCalls?: number
   iterations?: number
   toolCalls?: { name: string; callId: string; routed: boolean; error?: string }[]

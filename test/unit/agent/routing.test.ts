@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import {
+  BudgetInterceptor,
   createAgent,
   defineTool,
   scriptedModel,
@@ -211,5 +212,39 @@ describe('routed tool calls', () => {
       attributes: { decision: 'routeTo', outcome: 'ok', via: 'routed', exitCode: 0, timedOut: false, route },
     })
     expect((after?.payload as { output: string }).output).toContain('/work')
+  })
+})
+
+describe('sandbox time in usage and budgets', () => {
+  it('adds up sandbox-seconds per provider that ran each call, and maxCost covers them', async () => {
+    const calls = [1, 2, 3].map((i) => ({
+      toolCalls: [scriptedToolCall('bash', { command: `c${i}` }, `b${i}`)],
+    }))
+    const model = scriptedModel([...calls, 'done'])
+    // The first call runs on docker; the others on e2b, picked by a routing policy.
+    let n = 0
+    const router = new TestRouter(() =>
+      ++n === 1
+        ? execResult({ durationMs: 500 })
+        : execResult({
+            durationMs: 2_000,
+            route: { policy: 'burst', providerId: 'e2b', profile: 'py', pinned: false, skipped: [] },
+          }),
+    )
+    const r = await createAgent({
+      model,
+      tools: [shellTool()],
+      toolInterceptors: [routeBash],
+      router,
+      interceptors: [new BudgetInterceptor({ maxCost: 0.01, sandboxPricePerSecond: { e2b: 0.004 } })],
+    }).run('q')
+    // After two calls: 0.5 s docker (unpriced) + 2 s e2b = 0.008; after three: 0.016 >= 0.01.
+    expect(r.finishReason.kind).toBe('budget_exceeded')
+    expect(r.sandboxSeconds).toEqual({ docker: 0.5, e2b: 4 })
+  })
+
+  it('maxCost needs a price table or sandbox prices', () => {
+    expect(() => new BudgetInterceptor({ maxCost: 1 })).toThrow(/priceTable .*and\/or sandboxPricePerSecond/)
+    expect(() => new BudgetInterceptor({ maxCost: 1, sandboxPricePerSecond: { docker: 0 } })).not.toThrow()
   })
 })
