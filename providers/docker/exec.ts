@@ -1,9 +1,10 @@
 import { StringDecoder } from 'node:string_decoder'
 import { AppError } from '../../src/errors.js'
+import { joinHeadTail } from '../../src/sandbox/output-cap.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
 import type { AgentChannel } from './channel.js'
 import { execError, signalName } from './errors.js'
-import { Frame, decodeErr, decodeExit, encodeEmpty, encodeExec } from './protocol.js'
+import { Frame, decodeErr, decodeExit, decodeTail, encodeEmpty, encodeExec } from './protocol.js'
 
 /** setTimeout's largest delay; longer ones fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1
@@ -28,11 +29,15 @@ export interface ExecRun {
   settled: Promise<void>
 }
 
-/** Collects one stream's bytes up to the cap and feeds the live callback. */
+/**
+ * Collects one stream's bytes up to the cap and feeds the live callback. Past the cap the agent
+ * sends the stream's tail (TAIL): the result is then the head, a marker and that tail.
+ */
 class StreamSink {
   private readonly chunks: Buffer[] = []
   private bytes = 0
   truncated = false
+  private tail: { droppedBytes: number; bytes: Buffer } | undefined
   private readonly decoder: StringDecoder | undefined
 
   constructor(
@@ -53,10 +58,19 @@ class StreamSink {
     if (text) this.onChunk?.(text)
   }
 
+  /** The agent's TAIL frame for this stream. */
+  pushTail(droppedBytes: number, bytes: Buffer): void {
+    this.truncated = true
+    this.tail = { droppedBytes, bytes: Buffer.from(bytes) }
+  }
+
   finish(): string {
     const rest = this.decoder?.end()
     if (rest) this.onChunk?.(rest)
-    return Buffer.concat(this.chunks).toString('utf8')
+    const all = Buffer.concat(this.chunks)
+    if (!this.tail) return all.toString('utf8')
+    const head = all.subarray(0, Math.max(0, this.cap - this.tail.bytes.length))
+    return joinHeadTail(head, Math.max(1, this.tail.droppedBytes), this.tail.bytes)
   }
 }
 
@@ -135,6 +149,12 @@ export function startExec(
               break
             case Frame.STDERR:
               if (!done) guard(() => stderr.push(frame.payload))
+              break
+            case Frame.TAIL:
+              if (!done) {
+                const t = decodeTail(frame.payload)
+                ;(t.stream === 'stdout' ? stdout : stderr).pushTail(t.droppedBytes, t.tail)
+              }
               break
             case Frame.EXIT: {
               release()

@@ -36,6 +36,9 @@
 #define FR_ERR 21u    /* u32 errno, str operation (chdir, exec, fork, open, ...), str detail */
 #define FR_DATA 22u   /* file bytes of an FR_READ */
 #define FR_PONG 23u
+#define FR_TAIL 24u   /* before FR_EXIT, for each stream past its cap: u8 stream (0 stdout, 1 stderr),
+                        u64 droppedBytes, then the stream's last min(cap / 2, 256 KiB) bytes. The
+                        result is the first cap - that many bytes of the live stream, a marker, this. */
 
 /* FR_EXIT shell flags of an FR_SHELL command. */
 #define SHELL_RESTARTED 1u /* the command ran in a shell that does not hold the state of the previous
