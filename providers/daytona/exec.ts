@@ -5,6 +5,7 @@ import { constants } from 'node:os'
 import { StringDecoder } from 'node:string_decoder'
 import { AppError } from '../../src/errors.js'
 import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
+import { joinHeadTail, outputSplit } from '../../src/sandbox/output-cap.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
 import {
@@ -72,6 +73,18 @@ class StreamTail {
     const rest = this.decoder.end()
     if (rest) this.onChunk?.(rest)
   }
+}
+
+/**
+ * A stream from the wrapper's report: past the cap it holds the head of the cap and the tail, and
+ * the result puts the marker between them; live delivery stops at the head then.
+ */
+function headAndTail(bytes: Buffer, total: number, cap: number): { text: string; live: Buffer } {
+  const dropped = total - cap
+  if (dropped <= 0) return { text: bytes.toString('utf8'), live: bytes }
+  const { head } = outputSplit(cap)
+  const first = bytes.subarray(0, head)
+  return { text: joinHeadTail(first, dropped, bytes.subarray(head)), live: first }
 }
 
 function failure(sandboxId: string, step: string, cwd: string): AppError {
@@ -214,9 +227,11 @@ export function startRun(ctx: ExecContext, run: ResolvedExec, opts: ExecOptions)
           finish(() => reject(failure(sandboxId, report.step, run.cwd)))
           return
         }
+        const out = headAndTail(report.stdout, report.stdoutBytes, run.outputCapBytes)
+        const err = headAndTail(report.stderr, report.stderrBytes, run.outputCapBytes)
         const flushed = guard(() => {
-          stdout.finish(report.stdout)
-          stderr.finish(report.stderr)
+          stdout.finish(out.live)
+          stderr.finish(err.live)
         })
         if (!flushed) return
         // 128+n with no matching EXIT-trap record: the shell itself died of signal n.
@@ -228,8 +243,8 @@ export function startRun(ctx: ExecContext, run: ResolvedExec, opts: ExecOptions)
             ...(signalled
               ? { signal: signalNames.get(report.waitStatus - 128) ?? `SIG${report.waitStatus - 128}` }
               : {}),
-            stdout: report.stdout.toString('utf8'),
-            stderr: report.stderr.toString('utf8'),
+            stdout: out.text,
+            stderr: err.text,
             timedOut: report.timedOut,
             truncated: report.stdoutBytes > run.outputCapBytes || report.stderrBytes > run.outputCapBytes,
             durationMs: Math.round(performance.now() - started),
