@@ -39,7 +39,7 @@ export interface ExecRun {
   settled: Promise<void>
 }
 
-/** One stream's live delivery: bytes fetched by polls, then the rest from the final report, up to the cap. */
+/** One stream's live delivery: bytes fetched by polls (the head), then the rest of the result at the end. */
 class StreamTail {
   /** Bytes of the run's output file fetched so far (the next poll's offset). */
   fetched = 0
@@ -66,25 +66,21 @@ class StreamTail {
     if (text) this.onChunk?.(text)
   }
 
-  /** Delivers what the polls did not, from the complete (capped) output. */
+  /** Delivers what the polls did not, from the result's text (past the cap: head, marker, tail). */
   finish(all: Buffer): void {
     if (!this.decoder) return
-    if (all.length > this.delivered) this.deliver(all.subarray(this.delivered))
-    const rest = this.decoder.end()
+    const rest = this.decoder.write(all.subarray(this.delivered)) + this.decoder.end()
+    this.delivered = all.length
     if (rest) this.onChunk?.(rest)
   }
 }
 
-/**
- * A stream from the wrapper's report: past the cap it holds the head of the cap and the tail, and
- * the result puts the marker between them; live delivery stops at the head then.
- */
-function headAndTail(bytes: Buffer, total: number, cap: number): { text: string; live: Buffer } {
+/** A stream from the wrapper's report: past the cap the head of the cap and the tail, with the marker. */
+function headAndTail(bytes: Buffer, total: number, cap: number): string {
   const dropped = total - cap
-  if (dropped <= 0) return { text: bytes.toString('utf8'), live: bytes }
+  if (dropped <= 0) return bytes.toString('utf8')
   const { head } = outputSplit(cap)
-  const first = bytes.subarray(0, head)
-  return { text: joinHeadTail(first, dropped, bytes.subarray(head)), live: first }
+  return joinHeadTail(bytes.subarray(0, head), dropped, bytes.subarray(head))
 }
 
 function failure(sandboxId: string, step: string, cwd: string): AppError {
@@ -230,8 +226,8 @@ export function startRun(ctx: ExecContext, run: ResolvedExec, opts: ExecOptions)
         const out = headAndTail(report.stdout, report.stdoutBytes, run.outputCapBytes)
         const err = headAndTail(report.stderr, report.stderrBytes, run.outputCapBytes)
         const flushed = guard(() => {
-          stdout.finish(out.live)
-          stderr.finish(err.live)
+          stdout.finish(Buffer.from(out, 'utf8'))
+          stderr.finish(Buffer.from(err, 'utf8'))
         })
         if (!flushed) return
         // 128+n with no matching EXIT-trap record: the shell itself died of signal n.
@@ -243,8 +239,8 @@ export function startRun(ctx: ExecContext, run: ResolvedExec, opts: ExecOptions)
             ...(signalled
               ? { signal: signalNames.get(report.waitStatus - 128) ?? `SIG${report.waitStatus - 128}` }
               : {}),
-            stdout: out.text,
-            stderr: err.text,
+            stdout: out,
+            stderr: err,
             timedOut: report.timedOut,
             truncated: report.stdoutBytes > run.outputCapBytes || report.stderrBytes > run.outputCapBytes,
             durationMs: Math.round(performance.now() - started),

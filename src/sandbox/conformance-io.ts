@@ -104,6 +104,21 @@ export function registerIoCases(ctx: ConformanceContext): void {
   )
 
   test(
+    'past the cap, the live output adds up to the result (head live, then marker and tail)',
+    async () => {
+      let live = ''
+      const r = await sandbox().exec(
+        { ...base, command: 'seq 1 100000', outputCapBytes: 4096 },
+        { onStdout: (chunk) => (live += chunk) },
+      )
+      expect(r.truncated).toBe(true)
+      expect(r.stdout.endsWith('\n99999\n100000\n')).toBe(true)
+      expect(live).toBe(r.stdout)
+    },
+    timeout,
+  )
+
+  test(
     'a process ended by a signal reports the signal',
     async () => {
       const r = await run('kill -9 $$')

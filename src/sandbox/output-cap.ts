@@ -30,8 +30,8 @@ export function joinHeadTail(head: Buffer, droppedBytes: number, tail: Buffer): 
 
 /**
  * Collects one output stream client-side: the first `head` bytes, a ring of the last `tail` bytes,
- * and the count of everything between. Live chunks go to `onChunk` up to the head (a live stream
- * stops there; the result carries the tail). A sandbox that already cut the middle out reports how
+ * and the count of everything between. Live chunks go to `onChunk` up to the head, and the rest of
+ * the result (marker and tail) at the end, so the live stream adds up to the result. A sandbox that already cut the middle out reports how
  * much with {@link HeadTailSink.droppedInSandbox}.
  */
 export class HeadTailSink {
@@ -85,11 +85,14 @@ export class HeadTailSink {
     this.sandboxDropped += Math.max(0, bytes)
   }
 
-  /** The collected text (head, marker, tail); flushes the live decoder. */
+  /** The collected text (head, marker, tail); the live callback gets the rest of it. */
   finish(): string {
-    const rest = this.decoder?.end()
-    if (rest) this.onChunk?.(rest)
-    return joinHeadTail(Buffer.concat(this.head), this.dropped, this.tailBytes())
+    const text = joinHeadTail(Buffer.concat(this.head), this.dropped, this.tailBytes())
+    if (this.decoder) {
+      const rest = this.decoder.write(Buffer.from(text, 'utf8').subarray(this.headBytes)) + this.decoder.end()
+      if (rest) this.onChunk?.(rest)
+    }
+    return text
   }
 
   private toRing(bytes: Buffer): void {
