@@ -101,7 +101,7 @@ export class HeadTailSink {
     if (this.ring.length === 0) this.ring = Buffer.alloc(size)
     const src = bytes.length > size ? bytes.subarray(bytes.length - size) : bytes
     let end = (this.ringStart + this.ringBytes) % size
-    for (let off = 0; off < src.length; ) {
+    for (let off = 0; off < src.length;) {
       const n = Math.min(src.length - off, size - end)
       src.copy(this.ring, end, off, off + n)
       off += n
