@@ -1,6 +1,6 @@
 import { StringDecoder } from 'node:string_decoder'
 import { AppError } from '../../src/errors.js'
-import { joinHeadTail, outputSplit } from '../../src/sandbox/output-cap.js'
+import { joinHeadTail } from '../../src/sandbox/output-cap.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
 import type { AgentChannel } from './channel.js'
 import { execError, signalName } from './errors.js'
@@ -30,24 +30,21 @@ export interface ExecRun {
 }
 
 /**
- * Collects one stream's bytes up to the cap. Past the cap the agent sends the stream's tail (TAIL):
- * the result is then the head, a marker and that tail. The live callback gets the head as it comes
- * and the rest of the result at the end, so what it got in all is the result.
+ * Collects one stream: the agent sends its head (up to the cap) live and, when it was longer, its
+ * tail and how many bytes it dropped between them (TAIL). The live callback gets the head as it
+ * comes and the rest of the result (marker, tail) at the end, so what it got in all is the result.
  */
 class StreamSink {
   private readonly chunks: Buffer[] = []
   private bytes = 0
-  private live = 0
   truncated = false
   private tail: { droppedBytes: number; bytes: Buffer } | undefined
-  private readonly head: number
   private readonly decoder: StringDecoder | undefined
 
   constructor(
     private readonly cap: number,
     private readonly onChunk: ((chunk: string) => void) | undefined,
   ) {
-    this.head = outputSplit(cap).head
     this.decoder = onChunk ? new StringDecoder('utf8') : undefined
   }
 
@@ -58,31 +55,23 @@ class StreamSink {
     if (kept.length === 0) return
     this.chunks.push(kept)
     this.bytes += kept.length
-    if (this.decoder && this.live < this.head) {
-      const now = kept.subarray(0, this.head - this.live)
-      this.live += now.length
-      const text = this.decoder.write(now)
-      if (text) this.onChunk?.(text)
-    }
+    const text = this.decoder?.write(kept)
+    if (text) this.onChunk?.(text)
   }
 
   /** The agent's TAIL frame for this stream. */
   pushTail(droppedBytes: number, bytes: Buffer): void {
-    this.truncated = true
+    if (droppedBytes > 0) this.truncated = true
     this.tail = { droppedBytes, bytes: Buffer.from(bytes) }
   }
 
   finish(): string {
-    const all = Buffer.concat(this.chunks)
+    const head = Buffer.concat(this.chunks)
     const text = this.tail
-      ? joinHeadTail(
-          all.subarray(0, Math.max(0, this.cap - this.tail.bytes.length)),
-          Math.max(1, this.tail.droppedBytes),
-          this.tail.bytes,
-        )
-      : all.toString('utf8')
+      ? joinHeadTail(head, this.tail.droppedBytes, this.tail.bytes)
+      : head.toString('utf8')
     if (this.decoder) {
-      const rest = this.decoder.write(Buffer.from(text, 'utf8').subarray(this.live)) + this.decoder.end()
+      const rest = this.decoder.write(Buffer.from(text, 'utf8').subarray(head.length)) + this.decoder.end()
       if (rest) this.onChunk?.(rest)
     }
     return text

@@ -341,8 +341,10 @@ static char **merge_env(char **pairs, uint32_t npairs) {
 
 /* ---------- output past the cap ---------- */
 
-/* A stream capped at `cap` sends its first `cap` bytes live; its result is the first cap - tail of
- * them, a marker and the last `tail` bytes, which come in FR_TAIL (the host joins them). */
+/* A stream capped at `cap` sends its head (the first cap - tail bytes) live; past the head its last
+ * `tail` bytes are kept in a ring and sent in FR_TAIL at the end, with the count of the bytes
+ * between (the host joins head, a marker when some were dropped, and tail). So at most `cap`
+ * bytes per stream cross the channel. */
 static size_t tail_size(uint64_t cap) {
   uint64_t t = cap / 2;
   return t > TAIL_MAX ? TAIL_MAX : (size_t)t;
@@ -361,17 +363,16 @@ static void ring_put(ring_t *r, size_t size, const uint8_t *p, size_t n) {
   else r->len = filled;
 }
 
-/* Sends `n` bytes of stream `s` (0 stdout, 1 stderr) live up to the cap; bytes past the head also
- * go to the stream's tail ring. */
+/* Sends `n` bytes of stream `s` (0 stdout, 1 stderr) live up to the head; bytes past it go to the
+ * stream's tail ring. */
 static void emit_capped(cmd_t *c, int s, const uint8_t *p, size_t n) {
   uint64_t *count = s ? &c->n_err : &c->n_out;
   size_t tsz = tail_size(c->cap);
   uint64_t head = c->cap - tsz;
-  uint64_t keep = *count >= c->cap ? 0 : c->cap - *count;
-  if ((uint64_t)n > keep) *(s ? &c->trunc_err : &c->trunc_out) = 1;
-  else keep = (uint64_t)n;
-  uint64_t from = *count >= head ? 0 : head - *count;
-  if (from < (uint64_t)n) ring_put(&c->tail[s], tsz, p + from, n - (size_t)from);
+  uint64_t keep = *count >= head ? 0 : head - *count;
+  if (*count + (uint64_t)n > c->cap) *(s ? &c->trunc_err : &c->trunc_out) = 1;
+  if ((uint64_t)n < keep) keep = (uint64_t)n;
+  if (keep < (uint64_t)n) ring_put(&c->tail[s], tsz, p + keep, n - (size_t)keep);
   *count += (uint64_t)n;
   if (keep > 0) {
     frame_head(s ? FR_STDERR : FR_STDOUT, c->id, (size_t)keep);
@@ -379,13 +380,13 @@ static void emit_capped(cmd_t *c, int s, const uint8_t *p, size_t n) {
   }
 }
 
-/* Before FR_EXIT: an FR_TAIL for each stream that passed its cap; frees the rings. */
+/* Before FR_EXIT: an FR_TAIL for each stream that passed its head; frees the rings. */
 static void send_tails(cmd_t *c) {
   for (int s = 0; s < 2; s++) {
     ring_t *r = &c->tail[s];
-    uint64_t total = s ? c->n_err : c->n_out;
-    if (total > c->cap) {
-      uint64_t dropped = total - (c->cap - tail_size(c->cap)) - r->len;
+    uint64_t total = s ? c->n_err : c->n_out, head = c->cap - tail_size(c->cap);
+    if (total > head) {
+      uint64_t dropped = total - head - r->len;
       frame_head(FR_TAIL, c->id, 1 + 8 + r->len);
       uint8_t sb = (uint8_t)s;
       out_bytes(&sb, 1);
