@@ -55,6 +55,9 @@ const container = execFileSync(
   { encoding: 'utf8' },
 ).trim()
 
+// Also when the process dies of an exception (an agent that cannot start), not only in `finally`.
+process.on('exit', () => execFileSync('docker', ['rm', '-f', container], { stdio: 'ignore' }))
+
 /** One agent channel: sends a command, resolves at its EXIT frame with the elapsed ms and bytes received. */
 function openAgent(binary: string) {
   const child = spawn('docker', ['exec', '-i', container, `/bench/${binary}`], {
@@ -133,6 +136,5 @@ try {
   before.close()
   after.close()
 } finally {
-  execFileSync('docker', ['rm', '-f', container], { stdio: 'ignore' })
   rmSync(dir, { recursive: true, force: true })
 }
