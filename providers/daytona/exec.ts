@@ -44,6 +44,8 @@ class StreamTail {
   /** Bytes of the run's output file fetched so far (the next poll's offset). */
   fetched = 0
   private delivered = 0
+  /** Characters given to the live callback so far (a prefix of the result's text). */
+  private liveChars = 0
   private readonly decoder: StringDecoder | undefined
 
   constructor(
@@ -63,14 +65,17 @@ class StreamTail {
     if (kept.length === 0) return
     this.delivered += kept.length
     const text = this.decoder?.write(kept)
-    if (text) this.onChunk?.(text)
+    if (!text) return
+    this.liveChars += text.length
+    this.onChunk?.(text)
   }
 
   /** Delivers what the polls did not, from the result's text (past the cap: head, marker, tail). */
-  finish(all: Buffer): void {
+  finish(text: string): void {
     if (!this.decoder) return
-    const rest = this.decoder.write(all.subarray(this.delivered)) + this.decoder.end()
-    this.delivered = all.length
+    // The decoder only ever emitted whole characters of the head, a prefix of the result's text.
+    const rest = text.slice(this.liveChars)
+    this.liveChars = text.length
     if (rest) this.onChunk?.(rest)
   }
 }
@@ -226,8 +231,8 @@ export function startRun(ctx: ExecContext, run: ResolvedExec, opts: ExecOptions)
         const out = headAndTail(report.stdout, report.stdoutBytes, run.outputCapBytes)
         const err = headAndTail(report.stderr, report.stderrBytes, run.outputCapBytes)
         const flushed = guard(() => {
-          stdout.finish(Buffer.from(out, 'utf8'))
-          stderr.finish(Buffer.from(err, 'utf8'))
+          stdout.finish(out)
+          stderr.finish(err)
         })
         if (!flushed) return
         // 128+n with no matching EXIT-trap record: the shell itself died of signal n.

@@ -38,6 +38,8 @@ class StreamSink {
   private readonly chunks: Buffer[] = []
   private bytes = 0
   truncated = false
+  /** Characters given to the live callback so far (a prefix of the result's text). */
+  private liveChars = 0
   private tail: { droppedBytes: number; bytes: Buffer } | undefined
   private readonly decoder: StringDecoder | undefined
 
@@ -56,7 +58,9 @@ class StreamSink {
     this.chunks.push(kept)
     this.bytes += kept.length
     const text = this.decoder?.write(kept)
-    if (text) this.onChunk?.(text)
+    if (!text) return
+    this.liveChars += text.length
+    this.onChunk?.(text)
   }
 
   /** The agent's TAIL frame for this stream. */
@@ -70,10 +74,9 @@ class StreamSink {
     const text = this.tail
       ? joinHeadTail(head, this.tail.droppedBytes, this.tail.bytes)
       : head.toString('utf8')
-    if (this.decoder) {
-      const rest = this.decoder.write(Buffer.from(text, 'utf8').subarray(head.length)) + this.decoder.end()
-      if (rest) this.onChunk?.(rest)
-    }
+    // The decoder only ever emitted whole characters of the head, a prefix of the result's text.
+    const rest = this.decoder ? text.slice(this.liveChars) : ''
+    if (rest) this.onChunk?.(rest)
     return text
   }
 }

@@ -114,6 +114,14 @@ export function registerIoCases(ctx: ConformanceContext): void {
       expect(r.truncated).toBe(true)
       expect(r.stdout.endsWith('\n99999\n100000\n')).toBe(true)
       expect(live).toBe(r.stdout)
+      // 10-byte lines of 2-, 3- and 4-byte characters: the head ends inside a character.
+      let multi = ''
+      const m = await sandbox().exec(
+        { ...base, command: "yes 'é語😀' | head -n 3000", outputCapBytes: 4096 },
+        { onStdout: (chunk) => (multi += chunk) },
+      )
+      expect(m.stdout.endsWith('é語😀\né語😀\n')).toBe(true)
+      expect(multi).toBe(m.stdout)
     },
     timeout,
   )

@@ -42,6 +42,8 @@ export class HeadTailSink {
   private ringBytes = 0
   private total = 0
   private sandboxDropped = 0
+  /** Characters given to the live callback so far (a prefix of the result's text). */
+  private liveChars = 0
   private readonly split: { head: number; tail: number }
   private readonly decoder: StringDecoder | undefined
 
@@ -74,7 +76,10 @@ export class HeadTailSink {
       this.head.push(kept)
       this.headBytes += kept.length
       const text = this.decoder?.write(kept)
-      if (text) this.onChunk?.(text)
+      if (text) {
+        this.liveChars += text.length
+        this.onChunk?.(text)
+      }
       bytes = bytes.subarray(kept.length)
     }
     if (bytes.length > 0) this.toRing(bytes)
@@ -88,10 +93,9 @@ export class HeadTailSink {
   /** The collected text (head, marker, tail); the live callback gets the rest of it. */
   finish(): string {
     const text = joinHeadTail(Buffer.concat(this.head), this.dropped, this.tailBytes())
-    if (this.decoder) {
-      const rest = this.decoder.write(Buffer.from(text, 'utf8').subarray(this.headBytes)) + this.decoder.end()
-      if (rest) this.onChunk?.(rest)
-    }
+    // The decoder only ever emitted whole characters of the head, a prefix of the result's text.
+    const rest = this.decoder ? text.slice(this.liveChars) : ''
+    if (rest) this.onChunk?.(rest)
     return text
   }
 

@@ -205,5 +205,11 @@ describe.each(['serve', 'fleet'] as const)('job events resume (%s)', (mode) => {
     const bad = await srv.fetch(`/v1/jobs/${id}/events`, { headers: { 'last-event-id': 'yesterday' } })
     expect(bad.status).toBe(400)
     expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/Last-Event-ID/)
+    // The OpenAPI document describes the header.
+    const doc = (await (await srv.fetch('/openapi.json')).json()) as {
+      paths: Record<string, { get?: { parameters?: { name: string; in: string }[] } }>
+    }
+    const params = doc.paths['/v1/jobs/{id}/events']?.get?.parameters ?? []
+    expect(params).toContainEqual(expect.objectContaining({ name: 'last-event-id', in: 'header' }))
   }, 180_000)
 })
