@@ -178,6 +178,7 @@ function countingQueue(q: JobQueue, accepted: Set<string>): JobQueue {
     wait: (jobId, o) => q.wait(jobId, o),
     getResult: (jobId) => q.getResult(jobId),
     inspect: (jobId) => q.inspect(jobId),
+    readOutput: (jobId) => q.readOutput(jobId),
     list: (tenant, o) => q.list(tenant, o),
     counts: () => q.counts(),
     subscribeOutput: (jobId, l) => q.subscribeOutput(jobId, l),

@@ -5,6 +5,7 @@ import { constants } from 'node:os'
 import { StringDecoder } from 'node:string_decoder'
 import { AppError } from '../../src/errors.js'
 import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
+import { joinHeadTail, outputSplit } from '../../src/sandbox/output-cap.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
 import {
@@ -38,11 +39,13 @@ export interface ExecRun {
   settled: Promise<void>
 }
 
-/** One stream's live delivery: bytes fetched by polls, then the rest from the final report, up to the cap. */
+/** One stream's live delivery: bytes fetched by polls (the head), then the rest of the result at the end. */
 class StreamTail {
   /** Bytes of the run's output file fetched so far (the next poll's offset). */
   fetched = 0
   private delivered = 0
+  /** Characters given to the live callback so far (a prefix of the result's text). */
+  private liveChars = 0
   private readonly decoder: StringDecoder | undefined
 
   constructor(
@@ -62,16 +65,27 @@ class StreamTail {
     if (kept.length === 0) return
     this.delivered += kept.length
     const text = this.decoder?.write(kept)
-    if (text) this.onChunk?.(text)
+    if (!text) return
+    this.liveChars += text.length
+    this.onChunk?.(text)
   }
 
-  /** Delivers what the polls did not, from the complete (capped) output. */
-  finish(all: Buffer): void {
+  /** Delivers what the polls did not, from the result's text (past the cap: head, marker, tail). */
+  finish(text: string): void {
     if (!this.decoder) return
-    if (all.length > this.delivered) this.deliver(all.subarray(this.delivered))
-    const rest = this.decoder.end()
+    // The decoder only ever emitted whole characters of the head, a prefix of the result's text.
+    const rest = text.slice(this.liveChars)
+    this.liveChars = text.length
     if (rest) this.onChunk?.(rest)
   }
+}
+
+/** A stream from the wrapper's report: past the cap the head of the cap and the tail, with the marker. */
+function headAndTail(bytes: Buffer, total: number, cap: number): string {
+  const dropped = total - cap
+  if (dropped <= 0) return bytes.toString('utf8')
+  const { head } = outputSplit(cap)
+  return joinHeadTail(bytes.subarray(0, head), dropped, bytes.subarray(head))
 }
 
 function failure(sandboxId: string, step: string, cwd: string): AppError {
@@ -214,9 +228,11 @@ export function startRun(ctx: ExecContext, run: ResolvedExec, opts: ExecOptions)
           finish(() => reject(failure(sandboxId, report.step, run.cwd)))
           return
         }
+        const out = headAndTail(report.stdout, report.stdoutBytes, run.outputCapBytes)
+        const err = headAndTail(report.stderr, report.stderrBytes, run.outputCapBytes)
         const flushed = guard(() => {
-          stdout.finish(report.stdout)
-          stderr.finish(report.stderr)
+          stdout.finish(out)
+          stderr.finish(err)
         })
         if (!flushed) return
         // 128+n with no matching EXIT-trap record: the shell itself died of signal n.
@@ -228,8 +244,8 @@ export function startRun(ctx: ExecContext, run: ResolvedExec, opts: ExecOptions)
             ...(signalled
               ? { signal: signalNames.get(report.waitStatus - 128) ?? `SIG${report.waitStatus - 128}` }
               : {}),
-            stdout: report.stdout.toString('utf8'),
-            stderr: report.stderr.toString('utf8'),
+            stdout: out,
+            stderr: err,
             timedOut: report.timedOut,
             truncated: report.stdoutBytes > run.outputCapBytes || report.stderrBytes > run.outputCapBytes,
             durationMs: Math.round(performance.now() - started),

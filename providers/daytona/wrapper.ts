@@ -1,3 +1,5 @@
+import { outputSplit } from '../../src/sandbox/output-cap.js'
+
 /**
  * The in-sandbox side of exec. Daytona's `/process/execute` merges stdout and stderr, keeps no
  * partial output on timeout and caps nothing, so every command runs under a small POSIX sh
@@ -6,9 +8,11 @@
  * - starts the command with `bash -c` (else `sh -c`) in a new session (`setsid`), so the whole
  *   process group can be killed;
  * - sends stdout and stderr through FIFOs into readers (each a session of its own, so it can be
- *   killed whole and never holds the daemon's output pipe) that keep cap+1 bytes (`dd iflag=count_bytes`,
- *   which writes as it reads, so live polls see output at once; `head -c`, which busybox buffers,
- *   where dd lacks the flag) and then drain the rest, so output is capped per stream and a flooding process never blocks;
+ *   killed whole and never holds the daemon's output pipe) that keep the head of the cap (`dd
+ *   iflag=count_bytes`, which writes as it reads, so live polls see output at once; `head -c`, which
+ *   busybox buffers, where dd lacks the flag), then its tail (`tail -c`) and count the rest (`tee`
+ *   into a FIFO that `wc -c` reads), so output is capped per stream (head and tail, see
+ *   src/sandbox/output-cap.ts) and a flooding process never blocks;
  * - kills the group at our timeout (TERM, then KILL 200 ms later) and keeps the partial output;
  * - after the leader exits, gives processes that still hold the pipes 100 ms, then kills the group,
  *   and stops reading 1 s later (a process that left the group with `setsid` cannot hold the result);
@@ -27,8 +31,8 @@ export const DAEMON_COMMAND = `sh -c 'eval "$__SBX_SCRIPT"'`
 
 const RUN_SCRIPT = String.raw`unset __SBX_SCRIPT
 D=${RUN_ROOT}/$__SBX_ID
-c=$__SBX_CMD w=$__SBX_CWD t=$__SBX_TIMEOUT n=$__SBX_CAP i=$__SBX_STDIN m=$__SBX_MARK
-unset __SBX_CMD __SBX_CWD __SBX_TIMEOUT __SBX_CAP __SBX_STDIN __SBX_ID __SBX_MARK
+c=$__SBX_CMD w=$__SBX_CWD t=$__SBX_TIMEOUT n=$__SBX_CAP k=$__SBX_TAIL i=$__SBX_STDIN m=$__SBX_MARK
+unset __SBX_CMD __SBX_CWD __SBX_TIMEOUT __SBX_CAP __SBX_TAIL __SBX_STDIN __SBX_ID __SBX_MARK
 exec 2>/dev/null
 fail() { printf '%s fail %s\n' "$m" "$1"; rm -rf "$D"; exit 0; }
 mkdir -p "$D" || fail mkdir
@@ -37,11 +41,11 @@ command -v setsid >/dev/null || fail setsid
 command -v base64 >/dev/null || fail base64
 [ -n "$i" ] || i=/dev/null
 [ -r "$i" ] || fail stdin
-mkfifo "$D/o" "$D/e" || fail mkfifo
-C='dd bs=65536 iflag=count_bytes count=$1 of="$2" || head -c $1 >"$2"; exec cat >/dev/null'
-setsid sh -c "$C" sbx $((n+1)) "$D/out" <"$D/o" >/dev/null &
+mkfifo "$D/o" "$D/e" "$D/out.w" "$D/err.w" || fail mkfifo
+C='{ dd bs=65536 iflag=count_bytes count=$1 of="$2" || head -c $1 >"$2"; }; wc -c <"$2.w" >"$2.n" & tee "$2.w" | tail -c $3 >"$2.t"; wait'
+setsid sh -c "$C" sbx $((n-k)) "$D/out" $k <"$D/o" >/dev/null &
 r1=$!
-setsid sh -c "$C" sbx $((n+1)) "$D/err" <"$D/e" >/dev/null &
+setsid sh -c "$C" sbx $((n-k)) "$D/err" $k <"$D/e" >/dev/null &
 r2=$!
 if command -v bash >/dev/null; then s=bash; else s=sh; fi
 c="trap 'echo \$? >$D/rc' EXIT; $c"
@@ -67,11 +71,11 @@ wait $r1 $r2
 kill $l
 T=0; [ -e "$D/timedout" ] && T=1
 R=-; [ -e "$D/rc" ] && read -r R <"$D/rc"
-set -- $(wc -c "$D/out" "$D/err")
-printf '%s exit %s %s %s %s %s\n' "$m" "$x" "$R" "$T" "$1" "$3"
-if [ "$1" -gt "$n" ]; then head -c "$n" "$D/out" | base64; elif [ "$1" -gt 0 ]; then base64 "$D/out"; fi
+sz() { s=0; [ -e "$1" ] && s=$(wc -c <"$1"); r=0; [ -r "$1.n" ] && read -r r <"$1.n"; echo $((s + r)); }
+printf '%s exit %s %s %s %s %s\n' "$m" "$x" "$R" "$T" "$(sz "$D/out")" "$(sz "$D/err")"
+[ -s "$D/out" ] && cat "$D/out" "$D/out.t" | base64
 printf '%s\n' "$m"
-if [ "$3" -gt "$n" ]; then head -c "$n" "$D/err" | base64; elif [ "$3" -gt 0 ]; then base64 "$D/err"; fi
+[ -s "$D/err" ] && cat "$D/err" "$D/err.t" | base64
 printf '%s\n' "$m"
 rm -rf "$D"
 `
@@ -143,6 +147,7 @@ export function runCall(p: RunParams): DaemonCall {
       __SBX_CWD: p.cwd,
       __SBX_TIMEOUT: (p.timeoutMs / 1000).toFixed(3),
       __SBX_CAP: String(p.outputCapBytes),
+      __SBX_TAIL: String(outputSplit(p.outputCapBytes).tail),
       __SBX_STDIN: p.stdinPath ?? '',
       __SBX_MARK: p.mark,
     },
@@ -195,8 +200,10 @@ export type RunReport =
       /** What the command's EXIT trap recorded, when it ran. */
       trapStatus: number | undefined
       timedOut: boolean
+      /** Whole length of each stream (the command wrote this much). */
       stdoutBytes: number
       stderrBytes: number
+      /** Past the cap: the head of the cap, then the tail (output-cap.ts); else the whole stream. */
       stdout: Buffer
       stderr: Buffer
     }

@@ -1,9 +1,10 @@
 import { StringDecoder } from 'node:string_decoder'
 import { AppError } from '../../src/errors.js'
+import { joinHeadTail } from '../../src/sandbox/output-cap.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
 import type { AgentChannel } from './channel.js'
 import { execError, signalName } from './errors.js'
-import { Frame, decodeErr, decodeExit, encodeEmpty, encodeExec } from './protocol.js'
+import { Frame, decodeErr, decodeExit, decodeTail, encodeEmpty, encodeExec } from './protocol.js'
 
 /** setTimeout's largest delay; longer ones fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1
@@ -28,11 +29,18 @@ export interface ExecRun {
   settled: Promise<void>
 }
 
-/** Collects one stream's bytes up to the cap and feeds the live callback. */
+/**
+ * Collects one stream: the agent sends its head (up to the cap) live and, when it was longer, its
+ * tail and how many bytes it dropped between them (TAIL). The live callback gets the head as it
+ * comes and the rest of the result (marker, tail) at the end, so what it got in all is the result.
+ */
 class StreamSink {
   private readonly chunks: Buffer[] = []
   private bytes = 0
   truncated = false
+  /** Characters given to the live callback so far (a prefix of the result's text). */
+  private liveChars = 0
+  private tail: { droppedBytes: number; bytes: Buffer } | undefined
   private readonly decoder: StringDecoder | undefined
 
   constructor(
@@ -50,13 +58,26 @@ class StreamSink {
     this.chunks.push(kept)
     this.bytes += kept.length
     const text = this.decoder?.write(kept)
-    if (text) this.onChunk?.(text)
+    if (!text) return
+    this.liveChars += text.length
+    this.onChunk?.(text)
+  }
+
+  /** The agent's TAIL frame for this stream. */
+  pushTail(droppedBytes: number, bytes: Buffer): void {
+    if (droppedBytes > 0) this.truncated = true
+    this.tail = { droppedBytes, bytes: Buffer.from(bytes) }
   }
 
   finish(): string {
-    const rest = this.decoder?.end()
+    const head = Buffer.concat(this.chunks)
+    const text = this.tail
+      ? joinHeadTail(head, this.tail.droppedBytes, this.tail.bytes)
+      : head.toString('utf8')
+    // The decoder only ever emitted whole characters of the head, a prefix of the result's text.
+    const rest = this.decoder ? text.slice(this.liveChars) : ''
     if (rest) this.onChunk?.(rest)
-    return Buffer.concat(this.chunks).toString('utf8')
+    return text
   }
 }
 
@@ -135,6 +156,12 @@ export function startExec(
               break
             case Frame.STDERR:
               if (!done) guard(() => stderr.push(frame.payload))
+              break
+            case Frame.TAIL:
+              if (!done) {
+                const t = decodeTail(frame.payload)
+                ;(t.stream === 'stdout' ? stdout : stderr).pushTail(t.droppedBytes, t.tail)
+              }
               break
             case Frame.EXIT: {
               release()

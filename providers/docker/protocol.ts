@@ -30,6 +30,8 @@ export const Frame = {
   ERR: 21,
   DATA: 22,
   PONG: 23,
+  /** Before EXIT, per stream past its cap: the stream's last bytes and how many were dropped. */
+  TAIL: 24,
   /** A stream is open: u32 pid of a terminal's process (0 for a port). */
   STREAM_OPENED: 30,
   /** Bytes out of a stream. */
@@ -189,6 +191,23 @@ export function decodeExit(p: Buffer): ExitFrame {
     ...(p.length > 11
       ? { shellRestarted: (p.readUInt8(11) & 1) !== 0, shellEnded: (p.readUInt8(11) & 2) !== 0 }
       : {}),
+  }
+}
+
+/** Payload of a TAIL frame. */
+export interface TailFrame {
+  stream: 'stdout' | 'stderr'
+  /** Bytes between the head and this tail that the agent dropped. */
+  droppedBytes: number
+  tail: Buffer
+}
+
+/** Decodes a TAIL payload. */
+export function decodeTail(p: Buffer): TailFrame {
+  return {
+    stream: p.readUInt8(0) === 0 ? 'stdout' : 'stderr',
+    droppedBytes: Number(p.readBigUInt64BE(1)),
+    tail: p.subarray(9),
   }
 }
 

@@ -3,8 +3,8 @@ import { constants } from 'node:os'
 import { CommandExitError, type CommandHandle, type Sandbox as E2BSdkSandbox, TimeoutError } from 'e2b'
 import { AppError } from '../../src/errors.js'
 import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
+import { HeadTailSink } from '../../src/sandbox/output-cap.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
-import { CappedSink } from './output.js'
 import { type WrapperReport, TokenFilter, buildWrapper } from './wrapper.js'
 
 /** What a command needs from its sandbox handle. */
@@ -67,14 +67,15 @@ async function feedStdin(ctx: ExecContext, pid: number, data: Uint8Array): Promi
 /**
  * Runs one command through the wrapper. The wrapper enforces the timeout inside the sandbox
  * (partial output is kept); the SDK's stream deadline is the timeout plus a buffer, past which the
- * sandbox is presumed wedged. Output caps are applied here, as output arrives.
+ * sandbox is presumed wedged. Past the cap the sandbox sends each stream's head and tail and how
+ * many bytes it dropped between them; the result joins them with the marker (output-cap.ts).
  */
 export function startExec(ctx: ExecContext, req: ResolvedExec, opts: ExecOptions): ExecRun {
   const started = performance.now()
   const nonce = randomBytes(8).toString('hex')
   const filter = new TokenFilter(nonce)
-  const stdout = new CappedSink(req.outputCapBytes, opts.onStdout)
-  const stderr = new CappedSink(req.outputCapBytes, opts.onStderr)
+  const stdout = new HeadTailSink(req.outputCapBytes, opts.onStdout)
+  const stderr = new HeadTailSink(req.outputCapBytes, opts.onStderr)
   const signal = opts.signal
   let cancelled = false
   let sawStatus!: () => void
@@ -147,6 +148,8 @@ export function startExec(ctx: ExecContext, req: ResolvedExec, opts: ExecOptions
     }
     await fed
     stdout.push(filter.end())
+    stdout.droppedInSandbox(filter.report.droppedStdout)
+    stderr.droppedInSandbox(filter.report.droppedStderr)
     if (filter.report.cwdFailed) {
       throw new AppError(
         'BAD_REQUEST',

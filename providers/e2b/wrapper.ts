@@ -1,3 +1,5 @@
+import { outputSplit } from '../../src/sandbox/output-cap.js'
+
 /**
  * The shell wrapper every command runs in. E2B starts commands as `/bin/bash -l -c <script>` and
  * its own deadline only ends the client's stream (the process keeps running, E2B#500), so the
@@ -8,12 +10,14 @@
  * - SIGTERM to the wrapper (our cancel) kills the group too;
  * - when the command ends, whatever it left in its group is killed.
  *
- * - stdout and stderr pass through in-sandbox readers that forward cap+1 bytes and drain the rest,
- *   so an output flood never blocks the command nor travels to the client.
+ * - stdout and stderr pass through in-sandbox readers that forward the head of the stream, keep
+ *   its tail (`tail -c`) and count what lies between, so an output flood never blocks the command
+ *   nor travels to the client (see src/sandbox/output-cap.ts for the split).
  *
  * It reports on stdout with tokens `\x1e<nonce><kind><digits>\n` that {@link TokenFilter} strips:
  * `x<code>` (the command's shell exited normally, from its EXIT trap), `t` (deadline reached),
- * `c` (the working directory is unusable), `s<status>` (the wrapper's own exit status, its last
+ * `c` (the working directory is unusable), `o<n>` / `e<n>` (n bytes of stdout / stderr were dropped
+ * between the head and the tail), `s<status>` (the wrapper's own exit status, its last
  * word: a process that escaped the group with `setsid` may still hold the pipes, so the client
  * need not wait for the stream's end). The random nonce keeps output from forging tokens.
  * POSIX sh syntax throughout: it runs under bash on E2B and under busybox sh as well.
@@ -35,7 +39,7 @@ export interface WrapperSpec {
   /** Absolute working directory. */
   cwd: string
   timeoutMs: number
-  /** Per-stream cap (bytes): the sandbox sends at most one byte more, so the client sees the cut. */
+  /** Per-stream cap (bytes): the sandbox sends the head and the tail of the cap, and counts the rest. */
   outputCapBytes: number
 }
 
@@ -46,22 +50,24 @@ export function buildWrapper({ nonce, command, cwd, timeoutMs, outputCapBytes }:
   // cappers in place it writes to a file: on stdout it would be dropped with output past the cap.
   const trapped = (to: string): string => `trap 'printf "\\036${nonce}x%d\\n" "$?" ${to}' EXIT; ${command}`
   const seconds = (timeoutMs / 1000).toFixed(3)
+  const { head, tail } = outputSplit(outputCapBytes)
   // Named by the nonce (16 random hex digits): known here, so the trap can name it literally.
   const dir = `/tmp/.sbx-${nonce}`
   return [
     `trap 'kill -s KILL -$c -$w 2>/dev/null; [ -z "$D" ] || { kill -s KILL -$r1 -$r2; rm -rf "$D"; } 2>/dev/null; exit 143' TERM`,
     `cd ${shellQuote(cwd)} 2>/dev/null || { ${token('c')}; exit 1; }`,
     `exec 3<&0`,
-    // Each stream goes through a reader that passes cap+1 bytes and drains the rest, so a flood
-    // neither blocks the command nor travels to the client (the SDK buffers all it receives).
-    // Without a writable /tmp or mkfifo the command writes straight to the pipes and the client caps.
-    `n=${outputCapBytes + 1} D=${dir}`,
-    `mkdir -m 700 "$D" 2>/dev/null && mkfifo "$D/o" "$D/e" 2>/dev/null || { rm -rf "$D" 2>/dev/null; D=; }`,
-    // Each reader is a session of its own, so the whole of it (sh and dd) can be killed at once.
-    `cap='dd bs=65536 iflag=count_bytes count=$0 2>/dev/null || head -c $0; exec cat >/dev/null'`,
+    // Each stream goes through a reader that passes the head, keeps the tail and counts the rest
+    // (tee into a FIFO that wc reads), so a flood neither blocks the command nor travels to the client
+    // (the SDK buffers all it receives). Without a writable /tmp or mkfifo the command writes
+    // straight to the pipes and the client keeps the head and the tail.
+    `h=${head} k=${tail} D=${dir}`,
+    `mkdir -m 700 "$D" 2>/dev/null && mkfifo "$D/o" "$D/e" "$D/o.w" "$D/e.w" 2>/dev/null || { rm -rf "$D" 2>/dev/null; D=; }`,
+    // Each reader is a session of its own, so the whole of it (sh, dd, tail) can be killed at once.
+    `cap='{ dd bs=65536 iflag=count_bytes count=$0 2>/dev/null || head -c $0; }; wc -c <"$2.w" >"$2.n" & tee "$2.w" | tail -c $1; wait'`,
     `if [ -n "$D" ]; then`,
-    `  setsid /bin/sh -c "$cap" $n <"$D/o" & r1=$!`,
-    `  setsid /bin/sh -c "$cap" $n <"$D/e" >&2 & r2=$!`,
+    `  setsid /bin/sh -c "$cap" $h $k "$D/o" <"$D/o" & r1=$!`,
+    `  setsid /bin/sh -c "$cap" $h $k "$D/e" <"$D/e" >&2 & r2=$!`,
     `  setsid /bin/bash -c ${shellQuote(trapped(`>${dir}/x`))} 0<&3 3<&- >"$D/o" 2>"$D/e" &`,
     `else`,
     `  setsid /bin/bash -c ${shellQuote(trapped(''))} 0<&3 3<&- &`,
@@ -79,7 +85,10 @@ export function buildWrapper({ nonce, command, cwd, timeoutMs, outputCapBytes }:
     `if [ -n "$D" ]; then`,
     `  ( sleep 1; kill -s KILL -$r1 -$r2 ) </dev/null >/dev/null 2>&1 & l=$!`,
     `  wait $r1 $r2; kill $l 2>/dev/null`,
-    `  [ -r "$D/x" ] && cat "$D/x"; rm -rf "$D"`,
+    `  [ -r "$D/x" ] && cat "$D/x"`,
+    // Bytes past the head beyond the tail were dropped: the client puts the marker there.
+    `  for f in o e; do m=0; [ -r "$D/$f.n" ] && read -r m <"$D/$f.n"; m=$((\${m:-0} - k)); [ "$m" -le 0 ] || printf "\\036${nonce}$f%d\\n" "$m"; done`,
+    `  rm -rf "$D"`,
     `fi`,
     `printf "\\036${nonce}s%d\\n" "$s"`,
     `exit $s`,
@@ -92,6 +101,10 @@ export interface WrapperReport {
   exit?: number
   /** The wrapper's exit status, once it is about to exit. */
   status?: number
+  /** Bytes of stdout the sandbox dropped between the head and the tail. */
+  droppedStdout: number
+  /** Bytes of stderr the sandbox dropped between the head and the tail. */
+  droppedStderr: number
   timedOut: boolean
   cwdFailed: boolean
 }
@@ -103,7 +116,7 @@ export interface WrapperReport {
 export class TokenFilter {
   private readonly marker: string
   private held = ''
-  readonly report: WrapperReport = { timedOut: false, cwdFailed: false }
+  readonly report: WrapperReport = { timedOut: false, cwdFailed: false, droppedStdout: 0, droppedStderr: 0 }
 
   constructor(nonce: string) {
     this.marker = RS + nonce
@@ -123,13 +136,13 @@ export class TokenFilter {
       }
       out += s.slice(0, i)
       const rest = s.slice(i + this.marker.length)
-      const m = /^([xtcs])(\d*)\n/.exec(rest)
+      const m = /^([xtcsoe])(\d*)\n/.exec(rest)
       if (m) {
         this.record(m[1] ?? '', m[2] ?? '')
         s = rest.slice(m[0].length)
         continue
       }
-      if (/^(?:[xtcs]\d{0,10})?$/.test(rest)) {
+      if (/^(?:[xtcsoe]\d{0,20})?$/.test(rest)) {
         this.held = s.slice(i)
         return out
       }
@@ -159,6 +172,8 @@ export class TokenFilter {
     if (kind === 'x') this.report.exit = Number(digits)
     else if (kind === 's') this.report.status = Number(digits)
     else if (kind === 't') this.report.timedOut = true
+    else if (kind === 'o') this.report.droppedStdout = Number(digits)
+    else if (kind === 'e') this.report.droppedStderr = Number(digits)
     else this.report.cwdFailed = true
   }
 }

@@ -229,7 +229,8 @@ export async function execCommand(args: readonly string[], io: CliIO): Promise<n
     if (values.json) io.out(JSON.stringify(result))
     else if (result.timedOut)
       io.err(`sbx: timed out after ${result.durationMs.toFixed(0)} ms; the process group was killed`)
-    else if (result.truncated) io.err('sbx: output truncated at the output cap')
+    else if (result.truncated)
+      io.err('sbx: output truncated in the middle (past the output cap the head and the tail are kept)')
     return result.exitCode ?? 128 + 9
   } finally {
     process.off('SIGINT', onSig)

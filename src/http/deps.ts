@@ -45,8 +45,15 @@ export interface JobView {
   finishedAt?: number
 }
 
-/** A live event of a job: output chunks, then its final view. */
-export type JobEvent = { type: 'stdout' | 'stderr'; data: string } | { type: 'result'; job: JobView }
+/**
+ * A live event of a job: output chunks, then its final view. `id` is the job's output bytes up to
+ * the end of the event (the SSE id a reader resumes after); `missed` says that many bytes before
+ * `id` were no longer retained when the reader asked for them.
+ */
+export type JobEvent =
+  | { type: 'stdout' | 'stderr'; data: string; id: number }
+  | { type: 'missed'; bytes: number; id: number }
+  | { type: 'result'; job: JobView }
 
 /** Commands as jobs. Every method is tenant-scoped: another tenant's ids are `undefined`. */
 export interface ExecService {
@@ -66,8 +73,17 @@ export interface ExecService {
   /** The tenant's recent jobs (within retention), newest first; optionally of one session. */
   list(tenant: string, filter: { sessionId?: string; limit: number }): Promise<JobView[]>
   cancel(tenant: string, id: string): Promise<JobView | undefined>
-  /** Live output then the result; ends after the result. `undefined` when the job is not the tenant's. */
-  events(tenant: string, id: string, signal: AbortSignal): Promise<AsyncIterable<JobEvent> | undefined>
+  /**
+   * The job's retained output past `after` (default 0: all of it, for a reader reattaching), then
+   * live output, then the result; ends after the result. Each chunk once, in order. `undefined` when
+   * the job is not the tenant's.
+   */
+  events(
+    tenant: string,
+    id: string,
+    signal: AbortSignal,
+    opts?: { after?: number },
+  ): Promise<AsyncIterable<JobEvent> | undefined>
 }
 
 /** The server's interceptor chain applied to one tool call. */

@@ -1,9 +1,10 @@
 import { AppError } from '../errors.js'
 import { createMemoryFenceStore } from './fence.js'
+import { OUTPUT_LOG_CAP_BYTES, OUTPUT_LOG_LINGER_MS, OutputLog } from './output-log.js'
 import { checkConcurrency, defaultWorkerId, failedResult, runJob } from './run-job.js'
 import type { RunOutcome } from './run-job.js'
 import { ExecJobSchema } from './schemas.js'
-import type { ExecJob, ExecJobResult, OutputChunk } from './schemas.js'
+import type { ExecJob, ExecJobResult, LoggedChunk, OutputChunk } from './schemas.js'
 import type { Consumer, ConsumeOptions, JobAbortReason, JobInfo, JobProcessor, JobQueue } from './types.js'
 import { boundedWait } from './wait-for.js'
 
@@ -13,6 +14,8 @@ export interface InProcessQueueOptions {
   retentionMs?: number
   /** Live output kept per stream for interrupted reports (bytes). @default 65536 */
   tailCapBytes?: number
+  /** Live output retained per job for resuming readers (bytes). @default 1048576 */
+  outputLogCapBytes?: number
   /** After aborting jobs at shutdown, wait this long for processors to settle (ms). @default 5000 */
   abortGraceMs?: number
 }
@@ -24,6 +27,8 @@ interface Entry {
   result?: ExecJobResult
   doneAt?: number
   controller?: AbortController
+  /** Numbered live output for resuming readers; dropped a minute after the job finished. */
+  log?: OutputLog
   readonly waiters: Set<(r: ExecJobResult) => void>
 }
 
@@ -42,7 +47,7 @@ function infoOf(e: Entry): JobInfo {
 }
 
 /** A listener's exception must not reach the sandbox's output callback. */
-function deliverSafely(listener: (chunk: OutputChunk) => void, chunk: OutputChunk): void {
+function deliverSafely(listener: (chunk: LoggedChunk) => void, chunk: LoggedChunk): void {
   try {
     listener(chunk)
   } catch {
@@ -60,7 +65,8 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
   const fences = createMemoryFenceStore({ retentionMs, tailCapBytes: options.tailCapBytes ?? 65_536 })
   const entries = new Map<string, Entry>()
   const waiting: Entry[] = []
-  const listeners = new Map<string, Set<(chunk: OutputChunk) => void>>()
+  const listeners = new Map<string, Set<(chunk: LoggedChunk) => void>>()
+  const logCapBytes = options.outputLogCapBytes ?? OUTPUT_LOG_CAP_BYTES
   const consumers = new Set<LocalConsumer>()
   const failClosed = new Set<(err: unknown) => void>()
   let closed = false
@@ -82,6 +88,12 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
     entry.state = 'done'
     entry.result = result
     entry.doneAt = Date.now()
+    if (entry.log) {
+      const log = entry.log
+      setTimeout(() => {
+        if (entry.log === log) delete entry.log
+      }, OUTPUT_LOG_LINGER_MS).unref()
+    }
     for (const w of entry.waiters) w(result)
     entry.waiters.clear()
   }
@@ -111,8 +123,9 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
       fence: fences.fence(entry.job, attempt, c.workerId),
       publish(chunk: OutputChunk) {
         fences.appendTail(jobId, chunk)
+        const logged = (entry.log ??= new OutputLog(logCapBytes)).append(chunk)
         const ls = listeners.get(jobId)
-        if (ls) for (const l of ls) deliverSafely(l, chunk)
+        if (ls) for (const l of ls) deliverSafely(l, logged)
       },
     }
     runJob(c.processor, entry.job, ctx).then(
@@ -226,6 +239,10 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
         if (set.size === 0 && listeners.get(jobId) === set) listeners.delete(jobId)
         return Promise.resolve()
       })
+    },
+
+    readOutput(jobId) {
+      return Promise.resolve(entries.get(jobId)?.log?.retained() ?? [])
     },
 
     async cancel(jobId, reason = 'cancelled by the caller') {

@@ -19,7 +19,7 @@ export {
   ExecResultSchema,
   FenceRecordSchema,
 } from './schemas.js'
-export type { ExecJob, ExecJobResult, FenceRecord, OutputChunk } from './schemas.js'
+export type { ExecJob, ExecJobResult, FenceRecord, LoggedChunk, OutputChunk } from './schemas.js'
 export { deriveJobId, isJobId } from './job-id.js'
 export { createMemoryFenceStore, decideFence, interruptedResult, resultOfOutcome } from './fence.js'
 export type { FenceSnapshot, InterruptedInfo, MemoryFenceStore, MemoryFenceStoreOptions } from './fence.js'

@@ -164,3 +164,8 @@ export interface OutputChunk {
   readonly stream: 'stdout' | 'stderr'
   readonly data: string
 }
+
+/** A live chunk as readers get it: `offset` is the job's output bytes up to and including it (see output-log.ts). */
+export interface LoggedChunk extends OutputChunk {
+  readonly offset: number
+}

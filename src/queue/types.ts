@@ -1,4 +1,4 @@
-import type { ExecJob, ExecJobResult, FenceRecord, OutputChunk } from './schemas.js'
+import type { ExecJob, ExecJobResult, FenceRecord, LoggedChunk, OutputChunk } from './schemas.js'
 
 /** Which backend a {@link JobQueue} runs on. */
 export type QueueDriver = 'bullmq' | 'in-process'
@@ -120,8 +120,16 @@ export interface JobQueue {
   list(tenant: string, opts: { sessionId?: string; limit: number }): Promise<JobInfo[]>
   /** Jobs waiting (including delayed/prioritized) and running, across the queue. */
   counts(): Promise<{ readonly waiting: number; readonly active: number }>
-  /** Delivers the job's live output from now on. Resolves once the subscription is active. */
-  subscribeOutput(jobId: string, listener: (chunk: OutputChunk) => void): Promise<Unsubscribe>
+  /**
+   * Delivers the job's live output from now on, each chunk numbered (`offset`, see output-log.ts).
+   * Resolves once the subscription is active.
+   */
+  subscribeOutput(jobId: string, listener: (chunk: LoggedChunk) => void): Promise<Unsubscribe>
+  /**
+   * The job's retained live output, oldest first: its last 1 MiB, while it runs and for a minute
+   * after it finished (a reader resuming or reattaching replays it before the live chunks).
+   */
+  readOutput(jobId: string): Promise<LoggedChunk[]>
   /**
    * Cancels the job wherever it is: a waiting job ends `cancelled` when a worker reaches it (or at once,
    * in-process); a running one has its signal aborted on the worker holding it (the command is killed).

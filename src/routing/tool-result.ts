@@ -2,13 +2,18 @@ import { AppError } from '../errors.js'
 import type { RouteToDecision } from '../interceptors/decisions.js'
 import type { ExecResult } from '../sandbox/types.js'
 
+/** The tool-result line of a truncated result (the marker in the stream says how many bytes went). */
+export const TRUNCATED_NOTE =
+  '[output truncated in the middle: past the output cap the head and the tail are kept, the bytes between are dropped where the output says so]'
+
 /**
  * The tool-result text the model sees for a routed command. Stable format (documented in the README):
  *
  * ```
  * exit_code: 0            (or `exit_code: null` and `signal: SIGKILL`)
  * [timed out after 5000 ms; the process group was killed]     (only when timedOut)
- * [output truncated at the output cap]                         (only when truncated)
+ * [output truncated in the middle: ...]                       (only when truncated; the marker line
+ *                                                               in stdout/stderr says how many bytes)
  * [sandbox replaced at <ISO time>: files from before are lost (<reason>)]   (until acknowledged)
  * stdout:
  * <stdout, verbatim>
@@ -24,7 +29,7 @@ export function formatExecResult(result: ExecResult, opts: { timeoutMs?: number 
     const after = opts.timeoutMs !== undefined ? ` after ${opts.timeoutMs} ms` : ''
     lines.push(`[timed out${after}; the process group was killed]`)
   }
-  if (result.truncated) lines.push('[output truncated at the output cap]')
+  if (result.truncated) lines.push(TRUNCATED_NOTE)
   if (result.shellRestarted)
     lines.push('[shell restarted: the cwd, variables and functions of earlier calls are gone]')
   const r = result.sandboxReplaced

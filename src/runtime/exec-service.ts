@@ -2,6 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { AppError } from '../errors.js'
 import type { ExecInput, ExecService, JobEvent, JobView } from '../http/deps.js'
 import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
+import { OutputCursor } from '../queue/output-log.js'
+import type { LoggedChunk } from '../queue/schemas.js'
 import type { JobInfo, JobQueue } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import { jobView, vanishedJobView } from './job-view.js'
@@ -180,6 +182,7 @@ export class QueueExecService implements ExecService {
     tenant: string,
     id: string,
     signal: AbortSignal,
+    opts: { after?: number } = {},
   ): Promise<AsyncIterable<JobEvent> | undefined> {
     const info = await this.owned(tenant, id)
     if (!info) return undefined
@@ -190,10 +193,27 @@ export class QueueExecService implements ExecService {
       pending.push(e)
       wake?.()
     }
-    const off = await this.queue.subscribeOutput(id, (c) => push({ type: c.stream, data: c.data }))
+    const cursor = new OutputCursor(opts.after ?? 0, (d) =>
+      push(
+        d.kind === 'chunk'
+          ? { type: d.chunk.stream, data: d.chunk.data, id: d.chunk.offset }
+          : { type: 'missed', bytes: d.bytes, id: d.offset },
+      ),
+    )
+    // Live chunks wait while the retained ones are replayed; the cursor drops what both carry.
+    let early: LoggedChunk[] | undefined = []
+    const off = await this.queue.subscribeOutput(id, (c) => (early ? early.push(c) : cursor.push(c)))
+    const replay = async (): Promise<void> => {
+      for (const c of await this.queue.readOutput(id).catch(() => [])) cursor.push(c)
+    }
+    await replay()
+    for (const c of early) cursor.push(c)
+    early = undefined
     const finish = async (): Promise<void> => {
       try {
         const view = await this.wait(tenant, id, { timeoutMs: 24 * 3600_000, signal })
+        // Chunks whose pub/sub message was lost are in the log: deliver them before the result.
+        if (view && !signal.aborted) await replay()
         // A job that vanished while streamed (lost by Redis) still ends its stream with a result.
         push({ type: 'result', job: view ?? vanishedJobView(jobView(info)) })
       } finally {

@@ -4,6 +4,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { expect, test } from 'vitest'
+import { droppedMarker, outputSplit } from './output-cap.js'
 import type { ResolvedProfile } from './profiles.js'
 import type { ExecRequest, ExecResult, Sandbox } from './types.js'
 
@@ -28,6 +29,28 @@ export async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
     return err
   }
   throw new Error('expected the promise to reject')
+}
+
+/**
+ * 5 MiB of numbered lines under a 1 MiB cap: the result has the first line, the last line and one
+ * marker at the end of the head, and holds exactly the cap plus the marker.
+ */
+export async function expectHeadAndTail(
+  run: (command: string, extra?: Partial<ExecRequest>) => Promise<ExecResult>,
+): Promise<void> {
+  const lines = 700_000
+  let total = 0
+  for (let i = 1; i <= lines; i++) total += String(i).length + 1
+  const cap = 1024 * 1024
+  const r = await run(`seq 1 ${lines}; echo done >&2`, { outputCapBytes: cap })
+  expect(r.exitCode).toBe(0)
+  expect(r.truncated).toBe(true)
+  expect(r.stdout.startsWith('1\n2\n3\n')).toBe(true)
+  expect(r.stdout.endsWith(`\n${lines - 1}\n${lines}\n`)).toBe(true)
+  const marker = droppedMarker(total - cap)
+  expect(r.stdout.indexOf(marker)).toBe(outputSplit(cap).head)
+  expect(Buffer.byteLength(r.stdout)).toBe(cap + marker.length)
+  expect(r.stderr).toBe('done\n')
 }
 
 /** Registers large output, timeout, cap, signal, live output, cancel and file cases. */
@@ -68,8 +91,37 @@ export function registerIoCases(ctx: ConformanceContext): void {
       })
       expect(r.exitCode).toBe(0)
       expect(r.truncated).toBe(true)
-      expect(r.stdout).toBe('y'.repeat(1000))
+      expect(r.stdout).toBe('y'.repeat(500) + droppedMarker(3_000_000 - 1000) + 'y'.repeat(500))
       expect(r.stderr).toBe('finished\n')
+    },
+    timeout,
+  )
+
+  test(
+    'past the cap the result keeps the head and the tail, with a marker saying what was dropped',
+    () => expectHeadAndTail(run),
+    timeout,
+  )
+
+  test(
+    'past the cap, the live output adds up to the result (head live, then marker and tail)',
+    async () => {
+      let live = ''
+      const r = await sandbox().exec(
+        { ...base, command: 'seq 1 100000', outputCapBytes: 4096 },
+        { onStdout: (chunk) => (live += chunk) },
+      )
+      expect(r.truncated).toBe(true)
+      expect(r.stdout.endsWith('\n99999\n100000\n')).toBe(true)
+      expect(live).toBe(r.stdout)
+      // 10-byte lines of 2-, 3- and 4-byte characters: the head ends inside a character.
+      let multi = ''
+      const m = await sandbox().exec(
+        { ...base, command: "yes 'é語😀' | head -n 3000", outputCapBytes: 4096 },
+        { onStdout: (chunk) => (multi += chunk) },
+      )
+      expect(m.stdout.endsWith('é語😀\né語😀\n')).toBe(true)
+      expect(multi).toBe(m.stdout)
     },
     timeout,
   )

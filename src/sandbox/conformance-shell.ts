@@ -6,7 +6,8 @@
  */
 import { expect, test } from 'vitest'
 import { AppError } from '../errors.js'
-import { type ConformanceContext, rejectionOf } from './conformance-io.js'
+import { type ConformanceContext, expectHeadAndTail, rejectionOf } from './conformance-io.js'
+import { droppedMarker } from './output-cap.js'
 import type { ExecRequest, ExecResult } from './types.js'
 
 /** Registers the persistent-shell cases (or, for a provider without persistent shells, the refusal). */
@@ -67,7 +68,12 @@ export function registerShellCases(ctx: ConformanceContext): void {
   shellTest('the output cap truncates and the shell goes on', async () => {
     const r = await sh(`head -c 100000 /dev/zero | tr '\\0' x`, { outputCapBytes: 1000 })
     expect(r.truncated).toBe(true)
-    expect(r.stdout.length).toBe(1000)
+    expect(r.stdout).toBe('x'.repeat(500) + droppedMarker(100_000 - 1000) + 'x'.repeat(500))
+    expect((await sh('echo ok')).stdout).toBe('ok\n')
+  })
+
+  shellTest('past the cap the result keeps the head and the tail, with the marker', async () => {
+    await expectHeadAndTail(sh)
     expect((await sh('echo ok')).stdout).toBe('ok\n')
   })
 

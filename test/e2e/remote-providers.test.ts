@@ -10,6 +10,7 @@ import { startFakeE2B } from '../fakes/e2b/index.js'
 import type { FakeE2B } from '../fakes/e2b/index.js'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
+import { NUMBERED_LINES, expectHeadMarkerTail } from '../support/numbered-lines.js'
 
 const KEY = 'remote-key-0123456789abcdef'
 const prefix = `e2er${process.pid}${Date.now().toString(36)}`
@@ -57,7 +58,7 @@ function api(path: string, init: RequestInit = {}): Promise<Response> {
 
 interface Job {
   state: string
-  result: { exitCode: number; stdout: string; stderr: string; sandboxId: string }
+  result: { exitCode: number; stdout: string; stderr: string; sandboxId: string; truncated: boolean }
 }
 
 const labelsAt = (provider: 'daytona' | 'e2b', sandboxId: string): Record<string, string> | undefined =>
@@ -104,6 +105,12 @@ describe.each(['daytona', 'e2b'] as const)('routing into %s through the service'
       'sandbox-router.tenant': 'acme',
       'sandbox-router.profile': profile,
     })
+  })
+
+  test('5 MiB of output past the 1 MiB cap: the result keeps the head and the tail, with the marker', async () => {
+    const job = await exec({ command: `seq 1 ${NUMBERED_LINES}` })
+    expect(job.result).toMatchObject({ exitCode: 0, truncated: true })
+    expectHeadMarkerTail(job.result.stdout, 1024 * 1024)
   })
 
   test('a timeout is enforced inside the sandbox and keeps the partial output', async () => {

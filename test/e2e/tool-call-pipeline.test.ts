@@ -76,7 +76,7 @@ const cases: readonly Case[] = [
     tool: 'bash',
     args: { command: `head -c ${CAP * 3} /dev/zero | tr '\\0' a` },
     surfaces: ALL,
-    check: (t) => expect(t).toContain('[output truncated at the output cap]'),
+    check: (t) => expect(t).toContain('[output truncated in the middle'),
   },
   {
     name: 'before-block (host policy: no command)',

@@ -8,6 +8,8 @@ import type { SbxServer } from './sbx-cli.js'
 export interface SseEvent {
   readonly event: string
   readonly data: string
+  /** The event's SSE `id` (output events: the job's output bytes up to the event's end). */
+  readonly id?: string
 }
 
 /** An open event stream: every event seen so far, and a way to await the next matching one. */
@@ -18,10 +20,20 @@ export interface EventStream {
   close(): void
 }
 
-/** Opens `GET /v1/jobs/<id>/events` and reads it in the background. */
-export async function openJobEvents(srv: SbxServer, id: string, key?: string): Promise<EventStream> {
+/** Opens `GET /v1/jobs/<id>/events` (resuming after `lastEventId`) and reads it in the background. */
+export async function openJobEvents(
+  srv: SbxServer,
+  id: string,
+  key?: string,
+  opts: { lastEventId?: string } = {},
+): Promise<EventStream> {
   const abort = new AbortController()
-  const res = await srv.fetch(`/v1/jobs/${id}/events`, { signal: abort.signal, ...(key ? { key } : {}) })
+  const headers: Record<string, string> = opts.lastEventId ? { 'last-event-id': opts.lastEventId } : {}
+  const res = await srv.fetch(`/v1/jobs/${id}/events`, {
+    signal: abort.signal,
+    headers,
+    ...(key ? { key } : {}),
+  })
   if (res.status !== 200 || !res.body)
     throw new Error(`events of ${id}: HTTP ${res.status} ${await res.text()}`)
   const events: SseEvent[] = []
@@ -45,7 +57,8 @@ export async function openJobEvents(srv: SbxServer, id: string, key?: string): P
           buf = buf.slice(end + 2)
           const event = /^event: ?(.*)$/m.exec(frame)?.[1] ?? 'message'
           const data = [...frame.matchAll(/^data: ?(.*)$/gm)].map((m) => m[1]).join('\n')
-          events.push({ event, data })
+          const eventId = /^id: ?(.*)$/m.exec(frame)?.[1]
+          events.push({ event, data, ...(eventId !== undefined ? { id: eventId } : {}) })
           wake()
         }
       }

@@ -37,8 +37,8 @@
 
 /* agent -> host */
 #define FR_HELLO 16u  /* id 0: u32 version, u32 pid, u32 uid, u32 maxFrame */
-#define FR_STDOUT 17u /* raw bytes (already capped) */
-#define FR_STDERR 18u /* raw bytes (already capped) */
+#define FR_STDOUT 17u /* raw bytes: at most the head of the cap (see FR_TAIL) */
+#define FR_STDERR 18u /* raw bytes: at most the head of the cap (see FR_TAIL) */
 #define FR_EXIT 19u   /* u8 kind (0 exited, 1 signalled), u32 code|signal, u8 timedOut,
                         u8 truncated (bit0 stdout, bit1 stderr), u32 durationMs
                         [FR_SHELL only: u8 shell flags, SHELL_* below] */
@@ -46,6 +46,10 @@
 #define FR_ERR 21u    /* u32 errno, str operation (chdir, exec, fork, open, ...), str detail */
 #define FR_DATA 22u   /* file bytes of an FR_READ */
 #define FR_PONG 23u
+#define FR_TAIL 24u   /* before FR_EXIT, for each stream longer than its head (the first capBytes - T bytes,
+                        T = min(capBytes / 2, 256 KiB)): u8 stream (0 stdout, 1 stderr), u64 droppedBytes,
+                        then the stream's last bytes (at most T). The stream is the head (its STDOUT /
+                        STDERR frames), a marker when droppedBytes > 0, then these bytes. */
 #define FR_STREAM_OPENED 30u /* u32 pid of the terminal's process (0 for a port) */
 #define FR_STREAM_OUT 31u    /* bytes from the stream (socket / terminal output) */
 #define FR_STREAM_EOF 32u    /* (empty) the sandbox side sends no more bytes */

@@ -14,7 +14,8 @@
  * session / process group; timeouts, cancels and the end of the host connection kill that whole
  * group. FR_SHELL commands instead run in one long-lived bash per agent (see "the persistent shell"
 below): state stays, a timeout kills what the command started, not the shell. Output is capped per stream: past the cap the pipe is still drained (the process never
- * blocks on a full pipe) and the bytes are dropped. Memory is bounded: one inbound frame of at
+ * blocks on a full pipe); the host gets the head live, the last bytes (a tail ring) in FR_TAIL
+ * before FR_EXIT, and what lies between is dropped (see "output past the cap"). Memory is bounded: one inbound frame of at
  * most SBX_MAX_FRAME, and pipes/files are only read while the outbound queue is below OUT_HIGH.
  *
  * Build: gcc -static -O2 -o sbx-agent sbx-agent.c ports.c   (ports.c: streams to ports and terminals)
@@ -48,6 +49,8 @@ below): state stays, a timeout kills what the command started, not the shell. Ou
 #define SHELL_KILL_MS 500 /* a shell whose command ignores the kill (a builtin loop) dies this much later */
 /* Names the shell that ran the container's last FR_SHELL command, across channels. */
 #define SHELL_OWNER_FILE "/tmp/.sbx-shell-owner"
+/* Past the cap a stream keeps its last min(cap / 2, TAIL_MAX) bytes (src/sandbox/output-cap.ts). */
+#define TAIL_MAX (256 * 1024)
 #define SBX_IDLE_EXIT_CODE 75 /* --init ended the container after --idle-exit-ms with nothing attached */
 
 extern char **environ;
@@ -56,6 +59,12 @@ typedef struct {
   uint8_t *data;
   size_t off, len, cap;
 } buf_t;
+
+/* The last bytes of a stream past its head (allocated once the stream gets there). */
+typedef struct {
+  uint8_t *data;
+  size_t size, start, len;
+} ring_t;
 
 typedef struct cmd {
   struct cmd *next;
@@ -66,6 +75,7 @@ typedef struct cmd {
   size_t in_len, in_off;
   uint64_t cap, n_out, n_err;
   int trunc_out, trunc_err, timed_out, reaped, status;
+  ring_t tail[2]; /* stdout, stderr */
   int64_t start, deadline, kill_at, linger_until;
   /* FR_SHELL commands only (is_shell): they run in `shell` below, in_data is their control line. */
   int is_shell, cancelled, got_mark[2], rc, shell_flags;
@@ -327,6 +337,68 @@ char **merge_env(char **pairs, uint32_t npairs) {
   return envp;
 }
 
+/* ---------- output past the cap ---------- */
+
+/* A stream capped at `cap` sends its head (the first cap - tail bytes) live; past the head its last
+ * `tail` bytes are kept in a ring and sent in FR_TAIL at the end, with the count of the bytes
+ * between (the host joins head, a marker when some were dropped, and tail). So at most `cap`
+ * bytes per stream cross the channel. */
+static size_t tail_size(uint64_t cap) {
+  uint64_t t = cap / 2;
+  return t > TAIL_MAX ? TAIL_MAX : (size_t)t;
+}
+
+static void ring_put(ring_t *r, size_t size, const uint8_t *p, size_t n) {
+  if (size == 0 || n == 0) return;
+  if (!r->data) r->data = xrealloc(NULL, size), r->size = size;
+  if (n > size) p += n - size, n = size;
+  size_t end = (r->start + r->len) % size, filled = r->len + n;
+  for (size_t k; n > 0; p += k, n -= k, end = (end + k) % size) {
+    k = size - end < n ? size - end : n;
+    memcpy(r->data + end, p, k);
+  }
+  if (filled > size) r->start = end, r->len = size;
+  else r->len = filled;
+}
+
+/* Sends `n` bytes of stream `s` (0 stdout, 1 stderr) live up to the head; bytes past it go to the
+ * stream's tail ring. */
+static void emit_capped(cmd_t *c, int s, const uint8_t *p, size_t n) {
+  uint64_t *count = s ? &c->n_err : &c->n_out;
+  size_t tsz = tail_size(c->cap);
+  uint64_t head = c->cap - tsz;
+  uint64_t keep = *count >= head ? 0 : head - *count;
+  if (*count + (uint64_t)n > c->cap) *(s ? &c->trunc_err : &c->trunc_out) = 1;
+  if ((uint64_t)n < keep) keep = (uint64_t)n;
+  if (keep < (uint64_t)n) ring_put(&c->tail[s], tsz, p + keep, n - (size_t)keep);
+  *count += (uint64_t)n;
+  if (keep > 0) {
+    frame_head(s ? FR_STDERR : FR_STDOUT, c->id, (size_t)keep);
+    out_bytes(p, (size_t)keep);
+  }
+}
+
+/* Before FR_EXIT: an FR_TAIL for each stream that passed its head; frees the rings. */
+static void send_tails(cmd_t *c) {
+  for (int s = 0; s < 2; s++) {
+    ring_t *r = &c->tail[s];
+    uint64_t total = s ? c->n_err : c->n_out, head = c->cap - tail_size(c->cap);
+    if (total > head) {
+      uint64_t dropped = total - head - r->len;
+      frame_head(FR_TAIL, c->id, 1 + 8 + r->len);
+      uint8_t sb = (uint8_t)s;
+      out_bytes(&sb, 1);
+      out_u32((uint32_t)(dropped >> 32));
+      out_u32((uint32_t)dropped);
+      size_t first = r->size - r->start < r->len ? r->size - r->start : r->len;
+      if (first > 0) out_bytes(r->data + r->start, first);
+      if (r->len > first) out_bytes(r->data, r->len - first);
+    }
+    free(r->data);
+    memset(r, 0, sizeof *r);
+  }
+}
+
 /* ---------- the persistent shell (FR_SHELL) ---------- */
 
 /*
@@ -565,16 +637,7 @@ static void shell_feed(cmd_t *c) {
 
 /* Sends `n` bytes of a shell command's stream `s` (0 stdout, 1 stderr) to the host, capped. */
 static void shell_emit(cmd_t *c, int s, const uint8_t *p, size_t n) {
-  uint64_t *count = s ? &c->n_err : &c->n_out;
-  int *trunc = s ? &c->trunc_err : &c->trunc_out;
-  uint64_t keep = *count >= c->cap ? 0 : c->cap - *count;
-  if ((uint64_t)n > keep) *trunc = 1;
-  else keep = (uint64_t)n;
-  *count += (uint64_t)n;
-  if (keep > 0) {
-    frame_head(s ? FR_STDERR : FR_STDOUT, c->id, (size_t)keep);
-    out_bytes(p, (size_t)keep);
-  }
+  emit_capped(c, s, p, n);
 }
 
 static uint8_t scan_buf[CHUNK + 128];
@@ -633,6 +696,7 @@ static void shell_finish(cmd_t *c) {
   free(c->in_data);
   shell.cur = NULL;
   if (!c->reaped && c->rc == -1) {
+    for (int s = 0; s < 2; s++) free(c->tail[s].data);
     send_err(c->id, ENOENT, "chdir", c->cwd);
     free(c->cwd);
     return;
@@ -649,6 +713,7 @@ static void shell_finish(cmd_t *c) {
     sig = (c->timed_out || c->cancelled) && c->rc > 128;
     value = sig ? c->rc - 128 : c->rc;
   }
+  send_tails(c);
   frame_head(FR_EXIT, c->id, 1 + 4 + 1 + 1 + 4 + 1);
   uint8_t kind = (uint8_t)sig;
   out_bytes(&kind, 1);
@@ -807,22 +872,15 @@ static void op_cancel(uint32_t id) {
     if (w->id == id) w->cancelled = 1, kill(w->pid, SIGKILL);
 }
 
-/* Reads one chunk of a command's stdout or stderr; past the cap the bytes are dropped. */
-static void drain(cmd_t *c, int *fd, uint8_t type, uint64_t *count, int *trunc) {
+/* Reads one chunk of a command's stdout (s 0) or stderr (s 1); past the cap only the tail stays. */
+static void drain(cmd_t *c, int *fd, int s) {
   ssize_t n = read(*fd, chunk, CHUNK);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     close_fd(fd);
     return;
   }
-  uint64_t keep = *count >= c->cap ? 0 : c->cap - *count;
-  if ((uint64_t)n > keep) *trunc = 1;
-  else keep = (uint64_t)n;
-  *count += (uint64_t)n;
-  if (keep > 0) {
-    frame_head(type, c->id, (size_t)keep);
-    out_bytes(chunk, (size_t)keep);
-  }
+  emit_capped(c, s, chunk, (size_t)n);
 }
 
 static void feed_stdin(cmd_t *c) {
@@ -865,6 +923,7 @@ static void finish(cmd_t *c) {
   if (c->fd_out >= 0 || c->fd_err >= 0) kill(-c->pid, SIGKILL);
   close_fd(&c->fd_out), close_fd(&c->fd_err), close_fd(&c->fd_in);
   free(c->in_data);
+  send_tails(c);
   int sig = WIFSIGNALED(c->status);
   frame_head(FR_EXIT, c->id, 1 + 4 + 1 + 1 + 4);
   uint8_t kind = (uint8_t)sig;
@@ -1347,8 +1406,8 @@ int main(int argc, char **argv) {
     for (size_t i = 3; i < first_shell; i++) {
       if (!pfds[i].revents) continue;
       cmd_t *c = owners[i];
-      if (pfds[i].fd == c->fd_out) drain(c, &c->fd_out, FR_STDOUT, &c->n_out, &c->trunc_out);
-      else if (pfds[i].fd == c->fd_err) drain(c, &c->fd_err, FR_STDERR, &c->n_err, &c->trunc_err);
+      if (pfds[i].fd == c->fd_out) drain(c, &c->fd_out, 0);
+      else if (pfds[i].fd == c->fd_err) drain(c, &c->fd_err, 1);
       else if (pfds[i].fd == c->fd_in) feed_stdin(c);
     }
     streams_serve(pfds + first_stream, np - first_stream);

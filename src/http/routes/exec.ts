@@ -155,22 +155,53 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
     createRoute({
       method: 'get',
       path: '/v1/jobs/{id}/events',
-      summary: 'Server-sent events: `stdout` / `stderr` chunks live, then `result`',
+      summary: 'Server-sent events: output so far and live (`stdout` / `stderr`), then `result`; resumable',
+      description:
+        "Every output event has an SSE `id`: the job's output bytes (stdout and stderr together) up to its " +
+        'end. A client that lost the stream reconnects with the header `Last-Event-ID: <last id it got>` ' +
+        '(EventSource does so by itself) and gets only later events, then `result`: no duplicates, no ' +
+        'gaps. Without the header the stream starts with the output retained so far, so a second client ' +
+        "(another process) can reattach to a running command. The last 1 MiB of a job's live output is " +
+        'retained, while it runs and for a minute after; when what the client asks for is no longer ' +
+        'retained, a `missed` event (`{"bytes": N}`) says how many bytes it will not get before the stream ' +
+        'goes on (the `result` carries the whole output). Live output past the output cap stops at the ' +
+        'head of the cap; the marker and the tail follow when the command ends.',
       security: [{ bearer: [] }],
-      request: { params: IdParam },
+      request: {
+        params: IdParam,
+        headers: z.object({
+          'last-event-id': z
+            .string()
+            .regex(
+              /^\d{1,15}$/,
+              'Last-Event-ID must be the id of an event of this stream (digits: a byte offset); omit it to read from the start',
+            )
+            .optional(),
+        }),
+      },
       responses: {
         200: { content: { 'text/event-stream': { schema: z.string() } }, description: 'the event stream' },
+        400: err('a Last-Event-ID that is not an event id'),
         404: err('no such job for this tenant'),
       },
     }),
     async (c) => {
       const { id } = c.req.valid('param')
-      const events = await deps.exec.events(c.get('principal').tenant, id, c.req.raw.signal)
+      const last = c.req.valid('header')['last-event-id']
+      const events = await deps.exec.events(c.get('principal').tenant, id, c.req.raw.signal, {
+        after: last === undefined ? 0 : Number(last),
+      })
       if (!events) throw notFound(id)
       return streamSSE(c, async (stream) => {
         for await (const e of events) {
           if (e.type === 'result') await stream.writeSSE({ event: 'result', data: JSON.stringify(e.job) })
-          else await stream.writeSSE({ event: e.type, data: JSON.stringify(e.data) })
+          else if (e.type === 'missed')
+            await stream.writeSSE({
+              event: 'missed',
+              id: String(e.id),
+              data: JSON.stringify({ bytes: e.bytes }),
+            })
+          else await stream.writeSSE({ event: e.type, id: String(e.id), data: JSON.stringify(e.data) })
         }
       }) as never
     },

@@ -2,6 +2,7 @@ import { Queue, QueueEvents } from 'bullmq'
 import type { Redis } from 'ioredis'
 import { AppError } from '../../errors.js'
 import { interruptedResult } from '../fence.js'
+import { OUTPUT_LOG_CAP_BYTES, parseLoggedMessage } from '../output-log.js'
 import { ExecJobResultSchema, ExecJobSchema } from '../schemas.js'
 import type { ExecJobResult } from '../schemas.js'
 import type { Consumer, JobInfo, JobQueue, Unsubscribe } from '../types.js'
@@ -29,6 +30,8 @@ export interface BullmqQueueOptions extends BullmqConsumerTuning {
   prefix?: string
   /** How long finished jobs, their results and fence records are kept (ms). @default 3600000 */
   retentionMs?: number
+  /** Live output retained per job for resuming readers (bytes). @default 1048576 */
+  outputLogCapBytes?: number
   /** Live output kept per stream for interrupted reports (bytes). @default 65536 */
   tailCapBytes?: number
   /** Give up connecting to Redis after this long (ms). @default 5000 */
@@ -62,6 +65,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   const fences = new RedisFenceStore(command, new FenceKeys(`${prefix}:${queueName}:sbx`), {
     retentionMs,
     tailCapBytes: options.tailCapBytes ?? 65_536,
+    logCapBytes: options.outputLogCapBytes ?? OUTPUT_LOG_CAP_BYTES,
   })
   const index = new TenantJobIndex(command, `${prefix}:${queueName}:sbx:index`, retentionMs)
   const retention = { age: Math.ceil(retentionMs / 1000) }
@@ -301,10 +305,17 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     async subscribeOutput(jobId, listener) {
       const sub = await getSubscriber()
       return sub.on(fences.keys.jobChannel(jobId), (message) => {
-        const kind = message[0]
-        if (kind === 'o' || kind === 'e')
-          listener({ stream: kind === 'o' ? 'stdout' : 'stderr', data: message.slice(1) })
+        const chunk = parseLoggedMessage(message)
+        if (chunk) listener(chunk)
       })
+    },
+
+    async readOutput(jobId) {
+      try {
+        return await fences.readLog(jobId)
+      } catch (err) {
+        throw queueUnavailable(err, `Reading the live output of job ${jobId}`)
+      }
     },
 
     async cancel(jobId, reason = 'cancelled by the caller') {

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import { ExecJobResultSchema, FenceRecordSchema } from '../schemas.js'
-import type { ExecJob, ExecJobResult, OutputChunk } from '../schemas.js'
+import type { ExecJob, ExecJobResult, LoggedChunk, OutputChunk } from '../schemas.js'
+import { OUTPUT_LOG_LINGER_MS, parseLoggedMessage } from '../output-log.js'
 import type { FenceOutcome, JobFence } from '../types.js'
 
 /*
@@ -26,12 +27,15 @@ end
 return {'run', prev or ''}
 `
 
-// KEYS: done. ARGV: resultJson ttlMs channel. Returns the stored result when another attempt finished
-// first. The first result is also published ('d' + result) on the job's channel, so waiters learn it
-// before BullMQ's own completion round trip and event stream.
+// KEYS: done log logmeta. ARGV: resultJson ttlMs channel logLingerMs. Returns the stored result when
+// another attempt finished first. The first result is also published ('d' + result) on the job's
+// channel, so waiters learn it before BullMQ's own completion round trip and event stream; the
+// retained live output stays a little longer for readers resuming.
 const FINISH = `
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('PUBLISH', ARGV[3], 'd' .. ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
   return false
 end
 return redis.call('GET', KEYS[1])
@@ -45,9 +49,22 @@ redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 `
 
-// KEYS: tail. ARGV: channel message data capBytes ttlMs
+// KEYS: tail log logmeta. ARGV: channel kind(o|e) data capBytes ttlMs logCapBytes. The chunk is
+// numbered (its job's output bytes up to its end, across attempts), published as
+// '<kind><offset>\n<data>' and kept in the log, whose oldest entries go past logCapBytes.
 const CHUNK = `
-redis.call('PUBLISH', ARGV[1], ARGV[2])
+local offset = redis.call('HINCRBY', KEYS[3], 'offset', string.len(ARGV[3]))
+local message = ARGV[2] .. offset .. '\\n' .. ARGV[3]
+redis.call('PUBLISH', ARGV[1], message)
+redis.call('RPUSH', KEYS[2], message)
+local size = redis.call('HINCRBY', KEYS[3], 'size', string.len(message))
+while size > tonumber(ARGV[6]) do
+  local old = redis.call('LPOP', KEYS[2])
+  if not old then break end
+  size = redis.call('HINCRBY', KEYS[3], 'size', -string.len(old))
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
 if redis.call('STRLEN', KEYS[1]) < tonumber(ARGV[4]) then
   redis.call('APPEND', KEYS[1], ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
@@ -66,9 +83,9 @@ interface FenceCommands {
 
 function defineScripts(client: Redis): FenceCommands {
   client.defineCommand('sbxFenceBegin', { lua: BEGIN, numberOfKeys: 5 })
-  client.defineCommand('sbxFenceFinish', { lua: FINISH, numberOfKeys: 1 })
+  client.defineCommand('sbxFenceFinish', { lua: FINISH, numberOfKeys: 3 })
   client.defineCommand('sbxFenceCancel', { lua: CANCEL, numberOfKeys: 2 })
-  client.defineCommand('sbxFenceChunk', { lua: CHUNK, numberOfKeys: 1 })
+  client.defineCommand('sbxFenceChunk', { lua: CHUNK, numberOfKeys: 3 })
   // defineCommand adds these methods at runtime (ioredis' documented way to register Lua scripts).
   return client as unknown as FenceCommands
 }
@@ -80,7 +97,15 @@ export class FenceKeys {
     const k = `${this.base}:{${jobId}}`
     return [`${k}:done`, `${k}:cancel`, `${k}:fence`, `${k}:out`, `${k}:err`]
   }
-  /** Live output of one job: messages are `o<data>` (stdout) or `e<data>` (stderr). */
+  /** Retained numbered live output of one job (a list) and its counters (a hash: offset, size). */
+  log(jobId: string): [log: string, meta: string] {
+    const k = `${this.base}:{${jobId}}`
+    return [`${k}:log`, `${k}:logmeta`]
+  }
+  /**
+   * Live output of one job: messages are `o<offset>\n<data>` (stdout) or `e<offset>\n<data>`
+   * (stderr), see output-log.ts; `d<resultJson>` once it finished.
+   */
   jobChannel(jobId: string): string {
     return `${this.base}:job:${jobId}`
   }
@@ -96,6 +121,8 @@ export interface RedisFenceStoreOptions {
   retentionMs: number
   /** Live output kept per stream for interrupted reports (bytes). */
   tailCapBytes: number
+  /** Live output retained per job for resuming readers (bytes). */
+  logCapBytes: number
 }
 
 /** Fence records, cancel requests and live output of one queue, in Redis. */
@@ -135,12 +162,19 @@ export class RedisFenceStore {
       inspect: () => decide('inspect'),
       begin: (start) => decide('begin', start.sandboxId),
       finish: async (result) => {
+        const args = [
+          keys[0],
+          ...this.keys.log(job.jobId),
+          JSON.stringify(result),
+          ttl,
+          channel,
+          OUTPUT_LOG_LINGER_MS,
+        ]
         if (opts.pipelinedFinish) {
-          this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl, channel).catch(() => undefined)
+          this.cmd.sbxFenceFinish(...args).catch(() => undefined)
           return result
         }
-        const existing = (await this.cmd.sbxFenceFinish(keys[0], JSON.stringify(result), ttl, channel)) as
-          string | null
+        const existing = (await this.cmd.sbxFenceFinish(...args)) as string | null
         return existing === null ? result : ExecJobResultSchema.parse(JSON.parse(existing))
       },
     }
@@ -159,20 +193,31 @@ export class RedisFenceStore {
     )
   }
 
-  /** Publishes a live chunk and appends it to the bounded tail. Fire and forget: errors are dropped. */
+  /**
+   * Numbers a live chunk, publishes it, retains it in the job's log and appends it to the bounded
+   * tail. Fire and forget: errors are dropped (scripts on one connection run in order).
+   */
   publishChunk(jobId: string, chunk: OutputChunk): void {
     const [, , , out, err] = this.keys.job(jobId)
     const s = chunk.stream === 'stdout' ? 'o' : 'e'
     this.cmd
       .sbxFenceChunk(
         s === 'o' ? out : err,
+        ...this.keys.log(jobId),
         this.keys.jobChannel(jobId),
-        s + chunk.data,
+        s,
         chunk.data,
         this.opts.tailCapBytes,
         this.opts.retentionMs,
+        this.opts.logCapBytes,
       )
       .catch(() => undefined)
+  }
+
+  /** The job's retained live output, oldest first. */
+  async readLog(jobId: string): Promise<LoggedChunk[]> {
+    const entries = await this.client.lrange(this.keys.log(jobId)[0], 0, -1)
+    return entries.map(parseLoggedMessage).filter((c): c is LoggedChunk => c !== undefined)
   }
 
   /** The stored result of a job, if any. */

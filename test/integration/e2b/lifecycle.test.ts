@@ -1,5 +1,6 @@
 import { E2B } from 'e2b'
 import { afterAll, describe, expect, test } from 'vitest'
+import { droppedMarker } from '../../../src/sandbox/output-cap.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import { LABELS } from '../../../src/sandbox/types.js'
 import { startFakeE2B } from '../../fakes/e2b/index.js'
@@ -134,9 +135,11 @@ describe('e2b provider lifecycle', () => {
         command: 'yes flood | head -c 20000000; echo tail >&2; yes err | head -c 20000000 >&2; exit 3',
       })
       expect(r).toMatchObject({ exitCode: 3, truncated: true, timedOut: false })
-      expect(r.stdout).toBe('flood\n'.repeat(700).slice(0, 4096))
+      // Head and tail of the cap (2 KiB each) with the marker between: the tail is the flood's end.
+      const flood = 'flood\n'.repeat(3_333_334).slice(0, 20_000_000)
+      expect(r.stdout).toBe(flood.slice(0, 2048) + droppedMarker(20_000_000 - 4096) + flood.slice(-2048))
       expect(r.stderr.startsWith('tail\nerr\n')).toBe(true)
-      expect(r.stderr).toHaveLength(4096)
+      expect(r.stderr).toHaveLength(4096 + droppedMarker(20_000_005 - 4096).length)
       // 40 MB were written in the sandbox; what crossed the wire is about the two caps.
       const start = fake.requests
         .filter((q) => q.sandboxId === sb.ref.id && q.path === '/process.Process/Start')

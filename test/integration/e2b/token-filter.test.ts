@@ -29,12 +29,22 @@ describe('e2b wrapper token filter', () => {
         text,
         fc.integer({ min: 0, max: 255 }),
         fc.boolean(),
+        fc.nat(),
         fc.array(fc.integer({ min: 0, max: 12 }), { maxLength: 40 }),
-        (before, after, code, timedOut, cuts) => {
-          const tokens = `${RS}${nonce}x${code}\n${timedOut ? `${RS}${nonce}t\n` : ''}${RS}${nonce}s${code}\n`
+        (before, after, code, timedOut, dropped, cuts) => {
+          const tokens =
+            `${RS}${nonce}x${code}\n${timedOut ? `${RS}${nonce}t\n` : ''}` +
+            `${RS}${nonce}o${dropped}\n${RS}${nonce}e${dropped + 1}\n${RS}${nonce}s${code}\n`
           const { out, report } = filter(before + tokens + after, cuts)
           expect(out).toBe(before + after)
-          expect(report).toEqual({ exit: code, status: code, timedOut, cwdFailed: false })
+          expect(report).toEqual({
+            exit: code,
+            status: code,
+            timedOut,
+            cwdFailed: false,
+            droppedStdout: dropped,
+            droppedStderr: dropped + 1,
+          })
         },
       ),
       { numRuns: 500 },
@@ -47,7 +57,7 @@ describe('e2b wrapper token filter', () => {
     const unfinished = `${RS}${nonce}x12`
     const { out, report } = filter(`a${other}b${badKind}c${unfinished}`, [3, 5, 7, 11])
     expect(out).toBe(`a${other}b${badKind}c${unfinished}`)
-    expect(report).toEqual({ timedOut: false, cwdFailed: false })
+    expect(report).toEqual({ timedOut: false, cwdFailed: false, droppedStdout: 0, droppedStderr: 0 })
   })
 
   test('text that is not a token prefix is never held back (live output stays live)', () => {

@@ -3,6 +3,7 @@ import { AppError } from '../../../src/errors.js'
 import { ToolCallDecision, ToolResultDecision } from '../../../src/interceptors/index.js'
 import type { ToolCallInterceptor } from '../../../src/interceptors/index.js'
 import { runToolCall } from '../../../src/routing/index.js'
+import { droppedMarker } from '../../../src/sandbox/output-cap.js'
 import type { ExecResult } from '../../../src/sandbox/types.js'
 import { createWorld } from '../queue/world.js'
 import type { World } from '../queue/world.js'
@@ -70,13 +71,16 @@ describe.each(['in-process', 'bullmq'] as const)('routed execution through the %
     expect(w.executor.effectiveTimeoutMs(w.route('true', { profile: 'short' }))).toBe(1_000)
   })
 
-  test('output past the cap is dropped and flagged', async () => {
+  test('output past the cap keeps its head and tail around a marker, and is flagged', async () => {
     const w = await setup()
+    let live = ''
     const r = await w.executor.execute(
       w.route("head -c 100000 /dev/zero | tr '\\0' a; echo done >&2", { profile: 'capped' }),
+      { onStdout: (c) => (live += c) },
     )
     expect(r.truncated).toBe(true)
-    expect(r.stdout.length).toBeLessThanOrEqual(1024)
+    expect(r.stdout).toBe('a'.repeat(512) + droppedMarker(100_000 - 1024) + 'a'.repeat(512))
+    expect(live).toBe(r.stdout)
     expect(r.stderr).toBe('done\n')
     expect(r.exitCode).toBe(0)
   })

@@ -86,7 +86,7 @@ describe('routed tool calls', () => {
     }).run('q')
     expect(r.toolCalls[0]?.output).toBe(formatExecResult(exec, { timeoutMs: 1000 }))
     expect(r.toolCalls[0]?.output).toBe(
-      'exit_code: null\nsignal: SIGKILL\n[timed out after 1000 ms; the process group was killed]\n[output truncated at the output cap]\nstdout:\npartial\nstderr:\n(empty)',
+      'exit_code: null\nsignal: SIGKILL\n[timed out after 1000 ms; the process group was killed]\n[output truncated in the middle: past the output cap the head and the tail are kept, the bytes between are dropped where the output says so]\nstdout:\npartial\nstderr:\n(empty)',
     )
   })
 

@@ -78,7 +78,11 @@ const STORES: ReadonlyArray<readonly [string, () => StoreUnderTest]> = [
     () => {
       const base = `sbxtest-fence-${randomUUID().slice(0, 8)}`
       prefixes.push(base)
-      const s = new RedisFenceStore(redis, new FenceKeys(base), { retentionMs: 60_000, tailCapBytes: 8 })
+      const s = new RedisFenceStore(redis, new FenceKeys(base), {
+        retentionMs: 60_000,
+        tailCapBytes: 8,
+        logCapBytes: 1024,
+      })
       return {
         fence: (j, a, w) => s.fence(j, a, w),
         cancel: (id, r) => s.requestCancel(id, r),

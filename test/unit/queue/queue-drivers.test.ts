@@ -38,7 +38,9 @@ describe.each(DRIVERS)('JobQueue driver: %s', (_name, factory) => {
       workerId: 'w1',
       result: { stdout: 'hi\n', exitCode: 0 },
     })
-    expect(chunks).toEqual([{ stream: 'stdout', data: 'started\n' }])
+    expect(chunks).toEqual([{ stream: 'stdout', data: 'started\n', offset: 8 }])
+    // Numbered and retained for readers resuming or reattaching (GET /v1/jobs/:id/events).
+    expect(await q.queue.readOutput(job.jobId)).toEqual(chunks)
     expect(await q.queue.getResult(job.jobId)).toEqual(r)
   })
 
