@@ -77,7 +77,7 @@ log "docker engine ok ($(docker version --format '{{.Server.Version}}' 2>/dev/nu
 
 # ---- 3. agent -------------------------------------------------------------------------------
 mkdir -p "$STATE_DIR"
-if [ ! -x "$AGENT_BIN" ] || [ "$AGENT_DIR/sbx-agent.c" -nt "$AGENT_BIN" ] || [ "$AGENT_DIR/protocol.h" -nt "$AGENT_BIN" ]; then
+if [ ! -x "$AGENT_BIN" ] || [ "$AGENT_DIR/sbx-agent.c" -nt "$AGENT_BIN" ] || [ "$AGENT_DIR/protocol.h" -nt "$AGENT_BIN" ] || [ "$AGENT_DIR/procs.c" -nt "$AGENT_BIN" ]; then
   log "compiling sbx-agent"
   gcc -static -O2 -Wall -o "$AGENT_BIN.tmp" "$AGENT_DIR/sbx-agent.c"
   mv "$AGENT_BIN.tmp" "$AGENT_BIN"
