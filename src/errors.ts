@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'JOB_INTERRUPTED'
   | 'JOB_CANCELLED'
   | 'QUEUE_UNAVAILABLE'
+  | 'UNSUPPORTED'
   | 'INTERNAL'
 
 /** Options accepted by {@link AppError}. */

@@ -7,12 +7,14 @@ import type {
   ExecResult,
   Sandbox,
   SandboxHealth,
+  SandboxProcesses,
   SandboxRef,
 } from '../../src/sandbox/types.js'
 import { AgentChannel } from './channel.js'
 import { engineStatus, mapEngineError, stoppedState } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
+import { AgentProcesses } from './processes.js'
 import { MAX_FRAME_BYTES } from './protocol.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
@@ -55,6 +57,8 @@ export class DockerSandbox implements Sandbox {
   private readonly container: Docker.Container
   /** The agent holds one persistent bash per channel. */
   readonly persistentShell = true
+  /** Background processes, kept by the agent's supervisors in the container (any handle serves them). */
+  readonly processes: SandboxProcesses
 
   constructor(
     docker: Docker,
@@ -64,6 +68,7 @@ export class DockerSandbox implements Sandbox {
   ) {
     this.container = docker.getContainer(ref.id)
     this.slots = new Semaphore(settings.maxConcurrentExecs)
+    this.processes = new AgentProcesses((r, o) => this.exec(r, o), settings.agentPath, ref.id)
   }
 
   /** Opens the channel now (create/connect fail fast instead of on the first command). */

@@ -13,6 +13,7 @@ import { RateLimiter } from './rate-limit.js'
 import { registerAdminRoutes } from './admin.js'
 import { registerAgentRunRoutes } from './routes/agent-runs.js'
 import { registerExecRoutes } from './routes/exec.js'
+import { registerProcessRoutes } from './routes/processes.js'
 import { registerSessionRoutes } from './routes/sessions.js'
 import { registerSystemRoutes } from './routes/system.js'
 
@@ -148,6 +149,7 @@ export function createApp(deps: AppDeps): App {
   registerSystemRoutes(app, deps)
   registerExecRoutes(app, deps)
   registerSessionRoutes(app, deps)
+  registerProcessRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
   if (deps.admin) registerAdminRoutes(app, { keyring: deps.keyring, logger: deps.logger, ...deps.admin })
   const mcp = deps.mcp

@@ -27,6 +27,8 @@ export const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
   ACQUIRE_TIMEOUT: 503,
   JOB_INTERRUPTED: 409,
   JOB_CANCELLED: 409,
+  // The session's provider lacks the capability (e.g. background processes): 501 Not Implemented.
+  UNSUPPORTED: 501,
   INTERNAL: 500,
 }
 

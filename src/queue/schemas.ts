@@ -29,6 +29,7 @@ const ERROR_CODES = [
   'JOB_INTERRUPTED',
   'JOB_CANCELLED',
   'QUEUE_UNAVAILABLE',
+  'UNSUPPORTED',
   'INTERNAL',
 ] as const satisfies readonly ErrorCode[]
 

@@ -31,6 +31,7 @@ import { createRemoteProviders } from './remote-providers.js'
 import { MemorySessionDirectory, RedisSessionDirectory, ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import { PooledSessionService } from './session-service.js'
+import { PooledProcessService } from './process-service.js'
 import { ChainToolCallService } from './tool-call-service.js'
 import { TenantJobLimiter } from './tenant-jobs.js'
 import type { AgentRunDeps } from './agent-runs/execute.js'
@@ -86,6 +87,8 @@ export interface Runtime {
   readonly directory: SessionDirectory
   readonly exec: QueueExecService
   readonly sessions: PooledSessionService
+  /** Background processes of sessions' sandboxes. */
+  readonly processes: PooledProcessService
   readonly toolCalls: ChainToolCallService
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
@@ -307,6 +310,10 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         pool,
       ),
       sessions: new PooledSessionService(directory, pool, registry),
+      processes: new PooledProcessService(directory, pool, {
+        maxRunning: config.quotas.maxProcessesPerSession,
+        outputBufferBytes: config.quotas.processOutputBytes,
+      }),
       toolCalls: new ChainToolCallService(chains, router, directory),
       metrics,
       ...(worker ? { worker } : {}),

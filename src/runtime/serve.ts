@@ -49,6 +49,7 @@ export async function startServer(
     exec: runtime.exec,
     toolCalls: runtime.toolCalls,
     sessions: runtime.sessions,
+    processes: runtime.processes,
     agentRuns: runtime.agentRuns,
     mcp,
     ...(dashboard ? { admin: { queues: dashboard.queues } } : {}),

@@ -7,7 +7,8 @@
  *
  *   sbx-agent --proc-start <root> <id> <ring-bytes> <max-running>   (the command line on stdin)
  *   sbx-agent --proc-list <root>
- *   sbx-agent --proc-read <root> <id> <stdout-offset> <stderr-offset> <max-bytes>
+ *   sbx-agent --proc-read <root> <id> <stdout-offset> <stderr-offset> <max-bytes> <wait-ms>
+ *                      (waits up to wait-ms, woken by inotify, for a byte past an offset or the end)
  *   sbx-agent --proc-stdin <root> <id> <close 0|1>                  (the bytes on stdin)
  *   sbx-agent --proc-signal <root> <id> <signo> <wait-ms>
  *   sbx-agent --proc-remove <root> <id>
@@ -27,6 +28,7 @@
  * in.closed, exit ("kind value ended-ms", kind 0 = exit code, 1 = signal).
  */
 #include <sys/file.h>
+#include <sys/inotify.h>
 
 #define PROC_HDR 16
 #define PROC_MAX_CMD (1024 * 1024)
@@ -429,8 +431,37 @@ static int proc_list(const char *root) {
   return 0;
 }
 
-static int proc_read_out(const char *root, const char *id, uint64_t out_off, uint64_t err_off, uint64_t max) {
+/* Waits until a stream has a byte past its offset or the process ended, up to wait_ms. */
+static void proc_wait_output(const char *root, const char *id, proc_info_t *p, uint64_t out_off, uint64_t err_off,
+                             long wait_ms) {
+  if (wait_ms <= 0) return;
+  char dir[2048];
+  snprintf(dir, sizeof dir, "%s/%s", root, id);
+  int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (in < 0) return;
+  inotify_add_watch(in, dir, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF);
+  int64_t deadline = proc_wall_ms() + wait_ms;
+  for (;;) {
+    if (!proc_load(root, id, p)) break;
+    if (p->out_total > out_off || p->err_total > err_off || p->exited || p->lost) break;
+    int64_t left = deadline - proc_wall_ms();
+    if (left <= 0) break;
+    struct pollfd pf = {.fd = in, .events = POLLIN};
+    /* A supervisor killed from inside the sandbox writes nothing: look again at least every second. */
+    if (poll(&pf, 1, left < 1000 ? (int)left : 1000) > 0) {
+      char ev[4096];
+      while (read(in, ev, sizeof ev) > 0) {
+      }
+    }
+  }
+  close(in);
+}
+
+static int proc_read_out(const char *root, const char *id, uint64_t out_off, uint64_t err_off, uint64_t max,
+                         long wait_ms) {
   proc_info_t p;
+  proc_need(root, id, &p);
+  proc_wait_output(root, id, &p, out_off, err_off, wait_ms);
   proc_need(root, id, &p);
   char path[4096];
   fputs("{\"process\":", stdout);
@@ -543,9 +574,9 @@ static int proc_main(int argc, char **argv) {
   if (!strcmp(mode, "--proc-start") && argc == 6)
     return proc_start(argv[2], argv[3], strtoull(argv[4], NULL, 10), atoi(argv[5]));
   if (!strcmp(mode, "--proc-list") && argc == 3) return proc_list(argv[2]);
-  if (!strcmp(mode, "--proc-read") && argc == 7)
+  if (!strcmp(mode, "--proc-read") && argc == 8)
     return proc_read_out(argv[2], argv[3], strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10),
-                         strtoull(argv[6], NULL, 10));
+                         strtoull(argv[6], NULL, 10), strtol(argv[7], NULL, 10));
   if (!strcmp(mode, "--proc-stdin") && argc == 5) return proc_stdin(argv[2], argv[3], atoi(argv[4]));
   if (!strcmp(mode, "--proc-signal") && argc == 6)
     return proc_signal(argv[2], argv[3], atoi(argv[4]), strtol(argv[5], NULL, 10));

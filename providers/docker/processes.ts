@@ -1,0 +1,224 @@
+import { constants } from 'node:os'
+import { AppError, type ErrorCode } from '../../src/errors.js'
+import type {
+  ExecOptions,
+  ExecRequest,
+  ExecResult,
+  OutputSlice,
+  ProcessInfo,
+  ProcessOutput,
+  ProcessStartRequest,
+  SandboxProcesses,
+} from '../../src/sandbox/types.js'
+
+/** Where the agent keeps the state of a container's background processes (agent/procs.c). */
+export const PROCESS_ROOT = '/tmp/.sbx-proc'
+
+/** One `--proc-*` run of the agent answers within this long (writes to a stuck stdin give up at 5 s). */
+const OP_TIMEOUT_MS = 30_000
+/** The longest a read waits for new output (below {@link OP_TIMEOUT_MS}). */
+export const MAX_READ_WAIT_MS = 20_000
+/** Room for the JSON answer of a read: base64 of two slices plus the command line. */
+const OP_OUTPUT_CAP = 32 * 1024 * 1024
+
+const SIGNAL_NUMBERS: Record<string, number> = constants.signals as Record<string, number>
+
+/** The number of a signal name (`SIGTERM` or `TERM`); `BAD_REQUEST` naming a few valid ones otherwise. */
+export function signalNumber(name: string): number {
+  const key = name.toUpperCase().startsWith('SIG') ? name.toUpperCase() : `SIG${name.toUpperCase()}`
+  const n = SIGNAL_NUMBERS[key]
+  if (n === undefined)
+    throw new AppError(
+      'BAD_REQUEST',
+      `unknown signal ${JSON.stringify(name)}; use a name such as SIGTERM, SIGKILL, SIGINT or SIGHUP`,
+    )
+  return n
+}
+
+/** The name of a signal number (`SIG<n>` when Node does not know it). */
+export function signalName(n: number): string {
+  return Object.entries(SIGNAL_NUMBERS).find(([, v]) => v === n)?.[0] ?? `SIG${n}`
+}
+
+/** The agent's JSON of one process. */
+interface RawProcess {
+  id: string
+  command: string
+  pid: number
+  state: ProcessInfo['state']
+  exitCode: number | null
+  signal: number | null
+  startedAt: number
+  endedAt: number | null
+  stdinClosed: boolean
+  stdoutBytes: number
+  stderrBytes: number
+}
+
+interface RawSlice {
+  offset: number
+  next: number
+  dropped: number
+  data: string
+}
+
+const AGENT_ERRORS: Record<string, ErrorCode> = {
+  NOT_FOUND: 'NOT_FOUND',
+  CONFLICT: 'CONFLICT',
+  BAD_REQUEST: 'BAD_REQUEST',
+  LIMIT: 'QUOTA_EXCEEDED',
+  NO_SPACE: 'NO_SPACE',
+  SANDBOX_TIMEOUT: 'SANDBOX_TIMEOUT',
+}
+
+function toInfo(p: RawProcess): ProcessInfo {
+  return {
+    id: p.id,
+    command: p.command,
+    pid: p.pid,
+    state: p.state,
+    exitCode: p.exitCode,
+    signal: p.signal === null ? null : signalName(p.signal),
+    startedAt: p.startedAt,
+    endedAt: p.endedAt,
+    stdinClosed: p.stdinClosed,
+    stdoutBytes: p.stdoutBytes,
+    stderrBytes: p.stderrBytes,
+  }
+}
+
+function toSlice(s: RawSlice): OutputSlice {
+  return {
+    data: Buffer.from(s.data, 'base64').toString('utf8'),
+    offset: s.offset,
+    nextOffset: s.next,
+    dropped: s.dropped,
+  }
+}
+
+const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
+
+/**
+ * {@link SandboxProcesses} of a container, served by the agent binary's `--proc-*` modes run as
+ * ordinary commands: the state lives in the container (under {@link PROCESS_ROOT}), so any channel
+ * of any worker sees the same processes.
+ */
+export class AgentProcesses implements SandboxProcesses {
+  constructor(
+    private readonly run: (request: ExecRequest, opts?: ExecOptions) => Promise<ExecResult>,
+    private readonly agentPath: string,
+    private readonly sandboxId: string,
+  ) {}
+
+  private async op<T>(
+    args: (string | number)[],
+    opts: { signal?: AbortSignal | undefined; stdin?: Uint8Array | string } & Partial<
+      Pick<ExecRequest, 'cwd' | 'env'>
+    > = {},
+  ): Promise<T> {
+    const command = `exec ${quote(this.agentPath)} ${args.map((a) => quote(String(a))).join(' ')}`
+    const r = await this.run(
+      {
+        command,
+        timeoutMs: OP_TIMEOUT_MS,
+        outputCapBytes: OP_OUTPUT_CAP,
+        ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+        ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
+        ...(opts.env !== undefined ? { env: opts.env } : {}),
+      },
+      opts.signal ? { signal: opts.signal } : {},
+    )
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(r.stdout.trim().split('\n')[0] ?? '')
+    } catch {
+      if (r.timedOut)
+        throw new AppError(
+          'SANDBOX_TIMEOUT',
+          `the sandbox's process agent did not answer in ${OP_TIMEOUT_MS} ms`,
+        )
+      throw new AppError(
+        'UNSUPPORTED',
+        `the agent in sandbox ${this.sandboxId} has no background processes (exit ${r.exitCode ?? r.signal}: ` +
+          `${r.stderr.trim().slice(0, 200) || 'no answer'}); rebuild the image with scripts/setup.sh or \`sbx image build\``,
+      )
+    }
+    const err = (parsed as { error?: string; message?: string }).error
+    if (err !== undefined) {
+      const message = (parsed as { message?: string }).message ?? err
+      throw new AppError(AGENT_ERRORS[err] ?? 'INTERNAL', message)
+    }
+    return parsed as T
+  }
+
+  async start(
+    id: string,
+    request: ProcessStartRequest,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<ProcessInfo> {
+    if (!request.command.trim())
+      throw new AppError('BAD_REQUEST', 'command is empty; give a shell command line')
+    if (request.command.includes('\0'))
+      throw new AppError('BAD_REQUEST', 'command must not contain NUL bytes')
+    const raw = await this.op<RawProcess>(
+      ['--proc-start', PROCESS_ROOT, id, request.outputBufferBytes, request.maxRunning],
+      {
+        stdin: request.command,
+        signal: opts.signal,
+        ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
+        ...(request.env !== undefined ? { env: request.env } : {}),
+      },
+    )
+    return toInfo(raw)
+  }
+
+  async list(opts: { signal?: AbortSignal } = {}): Promise<ProcessInfo[]> {
+    const raw = await this.op<{ processes: RawProcess[] }>(['--proc-list', PROCESS_ROOT], {
+      signal: opts.signal,
+    })
+    return raw.processes.map(toInfo).sort((a, b) => a.startedAt - b.startedAt || a.id.localeCompare(b.id))
+  }
+
+  async read(
+    id: string,
+    from: { stdoutOffset: number; stderrOffset: number; maxBytes: number; waitMs?: number },
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<ProcessOutput> {
+    const waitMs = Math.max(0, Math.min(from.waitMs ?? 0, MAX_READ_WAIT_MS))
+    const raw = await this.op<{ process: RawProcess; stdout: RawSlice; stderr: RawSlice }>(
+      ['--proc-read', PROCESS_ROOT, id, from.stdoutOffset, from.stderrOffset, from.maxBytes, waitMs],
+      { signal: opts.signal },
+    )
+    return { process: toInfo(raw.process), stdout: toSlice(raw.stdout), stderr: toSlice(raw.stderr) }
+  }
+
+  async writeStdin(
+    id: string,
+    data: Uint8Array,
+    close: boolean,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ written: number; process: ProcessInfo }> {
+    const raw = await this.op<{ written: number; process: RawProcess }>(
+      ['--proc-stdin', PROCESS_ROOT, id, close ? 1 : 0],
+      { stdin: data, signal: opts.signal },
+    )
+    return { written: raw.written, process: toInfo(raw.process) }
+  }
+
+  async signal(
+    id: string,
+    signal: string,
+    waitMs: number,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<ProcessInfo> {
+    const raw = await this.op<RawProcess>(
+      ['--proc-signal', PROCESS_ROOT, id, signalNumber(signal), Math.max(0, Math.min(waitMs, 10_000))],
+      { signal: opts.signal },
+    )
+    return toInfo(raw)
+  }
+
+  async remove(id: string, opts: { signal?: AbortSignal } = {}): Promise<ProcessInfo> {
+    return toInfo(await this.op<RawProcess>(['--proc-remove', PROCESS_ROOT, id], { signal: opts.signal }))
+  }
+}
