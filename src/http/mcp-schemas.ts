@@ -105,6 +105,7 @@ export function mcpInstructions(opts: { idleMs: number; profile?: McpShellProfil
       ? `A bash call is killed after timeoutMs (default ${profile.defaultTimeoutMs} ms, at most ${profile.maxTimeoutMs} ms); cancelling a call kills its command.`
       : 'A bash call is killed after its timeoutMs; cancelling a call kills its command.',
     'Send a progressToken to receive the command\u2019s output live as progress notifications.',
+    'For a server or anything that should keep running, use start_process (then read_process_output, write_process_stdin, kill_process) instead of `&` in bash; background processes end with the session.',
     ...(profile?.network === 'none' ? ['The sandbox has no network access.'] : []),
   ].join('\n')
 }

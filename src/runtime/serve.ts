@@ -26,7 +26,12 @@ export async function startServer(
 ): Promise<RunningServer> {
   const { config } = runtime.loaded
   const mcp = new McpEndpoint(
-    { toolCalls: runtime.toolCalls, sessions: runtime.sessions, logger: runtime.logger },
+    {
+      toolCalls: runtime.toolCalls,
+      sessions: runtime.sessions,
+      processes: runtime.processes,
+      logger: runtime.logger,
+    },
     {
       providerId: config.routing.shell.providerId,
       profile: config.routing.shell.profile,
