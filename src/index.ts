@@ -106,11 +106,16 @@ export type {
   ExecRequest,
   ExecResult,
   Labels,
+  OutputSlice,
+  ProcessInfo,
+  ProcessOutput,
+  ProcessStartRequest,
   ProfileInput,
   ResolvedProfile,
   ResolvedRoute,
   Sandbox,
   SandboxHealth,
+  SandboxProcesses,
   SandboxProvider,
   SandboxRef,
 } from './sandbox/index.js'
@@ -147,6 +152,7 @@ export {
   normalizeUsage,
   scriptedModel,
   scriptedToolCall,
+  processTools,
   shellTool,
 } from './agent/index.js'
 export type {
@@ -181,6 +187,8 @@ export type {
   Next,
   OpenSessionOptions,
   PriceTable,
+  ProcessToolBackend,
+  ProcessToolsOptions,
   RunOptions,
   ScriptedModel,
   ScriptedModelOptions,

@@ -243,10 +243,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const env = opts.env ?? process.env
     const agentStore = redis ? new RedisAgentRunStore(redis, `${prefix}:`) : new MemoryAgentRunStore()
     cleanups.push(() => agentStore.close())
+    const processes = new PooledProcessService(directory, pool, {
+      maxRunning: config.quotas.maxProcessesPerSession,
+      outputBufferBytes: config.quotas.processOutputBytes,
+    })
     const agentDeps: AgentRunDeps = {
       store: agentStore,
       chains,
       router,
+      processes,
       model: (name) => modelFor(config, name, env),
       onFinished: (r) => {
         metrics.agentRuns.inc({ tenant: r.tenant, finish_reason: r.finishReason ?? r.state })
@@ -310,10 +315,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         pool,
       ),
       sessions: new PooledSessionService(directory, pool, registry),
-      processes: new PooledProcessService(directory, pool, {
-        maxRunning: config.quotas.maxProcessesPerSession,
-        outputBufferBytes: config.quotas.processOutputBytes,
-      }),
+      processes,
       toolCalls: new ChainToolCallService(chains, router, directory),
       metrics,
       ...(worker ? { worker } : {}),
