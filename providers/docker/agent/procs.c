@@ -516,11 +516,11 @@ static int proc_stdin(const char *root, const char *id, int close_after) {
   }
   close(fd);
   if (close_after) {
+    /* Recorded here (the supervisor may be past its child's end); SIGUSR1 closes the keeper. */
+    snprintf(path, sizeof path, "%s/%s/in.closed", root, id);
+    int m = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (m >= 0) close(m);
     kill(p.sup, SIGUSR1);
-    for (int waited = 0; waited < 2000 && !p.stdin_closed && !p.lost; waited += 10) {
-      proc_sleep_ms(10);
-      proc_load(root, id, &p);
-    }
   }
   proc_load(root, id, &p);
   printf("{\"written\":%llu,\"process\":", (unsigned long long)written);
