@@ -106,6 +106,25 @@ describe.each(['daytona', 'e2b'] as const)('routing into %s through the service'
     })
   })
 
+  test('background processes are refused as UNSUPPORTED (501), saying what works instead', async () => {
+    const id = `s-procs-${provider}`
+    const created = await api('/v1/sessions', {
+      method: 'POST',
+      body: JSON.stringify({ id, provider, profile }),
+    })
+    expect(created.status).toBe(201)
+    const r = await api(`/v1/sessions/${id}/processes`, {
+      method: 'POST',
+      body: JSON.stringify({ command: 'sleep 60' }),
+    })
+    const body = (await r.json()) as { error: { code: string; message: string } }
+    expect(r.status, JSON.stringify(body)).toBe(501)
+    expect(body.error.code).toBe('UNSUPPORTED')
+    expect(body.error.message).toContain(`provider '${provider}'`)
+    expect(body.error.message).toContain('docker provider')
+    expect((await api(`/v1/sessions/${id}/processes`)).status).toBe(501)
+  })
+
   test('a timeout is enforced inside the sandbox and keeps the partial output', async () => {
     const job = await exec({ command: 'echo before; sleep 30; echo after', timeoutMs: 1_000 })
     expect(job.result).toMatchObject({ stdout: 'before\n', timedOut: true })
