@@ -234,6 +234,21 @@ describe('background processes through sbx serve (HTTP)', () => {
     expect(mine.state).toBe('running')
   }, 120_000)
 
+  test('the OpenAPI document describes every process route', async () => {
+    const doc = await json<{ paths: Record<string, Record<string, unknown>> }>(
+      await srv.fetch('/openapi.json'),
+    )
+    const base = '/v1/sessions/{id}/processes'
+    expect(Object.keys(doc.paths[base] ?? {}).sort()).toEqual(['get', 'post'])
+    expect(Object.keys(doc.paths[`${base}/{processId}`] ?? {}).sort()).toEqual(['delete', 'get'])
+    for (const [path, method] of [
+      [`${base}/{processId}/output`, 'get'],
+      [`${base}/{processId}/stdin`, 'post'],
+      [`${base}/{processId}/signal`, 'post'],
+    ] as const)
+      expect(doc.paths[path]?.[method], path).toBeDefined()
+  }, 60_000)
+
   test('bad input is refused with a message saying what is wrong', async () => {
     const sid = await session(uniqueName('bad'))
     const empty = await json<{ error: { message: string } }>(
