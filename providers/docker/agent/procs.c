@@ -255,17 +255,52 @@ static int proc_make_ring(const char *path, uint64_t cap) {
   return fd;
 }
 
+#define PROC_KEEP_ENDED 64 /* ended processes kept (their output readable); older ones are forgotten */
+
+/* Deletes the files of <root>/<id> (the process must have ended or be killed). */
+static int proc_forget(const char *root, const char *id) {
+  static const char *files[] = {"cmd", "meta", "out", "err", "in", "in.closed", "exit", "exit.tmp", "meta.tmp", "cmd.tmp"};
+  char path[4096];
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    snprintf(path, sizeof path, "%s/%s/%s", root, id, files[i]);
+    unlink(path);
+  }
+  snprintf(path, sizeof path, "%s/%s", root, id);
+  return rmdir(path);
+}
+
+/* Counts running processes; forgets the oldest ended ones past PROC_KEEP_ENDED - 1 (room for one more). */
 static int proc_count_running(const char *root) {
   DIR *d = opendir(root);
   if (!d) return 0;
   int n = 0;
   struct dirent *e;
   proc_info_t p;
+  struct ended {
+    char id[65];
+    int64_t at;
+  } *ended = NULL;
+  size_t nended = 0, cap = 0;
   while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    if (proc_load(root, e->d_name, &p) && !p.exited && !p.lost) n++;
+    if (e->d_name[0] == '.' || !proc_load(root, e->d_name, &p)) continue;
+    if (!p.exited && !p.lost) {
+      n++;
+      continue;
+    }
+    if (nended == cap) ended = realloc(ended, (cap = cap ? cap * 2 : 64) * sizeof *ended);
+    if (!ended) break;
+    snprintf(ended[nended].id, sizeof ended[nended].id, "%s", p.id);
+    ended[nended++].at = p.exited ? p.ended : p.started;
   }
   closedir(d);
+  while (ended && nended >= PROC_KEEP_ENDED) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < nended; i++)
+      if (ended[i].at < ended[oldest].at) oldest = i;
+    proc_forget(root, ended[oldest].id);
+    ended[oldest] = ended[--nended];
+  }
+  free(ended);
   return n;
 }
 
@@ -552,15 +587,8 @@ static int proc_remove(const char *root, const char *id) {
   proc_print(stdout, root, &p);
   putchar('\n');
   fflush(stdout);
-  static const char *files[] = {"cmd", "meta", "out", "err", "in", "in.closed", "exit", "exit.tmp", "meta.tmp", "cmd.tmp"};
-  char path[4096];
-  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-    snprintf(path, sizeof path, "%s/%s/%s", root, id, files[i]);
-    unlink(path);
-  }
-  snprintf(path, sizeof path, "%s/%s", root, id);
-  if (rmdir(path) < 0) {
-    fprintf(stderr, "sbx-agent: removing %s: %s\n", path, strerror(errno));
+  if (proc_forget(root, id) < 0) {
+    fprintf(stderr, "sbx-agent: removing %s/%s: %s\n", root, id, strerror(errno));
     return 1;
   }
   return 0;
