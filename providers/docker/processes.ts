@@ -112,18 +112,25 @@ export class AgentProcesses implements SandboxProcesses {
 
   private async op<T>(
     args: (string | number)[],
-    opts: { signal?: AbortSignal | undefined; stdin?: Uint8Array | string } & Partial<
-      Pick<ExecRequest, 'cwd' | 'env'>
+    opts: { signal?: AbortSignal | undefined; stdin?: Uint8Array | string; cwd?: string } & Partial<
+      Pick<ExecRequest, 'env'>
     > = {},
   ): Promise<T> {
-    const command = `exec ${quote(this.agentPath)} ${args.map((a) => quote(String(a))).join(' ')}`
+    let command = `exec ${quote(this.agentPath)} ${args.map((a) => quote(String(a))).join(' ')}`
+    // A missing working directory is the caller's mistake, answered as such (not as a failed exec).
+    if (opts.cwd !== undefined) {
+      const missing = JSON.stringify({
+        error: 'BAD_REQUEST',
+        message: `no directory ${opts.cwd} in the sandbox (cwd); create it first or pick another`,
+      })
+      command = `cd -- ${quote(opts.cwd)} 2>/dev/null || { printf '%s\\n' ${quote(missing)}; exit 1; }; ${command}`
+    }
     const r = await this.run(
       {
         command,
         timeoutMs: OP_TIMEOUT_MS,
         outputCapBytes: OP_OUTPUT_CAP,
         ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
-        ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
         ...(opts.env !== undefined ? { env: opts.env } : {}),
       },
       opts.signal ? { signal: opts.signal } : {},

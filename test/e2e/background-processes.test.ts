@@ -266,6 +266,22 @@ describe('background processes through sbx serve (HTTP)', () => {
       404,
     )
     expect(unknown.error.message).toContain('no process p-000000000000')
+    const noDir = await json<{ error: { message: string } }>(
+      await srv.post(`/v1/sessions/${sid}/processes`, { command: 'pwd', cwd: '/no/such/dir' }),
+      400,
+    )
+    expect(noDir.error.message).toContain('no directory /no/such/dir in the sandbox')
+    // A cwd that exists is where it runs; env reaches it.
+    const inTmp = await json<Proc>(
+      await srv.post(`/v1/sessions/${sid}/processes`, {
+        command: 'echo "$PWD $SBX_X"',
+        cwd: '/tmp',
+        env: { SBX_X: 'y' },
+      }),
+      201,
+    )
+    const out = await collect(sid, inTmp.id, (g) => g.last.process.state === 'exited' && g.stdout.length > 0)
+    expect(out.stdout).toBe('/tmp y\n')
     const noSession = await srv.fetch(`/v1/sessions/${uniqueName('none')}/processes`)
     expect(noSession.status).toBe(404)
   }, 120_000)
