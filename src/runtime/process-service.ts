@@ -51,7 +51,12 @@ export class PooledProcessService implements ProcessService {
   }
 
   list(tenant: string, sessionId: string): Promise<ProcessInfo[] | undefined> {
-    return this.with(tenant, sessionId, (p) => p.list())
+    return this.with(
+      tenant,
+      sessionId,
+      (p) => p.list(),
+      () => Promise.resolve([]),
+    )
   }
 
   async get(tenant: string, sessionId: string, id: string): Promise<ProcessInfo | undefined> {
@@ -68,7 +73,7 @@ export class PooledProcessService implements ProcessService {
     id: string,
     from: { stdoutOffset: number; stderrOffset: number; maxBytes: number; waitMs?: number },
   ): Promise<ProcessOutput | undefined> {
-    return this.with(tenant, sessionId, (p) => p.read(id, from))
+    return this.with(tenant, sessionId, (p) => p.read(id, from), noProcess(id))
   }
 
   writeStdin(
@@ -78,7 +83,7 @@ export class PooledProcessService implements ProcessService {
     data: Uint8Array,
     close: boolean,
   ): Promise<{ written: number; process: ProcessInfo } | undefined> {
-    return this.with(tenant, sessionId, (p) => p.writeStdin(id, data, close))
+    return this.with(tenant, sessionId, (p) => p.writeStdin(id, data, close), noProcess(id))
   }
 
   signal(
@@ -88,21 +93,27 @@ export class PooledProcessService implements ProcessService {
     signal: string,
     waitMs: number,
   ): Promise<ProcessInfo | undefined> {
-    return this.with(tenant, sessionId, (p) => p.signal(id, signal, waitMs))
+    return this.with(tenant, sessionId, (p) => p.signal(id, signal, waitMs), noProcess(id))
   }
 
   remove(tenant: string, sessionId: string, id: string): Promise<ProcessInfo | undefined> {
-    return this.with(tenant, sessionId, (p) => p.remove(id))
+    return this.with(tenant, sessionId, (p) => p.remove(id), noProcess(id))
   }
 
-  /** Runs `fn` on the processes of the session's sandbox; `undefined` when the session is not the tenant's. */
+  /**
+   * Runs `fn` on the processes of the session's sandbox; `undefined` when the session is not the
+   * tenant's. With `unbound`, a session without a sandbox answers that instead of binding one (it
+   * has no processes).
+   */
   private async with<T>(
     tenant: string,
     sessionId: string,
     fn: (p: SandboxProcesses) => Promise<T>,
+    unbound?: () => Promise<T>,
   ): Promise<T | undefined> {
     const r = await this.directory.get(tenant, sessionId)
     if (!r) return undefined
+    if (unbound && !(await this.pool.state(keyOf(r))).sandboxId) return unbound()
     const lease = await this.pool.acquire(keyOf(r))
     let outcome: 'ok' | 'lost' = 'ok'
     let reason: string | undefined
@@ -121,6 +132,10 @@ export class PooledProcessService implements ProcessService {
     }
   }
 }
+
+/** The answer of an id-based call in a session that has no sandbox (so no processes). */
+const noProcess = (id: string) => (): Promise<never> =>
+  Promise.reject(new AppError('NOT_FOUND', `no process ${id}`))
 
 function unsupported(r: SessionRecord): AppError {
   return new AppError(

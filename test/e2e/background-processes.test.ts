@@ -251,6 +251,14 @@ describe('background processes through sbx serve (HTTP)', () => {
 
   test('bad input is refused with a message saying what is wrong', async () => {
     const sid = await session(uniqueName('bad'))
+    // A session without a sandbox has no processes, and asking does not create one.
+    expect(await json<{ processes: Proc[] }>(await srv.fetch(`/v1/sessions/${sid}/processes`))).toEqual({
+      processes: [],
+    })
+    expect((await srv.fetch(`/v1/sessions/${sid}/processes/p-000000000000/output`)).status).toBe(404)
+    expect(await json<{ sandboxId?: string }>(await srv.fetch(`/v1/sessions/${sid}`))).not.toHaveProperty(
+      'sandboxId',
+    )
     const empty = await json<{ error: { message: string } }>(
       await srv.post(`/v1/sessions/${sid}/processes`, { command: '' }),
       400,
