@@ -255,7 +255,7 @@ static int proc_make_ring(const char *path, uint64_t cap) {
   return fd;
 }
 
-#define PROC_KEEP_ENDED 64 /* ended processes kept (their output readable); older ones are forgotten */
+#define PROC_KEEP_ENDED 32 /* ended processes kept (their output readable); older ones are forgotten */
 
 /* Deletes the files of <root>/<id> (the process must have ended or be killed). */
 static int proc_forget(const char *root, const char *id) {
