@@ -87,11 +87,29 @@ function toInfo(p: RawProcess): ProcessInfo {
   }
 }
 
+/** Bytes at the end of `b` that start a UTF-8 character not complete within `b` (0–3). */
+function incompleteTail(b: Buffer): number {
+  for (let back = 1; back <= Math.min(3, b.length); back++) {
+    const byte = b[b.length - back]!
+    if ((byte & 0xc0) === 0x80) continue // a continuation byte: look further back
+    const need = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1
+    return need > back ? back : 0
+  }
+  return 0
+}
+
+/**
+ * One stream's slice as text. A character cut by the end of the slice is left for the next read
+ * (`nextOffset` stops before it), unless it is all the slice holds.
+ */
 function toSlice(s: RawSlice): OutputSlice {
+  const bytes = Buffer.from(s.data, 'base64')
+  const cut = incompleteTail(bytes)
+  const keep = cut < bytes.length ? bytes.length - cut : bytes.length
   return {
-    data: Buffer.from(s.data, 'base64').toString('utf8'),
+    data: bytes.subarray(0, keep).toString('utf8'),
     offset: s.offset,
-    nextOffset: s.next,
+    nextOffset: s.offset + keep,
     dropped: s.dropped,
   }
 }

@@ -6,14 +6,10 @@ const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environmen
 /** Body of `POST /v1/sessions/{id}/processes`. */
 export const ProcessStartSchema = z
   .object({
-    command: z
-      .string()
-      .min(1)
-      .max(MAX_COMMAND_BYTES)
-      .openapi({
-        example: 'python3 -m http.server 8000',
-        description: 'run by bash -c in its own process group',
-      }),
+    command: z.string().min(1).max(MAX_COMMAND_BYTES).openapi({
+      example: 'python3 -m http.server 8000',
+      description: 'run by bash -c in its own process group',
+    }),
     cwd: z.string().startsWith('/').max(4096).optional(),
     env: Env.optional(),
   })
@@ -50,7 +46,10 @@ export const ProcessSchema = z
 
 const SliceSchema = z
   .object({
-    data: z.string().openapi({ description: 'the bytes offset..nextOffset, as UTF-8' }),
+    data: z.string().openapi({
+      description:
+        'the bytes offset..nextOffset, as UTF-8 (a character cut by the slice end is left for the next read)',
+    }),
     offset: z.number().int().openapi({ description: 'offset of the first byte returned' }),
     nextOffset: z.number().int().openapi({ description: 'the offset to read from next' }),
     dropped: z.number().int().openapi({

@@ -163,6 +163,23 @@ describe('background processes through sbx serve (HTTP)', () => {
     expect(tail.stdout).toMatchObject({ data: '3000\n', offset: total - 5, dropped: 0 })
   }, 120_000)
 
+  test('a read never cuts a UTF-8 character: nextOffset stops before it', async () => {
+    const sid = await session(uniqueName('utf8'))
+    const p = await start(sid, "printf 'héllo wörld'")
+    await collect(sid, p.id, (g) => g.last.process.state === 'exited' && g.stdout.length > 0)
+    // 'h' (1 byte) + 'é' (2 bytes): a 2-byte read ends inside 'é', so it returns only 'h'.
+    const first = await output(sid, p.id, '?offset=0&maxBytes=2')
+    expect(first.stdout).toMatchObject({ data: 'h', offset: 0, nextOffset: 1 })
+    let text = ''
+    for (let at = 0, i = 0; i < 40; i++) {
+      const o = await output(sid, p.id, `?stdoutOffset=${at}&maxBytes=3`)
+      if (o.stdout.nextOffset === at) break
+      text += o.stdout.data
+      at = o.stdout.nextOffset
+    }
+    expect(text).toBe('héllo wörld')
+  }, 120_000)
+
   test('stdin: lines written reach a read loop, closing stdin ends it', async () => {
     const sid = await session(uniqueName('stdin'))
     const p = await start(sid, 'while read -r l; do echo "got $l"; echo "err $l" >&2; done; echo bye; exit 3')
