@@ -173,6 +173,11 @@ export const ConfigSchema = z
             domain: z.string().min(1).optional(),
             /** Variable holding the API key (the key itself never goes in a config file). */
             apiKeyEnv: z.string().min(1).default('E2B_API_KEY'),
+            /**
+             * Host path of the static agent binary uploaded into sandboxes for background processes.
+             * @default the checkout's `.sbx/sbx-agent` (built by scripts/setup.sh) when it exists
+             */
+            agentBinaryPath: z.string().min(1).optional(),
           })
           .strict()
           .optional(),

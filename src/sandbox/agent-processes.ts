@@ -1,5 +1,5 @@
 import { constants } from 'node:os'
-import { AppError, type ErrorCode } from '../../src/errors.js'
+import { AppError, type ErrorCode } from '../errors.js'
 import type {
   ExecOptions,
   ExecRequest,
@@ -9,9 +9,9 @@ import type {
   ProcessOutput,
   ProcessStartRequest,
   SandboxProcesses,
-} from '../../src/sandbox/types.js'
+} from './types.js'
 
-/** Where the agent keeps the state of a container's background processes (agent/procs.c). */
+/** Where the agent keeps the state of a sandbox's background processes (providers/docker/agent/procs.c). */
 export const PROCESS_ROOT = '/tmp/.sbx-proc'
 
 /** One `--proc-*` run of the agent answers within this long (writes to a stuck stdin give up at 5 s). */
@@ -117,16 +117,30 @@ function toSlice(s: RawSlice): OutputSlice {
 const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
 
 /**
- * {@link SandboxProcesses} of a container, served by the agent binary's `--proc-*` modes run as
- * ordinary commands: the state lives in the container (under {@link PROCESS_ROOT}), so any channel
- * of any worker sees the same processes.
+ * {@link SandboxProcesses} of a sandbox, served by the static agent binary's `--proc-*` modes
+ * (providers/docker/agent/procs.c) run as ordinary commands through `run`: the state lives in the
+ * sandbox (under {@link PROCESS_ROOT}), so any channel of any worker sees the same processes. Any
+ * provider whose sandboxes can run that binary can use it; `prepare` (e.g. an upload of the binary)
+ * runs before the first operation of the handle and resolves to the binary's path in the sandbox.
  */
 export class AgentProcesses implements SandboxProcesses {
+  private prepared: Promise<string> | undefined
+
   constructor(
     private readonly run: (request: ExecRequest, opts?: ExecOptions) => Promise<ExecResult>,
     private readonly agentPath: string,
     private readonly sandboxId: string,
+    private readonly prepare?: (signal?: AbortSignal) => Promise<string>,
   ) {}
+
+  private async path(signal?: AbortSignal): Promise<string> {
+    if (!this.prepare) return this.agentPath
+    this.prepared ??= this.prepare(signal).catch((err: unknown) => {
+      this.prepared = undefined
+      throw err
+    })
+    return this.prepared
+  }
 
   private async op<T>(
     args: (string | number)[],
@@ -134,7 +148,8 @@ export class AgentProcesses implements SandboxProcesses {
       Pick<ExecRequest, 'env'>
     > = {},
   ): Promise<T> {
-    let command = `exec ${quote(this.agentPath)} ${args.map((a) => quote(String(a))).join(' ')}`
+    const agent = await this.path(opts.signal)
+    let command = `exec ${quote(agent)} ${args.map((a) => quote(String(a))).join(' ')}`
     // A missing working directory is the caller's mistake, answered as such (not as a failed exec).
     if (opts.cwd !== undefined) {
       const missing = JSON.stringify({
@@ -165,7 +180,7 @@ export class AgentProcesses implements SandboxProcesses {
       throw new AppError(
         'UNSUPPORTED',
         `the agent in sandbox ${this.sandboxId} has no background processes (exit ${r.exitCode ?? r.signal}: ` +
-          `${r.stderr.trim().slice(0, 200) || 'no answer'}); rebuild the image with scripts/setup.sh or \`sbx image build\``,
+          `${r.stderr.trim().slice(0, 200) || 'no answer'}); rebuild the image with scripts/setup.sh or \`sbx image build\`; on a remote provider, check that the sandbox runs x86-64 Linux binaries`,
       )
     }
     const err = (parsed as { error?: string; message?: string }).error
