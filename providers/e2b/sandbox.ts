@@ -10,8 +10,7 @@ import type {
   SandboxProcesses,
   SandboxRef,
 } from '../../src/sandbox/types.js'
-import { readFile } from 'node:fs/promises'
-import { AgentProcesses } from '../../src/sandbox/agent-processes.js'
+import { uploadedAgentProcesses } from '../../src/sandbox/agent-processes.js'
 import { type ErrorContext, type ErrorSite, mapE2BError, networkCode } from './errors.js'
 import { type ExecContext, startExec } from './exec.js'
 import type { Lifetime } from './lifetime.js'
@@ -32,42 +31,6 @@ export interface E2BSandboxSettings {
 
 /** The wrapped command must fit in one argv string of the sandbox (Linux MAX_ARG_STRLEN is 128 KiB). */
 const MAX_COMMAND_BYTES = 100 * 1024
-
-/** Where the uploaded agent binary lives in a remote sandbox. */
-const REMOTE_AGENT_PATH = '/tmp/.sbx/sbx-agent'
-
-/** The agent binary's bytes, read once per host path. */
-const agentBytes = new Map<string, Promise<Buffer>>()
-
-/** Uploads the agent binary unless the sandbox has it already; resolves to its path there. */
-async function installAgent(sandbox: Sandbox, hostPath: string, signal?: AbortSignal): Promise<string> {
-  const base = { timeoutMs: 30_000, outputCapBytes: 4096 }
-  const opts = signal ? { signal } : {}
-  const probe = `test -x ${REMOTE_AGENT_PATH} && ${REMOTE_AGENT_PATH} --proc-list /tmp/.sbx-proc >/dev/null 2>&1 && echo ok`
-  if ((await sandbox.exec({ ...base, command: probe }, opts)).stdout.trim() === 'ok') return REMOTE_AGENT_PATH
-  let bytes = agentBytes.get(hostPath)
-  if (!bytes) {
-    bytes = readFile(hostPath)
-    agentBytes.set(hostPath, bytes)
-  }
-  const data = await bytes.catch((err: unknown) => {
-    agentBytes.delete(hostPath)
-    throw new AppError(
-      'UNSUPPORTED',
-      `background processes need the agent binary at ${hostPath} (providers.e2b.agentBinaryPath): ` +
-        `${(err as Error).message}; build it with scripts/setup.sh`,
-    )
-  })
-  await sandbox.writeFile(REMOTE_AGENT_PATH, data, opts)
-  const r = await sandbox.exec({ ...base, command: `chmod 700 ${REMOTE_AGENT_PATH} && ${probe}` }, opts)
-  if (r.stdout.trim() !== 'ok')
-    throw new AppError(
-      'UNSUPPORTED',
-      `the agent binary does not run in sandbox ${sandbox.ref.id} (${r.stderr.trim().slice(0, 200) || `exit ${r.exitCode}`}); ` +
-        'background processes need an x86-64 Linux sandbox with a writable, executable /tmp',
-    )
-  return REMOTE_AGENT_PATH
-}
 
 /**
  * A handle to one E2B sandbox: commands through the in-sandbox wrapper (our timeout, caps and
@@ -98,13 +61,7 @@ export class E2BSandbox implements Sandbox {
       exitLingerMs: o.exitLingerMs,
       classify: (err, what) => this.classify(err, { what, sandboxId: ref.id, envd: true }),
     }
-    const binary = o.agentBinaryPath
-    if (binary) {
-      const exec = (r: ExecRequest, opts?: ExecOptions): Promise<ExecResult> => this.exec(r, opts)
-      this.processes = new AgentProcesses(exec, REMOTE_AGENT_PATH, ref.id, (signal) =>
-        installAgent(this, binary, signal),
-      )
-    }
+    if (o.agentBinaryPath) this.processes = uploadedAgentProcesses(this, o.agentBinaryPath, 'providers.e2b')
   }
 
   /**

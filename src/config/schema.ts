@@ -158,6 +158,11 @@ export const ConfigSchema = z
             autoDeleteMinutes: z.number().int().min(0).optional(),
             /** Hard lifetime from creation (minutes), whatever the activity. @default none */
             ttlMinutes: z.number().int().positive().optional(),
+            /**
+             * Host path of the static agent binary uploaded into sandboxes for background processes.
+             * @default the checkout's `.sbx/sbx-agent` (built by scripts/setup.sh) when it exists
+             */
+            agentBinaryPath: z.string().min(1).optional(),
           })
           .strict()
           .optional(),

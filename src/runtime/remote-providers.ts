@@ -50,6 +50,7 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
   const daytonaKey = apiKeyOf('daytona', providers.daytona, 'DAYTONA_API_KEY', env)
   if (daytonaKey !== undefined) {
     const d = providers.daytona
+    const daytonaAgent = d?.agentBinaryPath ?? builtAgent()
     const apiUrl = d?.apiUrl ?? read(env, 'DAYTONA_API_URL')
     const target = d?.target ?? read(env, 'DAYTONA_TARGET')
     out.push(
@@ -61,6 +62,7 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
         ...(d?.defaultSnapshot === undefined ? {} : { defaultSnapshot: d.defaultSnapshot }),
         ...(d?.autoDeleteMinutes === undefined ? {} : { autoDeleteMinutes: d.autoDeleteMinutes }),
         ...(d?.ttlMinutes === undefined ? {} : { ttlMinutes: d.ttlMinutes }),
+        ...(daytonaAgent ? { agentBinaryPath: daytonaAgent } : {}),
       }),
     )
   }

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises'
 import { constants } from 'node:os'
 import { AppError, type ErrorCode } from '../errors.js'
 import type {
@@ -8,6 +9,7 @@ import type {
   ProcessInfo,
   ProcessOutput,
   ProcessStartRequest,
+  Sandbox,
   SandboxProcesses,
 } from './types.js'
 
@@ -261,4 +263,64 @@ export class AgentProcesses implements SandboxProcesses {
   async remove(id: string, opts: { signal?: AbortSignal } = {}): Promise<ProcessInfo> {
     return toInfo(await this.op<RawProcess>(['--proc-remove', PROCESS_ROOT, id], { signal: opts.signal }))
   }
+}
+
+/** Where the uploaded agent binary lives in a remote sandbox. */
+const REMOTE_AGENT_PATH = '/tmp/.sbx/sbx-agent'
+
+/** The agent binary's bytes, read once per host path. */
+const agentBytes = new Map<string, Promise<Buffer>>()
+
+/** Uploads the agent binary unless the sandbox has it already; resolves to its path there. */
+async function installAgent(
+  sandbox: Sandbox,
+  hostPath: string,
+  configKey: string,
+  signal?: AbortSignal,
+): Promise<string> {
+  const base = { timeoutMs: 30_000, outputCapBytes: 4096 }
+  const opts = signal ? { signal } : {}
+  const probe = `test -x ${REMOTE_AGENT_PATH} && ${REMOTE_AGENT_PATH} --proc-list /tmp/.sbx-proc >/dev/null 2>&1 && echo ok`
+  if ((await sandbox.exec({ ...base, command: probe }, opts)).stdout.trim() === 'ok') return REMOTE_AGENT_PATH
+  let bytes = agentBytes.get(hostPath)
+  if (!bytes) {
+    bytes = readFile(hostPath)
+    agentBytes.set(hostPath, bytes)
+  }
+  const data = await bytes.catch((err: unknown) => {
+    agentBytes.delete(hostPath)
+    throw new AppError(
+      'UNSUPPORTED',
+      `background processes need the agent binary at ${hostPath} (${configKey}.agentBinaryPath): ` +
+        `${(err as Error).message}; build it with scripts/setup.sh`,
+    )
+  })
+  await sandbox.writeFile(REMOTE_AGENT_PATH, data, opts)
+  const r = await sandbox.exec({ ...base, command: `chmod 700 ${REMOTE_AGENT_PATH} && ${probe}` }, opts)
+  if (r.stdout.trim() !== 'ok')
+    throw new AppError(
+      'UNSUPPORTED',
+      `the agent binary does not run in sandbox ${sandbox.ref.id} (${r.stderr.trim().slice(0, 200) || `exit ${r.exitCode}`}); ` +
+        'background processes need an x86-64 Linux sandbox with a writable, executable /tmp',
+    )
+  return REMOTE_AGENT_PATH
+}
+
+/**
+ * {@link AgentProcesses} for a sandbox that does not ship the agent (remote providers): before a
+ * handle's first process call, the static binary at `hostPath` is uploaded to the sandbox (unless it
+ * is there already, e.g. put by another worker). `configKey` names the provider's config section in
+ * errors.
+ */
+export function uploadedAgentProcesses(
+  sandbox: Sandbox,
+  hostPath: string,
+  configKey: string,
+): AgentProcesses {
+  return new AgentProcesses(
+    (r, o) => sandbox.exec(r, o),
+    REMOTE_AGENT_PATH,
+    sandbox.ref.id,
+    (signal) => installAgent(sandbox, hostPath, configKey, signal),
+  )
 }

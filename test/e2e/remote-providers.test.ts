@@ -29,6 +29,8 @@ beforeAll(async () => {
         'remote-e2b': { provider: 'e2b', template: 'base', defaultTimeoutMs: 20_000 },
       },
       routing: { shell: { providerId: 'daytona', profile: 'remote-daytona' } },
+      // E2B finds the agent binary scripts/setup.sh built; Daytona is pointed at a missing one.
+      providers: { daytona: { agentBinaryPath: '/nonexistent/sbx-agent' } },
     },
     env: {
       DAYTONA_API_KEY: daytona.apiKey,
@@ -158,14 +160,13 @@ describe('background processes on remote providers', () => {
     expect(((await killed.json()) as { state: string; signal: string }).signal).toBe('SIGKILL')
   })
 
-  test('Daytona: refused as UNSUPPORTED (501), saying what works instead', async () => {
+  test('Daytona without its agent binary: UNSUPPORTED (501) naming the path, the key and the fix', async () => {
     const base = await session('s-procs-daytona', 'daytona')
     const r = await api(base, { method: 'POST', body: JSON.stringify({ command: 'sleep 60' }) })
     const body = (await r.json()) as { error: { code: string; message: string } }
     expect(r.status, JSON.stringify(body)).toBe(501)
     expect(body.error.code).toBe('UNSUPPORTED')
-    expect(body.error.message).toContain("provider 'daytona'")
-    expect(body.error.message).toContain('docker provider')
-    expect((await api(base)).status).toBe(501)
+    expect(body.error.message).toContain('/nonexistent/sbx-agent (providers.daytona.agentBinaryPath)')
+    expect(body.error.message).toContain('scripts/setup.sh')
   })
 })
