@@ -138,9 +138,13 @@ const noProcess = (id: string) => (): Promise<never> =>
   Promise.reject(new AppError('NOT_FOUND', `no process ${id}`))
 
 function unsupported(r: SessionRecord): AppError {
+  const hint =
+    r.provider === 'daytona' || r.provider === 'e2b'
+      ? ` (set providers.${r.provider}.agentBinaryPath to the agent scripts/setup.sh builds, .sbx/sbx-agent)`
+      : ''
   return new AppError(
     'UNSUPPORTED',
-    `provider '${r.provider}' (session ${r.id}) has no background processes; use a session on the docker provider, ` +
+    `provider '${r.provider}' (session ${r.id}) has no background processes${hint}; use a session on the docker provider, ` +
       'or run the command in the foreground with POST /v1/exec',
   )
 }
