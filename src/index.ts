@@ -106,11 +106,16 @@ export type {
   ExecRequest,
   ExecResult,
   Labels,
+  OutputSlice,
+  ProcessInfo,
+  ProcessOutput,
+  ProcessStartRequest,
   ProfileInput,
   ResolvedProfile,
   ResolvedRoute,
   Sandbox,
   SandboxHealth,
+  SandboxProcesses,
   SandboxProvider,
   SandboxRef,
 } from './sandbox/index.js'
@@ -162,6 +167,7 @@ export {
   normalizeUsage,
   scriptedModel,
   scriptedToolCall,
+  processTools,
   shellTool,
 } from './agent/index.js'
 export type {
@@ -196,6 +202,8 @@ export type {
   Next,
   OpenSessionOptions,
   PriceTable,
+  ProcessToolBackend,
+  ProcessToolsOptions,
   RunOptions,
   ScriptedModel,
   ScriptedModelOptions,

@@ -47,6 +47,12 @@ export const DaytonaProviderOptionsSchema = z
       .default(1024 * 1024),
     /** Use Daytona's WebSocket state events (the SDK default); false = the SDK's polling mode. @default true */
     eventStreaming: z.boolean().default(true),
+    /**
+     * Host path of the static `sbx-agent` (scripts/setup.sh builds it at `.sbx/sbx-agent`). With it,
+     * sandboxes get background processes: the binary is uploaded to the sandbox on a handle's first
+     * process call and runs them as in Docker. Without it, processes are UNSUPPORTED.
+     */
+    agentBinaryPath: z.string().min(1).optional(),
   })
   .strict()
 

@@ -8,8 +8,10 @@ import type {
   ExecResult,
   Sandbox,
   SandboxHealth,
+  SandboxProcesses,
   SandboxRef,
 } from '../../src/sandbox/types.js'
+import { uploadedAgentProcesses } from '../../src/sandbox/agent-processes.js'
 import { type ErrorScope, mapDaytonaError, mayBeLost } from './errors.js'
 import { type ExecContext, startRun } from './exec.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
@@ -43,6 +45,8 @@ export interface HandleContext {
  * under the wrapper of `wrapper.ts`; files through the toolbox upload/download endpoints.
  */
 export class DaytonaSandbox implements Sandbox {
+  /** Background processes, where `agentBinaryPath` is set (the agent is uploaded on first use). */
+  readonly processes?: SandboxProcesses
   private closed = false
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
@@ -63,6 +67,8 @@ export class DaytonaSandbox implements Sandbox {
       call: (call, timeoutSec) => this.call(call, timeoutSec),
       fail: (err, what) => this.fail(err, what),
     }
+    const binary = context.options.agentBinaryPath
+    if (binary) this.processes = uploadedAgentProcesses(this, binary, 'providers.daytona')
   }
 
   private assertOpen(): void {

@@ -8,6 +8,7 @@ import type {
   ExecResult,
   Sandbox,
   SandboxHealth,
+  SandboxProcesses,
   SandboxRef,
   SandboxTerminal,
   TerminalOptions,
@@ -18,6 +19,7 @@ import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
 import { type ErrFrame, MAX_FRAME_BYTES, encodePortOpen, encodePtyOpen } from './protocol.js'
 import { agentTerminal, openAgentStream } from './streams.js'
+import { AgentProcesses } from '../../src/sandbox/agent-processes.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
 
@@ -71,6 +73,8 @@ export class DockerSandbox implements Sandbox {
   /** Ports and terminals are streams of the agent channel (agent/ports.c): no container network. */
   readonly ports = true
   readonly terminals = true
+  /** Background processes, kept by the agent's supervisors in the container (any handle serves them). */
+  readonly processes: SandboxProcesses
 
   constructor(
     docker: Docker,
@@ -80,6 +84,7 @@ export class DockerSandbox implements Sandbox {
   ) {
     this.container = docker.getContainer(ref.id)
     this.slots = new Semaphore(settings.maxConcurrentExecs)
+    this.processes = new AgentProcesses((r, o) => this.exec(r, o), settings.agentPath, ref.id)
   }
 
   /** Opens the channel now (create/connect fail fast instead of on the first command). */

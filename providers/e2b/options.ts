@@ -44,6 +44,12 @@ export const E2BProviderOptionsSchema = z
       .default(1024 * 1024),
     /** Timeout of the helper commands the provider runs itself (cwd creation, kill on cancel) (ms). @default 15000 */
     helperTimeoutMs: z.number().int().positive().default(15_000),
+    /**
+     * Host path of the static `sbx-agent` (scripts/setup.sh builds it at `.sbx/sbx-agent`). With it,
+     * sandboxes get background processes: the binary is uploaded to the sandbox on a handle's first
+     * process call and runs them as in Docker. Without it, processes are UNSUPPORTED.
+     */
+    agentBinaryPath: z.string().min(1).optional(),
   })
   .strict()
 

@@ -7,8 +7,10 @@ import type {
   ExecResult,
   Sandbox,
   SandboxHealth,
+  SandboxProcesses,
   SandboxRef,
 } from '../../src/sandbox/types.js'
+import { uploadedAgentProcesses } from '../../src/sandbox/agent-processes.js'
 import { type ErrorContext, type ErrorSite, mapE2BError, networkCode } from './errors.js'
 import { type ExecContext, startExec } from './exec.js'
 import type { Lifetime } from './lifetime.js'
@@ -35,6 +37,8 @@ const MAX_COMMAND_BYTES = 100 * 1024
  * cancel), files through envd's `/files`, and the sandbox's server-side lifetime refreshed on use.
  */
 export class E2BSandbox implements Sandbox {
+  /** Background processes, where `agentBinaryPath` is set (the agent is uploaded on first use). */
+  readonly processes?: SandboxProcesses
   private closed = false
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
@@ -57,6 +61,7 @@ export class E2BSandbox implements Sandbox {
       exitLingerMs: o.exitLingerMs,
       classify: (err, what) => this.classify(err, { what, sandboxId: ref.id, envd: true }),
     }
+    if (o.agentBinaryPath) this.processes = uploadedAgentProcesses(this, o.agentBinaryPath, 'providers.e2b')
   }
 
   /**

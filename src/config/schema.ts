@@ -37,6 +37,10 @@ export const QuotaSchema = z
     maxConcurrentJobs: z.number().int().positive().default(64),
     /** Requests per second (token bucket, burst = 2×). @default 50 */
     requestsPerSecond: z.number().positive().default(50),
+    /** Background processes one session may have running at once; one more is refused (429). @default 16 */
+    maxProcessesPerSession: z.number().int().positive().default(16),
+    /** Bytes of stdout and of stderr kept per background process (the oldest are dropped). @default 1048576 */
+    processOutputBytes: z.number().int().min(1024).max(268_435_456).default(1_048_576),
   })
   .strict()
 
@@ -156,6 +160,11 @@ export const ConfigSchema = z
             autoDeleteMinutes: z.number().int().min(0).optional(),
             /** Hard lifetime from creation (minutes), whatever the activity. @default none */
             ttlMinutes: z.number().int().positive().optional(),
+            /**
+             * Host path of the static agent binary uploaded into sandboxes for background processes.
+             * @default the checkout's `.sbx/sbx-agent` (built by scripts/setup.sh) when it exists
+             */
+            agentBinaryPath: z.string().min(1).optional(),
           })
           .strict()
           .optional(),
@@ -171,6 +180,11 @@ export const ConfigSchema = z
             domain: z.string().min(1).optional(),
             /** Variable holding the API key (the key itself never goes in a config file). */
             apiKeyEnv: z.string().min(1).default('E2B_API_KEY'),
+            /**
+             * Host path of the static agent binary uploaded into sandboxes for background processes.
+             * @default the checkout's `.sbx/sbx-agent` (built by scripts/setup.sh) when it exists
+             */
+            agentBinaryPath: z.string().min(1).optional(),
           })
           .strict()
           .optional(),
@@ -216,7 +230,13 @@ export const ConfigSchema = z
     extensions: z.array(z.string().min(1)).default([]),
     /** API keys → tenants. Empty in embedded mode means one built-in key from env SBX_API_KEY. */
     apiKeys: z.array(ApiKeySchema).default([]),
-    quotas: QuotaSchema.default({ maxSandboxes: 16, maxConcurrentJobs: 64, requestsPerSecond: 50 }),
+    quotas: QuotaSchema.default({
+      maxSandboxes: 16,
+      maxConcurrentJobs: 64,
+      requestsPerSecond: 50,
+      maxProcessesPerSession: 16,
+      processOutputBytes: 1_048_576,
+    }),
     models: z.record(z.string(), ModelConfigSchema).default({}),
   })
   .strict()

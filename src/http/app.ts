@@ -17,6 +17,7 @@ import { registerAgentRunRoutes } from './routes/agent-runs.js'
 import { registerExecRoutes } from './routes/exec.js'
 import { registerPortRoutes } from './routes/ports.js'
 import { registerTerminalRoutes } from './routes/terminal.js'
+import { registerProcessRoutes } from './routes/processes.js'
 import { registerSessionRoutes } from './routes/sessions.js'
 import { registerSystemRoutes } from './routes/system.js'
 
@@ -165,6 +166,7 @@ export function createApp(deps: AppDeps): App {
   registerSessionRoutes(app, deps)
   registerPortRoutes(app, deps)
   registerTerminalRoutes(app, deps)
+  registerProcessRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
   if (deps.admin) registerAdminRoutes(app, { keyring: deps.keyring, logger: deps.logger, ...deps.admin })
   const mcp = deps.mcp

@@ -1,6 +1,6 @@
 import type { ToolCallRequest } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
-import type { ExecResult, SandboxHealth } from '../sandbox/types.js'
+import type { ExecResult, ProcessInfo, ProcessOutput, SandboxHealth } from '../sandbox/types.js'
 import type { CircuitState } from '../routing/circuit-breaker.js'
 import type { SessionStreamService } from '../runtime/session-streams.js'
 import type { AdminRoutesOptions } from './admin.js'
@@ -176,6 +176,45 @@ export interface SessionService {
   ): Promise<Pick<SessionView, 'sandboxReplaced'> | undefined>
 }
 
+/** What starting a background process takes over the API. */
+export interface ProcessStartInput {
+  command: string
+  cwd?: string
+  env?: Record<string, string>
+}
+
+/**
+ * Tenant-scoped background processes of a session's sandbox. Every method answers `undefined` when
+ * the session is not the tenant's (so another tenant's key gets 404); an unknown process id is
+ * `NOT_FOUND`, a provider without processes `UNSUPPORTED`.
+ */
+export interface ProcessService {
+  start(tenant: string, sessionId: string, input: ProcessStartInput): Promise<ProcessInfo | undefined>
+  list(tenant: string, sessionId: string): Promise<ProcessInfo[] | undefined>
+  get(tenant: string, sessionId: string, id: string): Promise<ProcessInfo | undefined>
+  read(
+    tenant: string,
+    sessionId: string,
+    id: string,
+    from: { stdoutOffset: number; stderrOffset: number; maxBytes: number; waitMs?: number },
+  ): Promise<ProcessOutput | undefined>
+  writeStdin(
+    tenant: string,
+    sessionId: string,
+    id: string,
+    data: Uint8Array,
+    close: boolean,
+  ): Promise<{ written: number; process: ProcessInfo } | undefined>
+  signal(
+    tenant: string,
+    sessionId: string,
+    id: string,
+    signal: string,
+    waitMs: number,
+  ): Promise<ProcessInfo | undefined>
+  remove(tenant: string, sessionId: string, id: string): Promise<ProcessInfo | undefined>
+}
+
 /** Provider registry view for `GET /v1/providers`. */
 export interface ProviderView {
   id: string
@@ -266,6 +305,8 @@ export interface AppDeps {
   exec: ExecService
   toolCalls: ToolCallService
   sessions: SessionService
+  /** Background processes of sessions (`/v1/sessions/{id}/processes`); absent: those routes answer 501. */
+  processes?: ProcessService
   agentRuns: AgentRunsApi
   providers(): Promise<ProviderView[]>
   /** The routing policies. @default none */

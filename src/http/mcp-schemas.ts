@@ -139,6 +139,7 @@ export function mcpInstructions(opts: { idleMs: number; profile?: McpShellProfil
       : 'stdout and stderr are capped; past the cap the result says [output truncated at the output cap]. Send long output to a file and read parts of it (read_file line ranges, grep, tail).',
     `The session and its files are deleted when the client closes it, or after ${idle} without a request; then initialize a new session.`,
     'Send a progressToken to receive the command\u2019s output live as progress notifications.',
+    'For a server or anything that should keep running, use start_process (then read_process_output, write_process_stdin, kill_process) instead of `&` in bash; background processes end with the session.',
     ...(profile?.network === 'none' ? ['The sandbox has no network access.'] : []),
   ].join('\n')
 }

@@ -4,6 +4,7 @@ import { AppError } from '../errors.js'
 import type { AppDeps } from './deps.js'
 import type { Principal } from './keyring.js'
 import { registerFileTools, text } from './mcp-file-tools.js'
+import { registerProcessTools } from './mcp-process-tools.js'
 import { onConsumerCancel, requestIdsOf } from './mcp-disconnect.js'
 import type { RequestId } from './mcp-disconnect.js'
 import { createMcpOriginCheck } from './mcp-origin.js'
@@ -54,7 +55,7 @@ export class McpEndpoint {
   readonly checkHeaders: (headers: Headers) => void
 
   constructor(
-    private readonly deps: Pick<AppDeps, 'toolCalls' | 'sessions' | 'logger'>,
+    private readonly deps: Pick<AppDeps, 'toolCalls' | 'sessions' | 'logger' | 'processes'>,
     private readonly options: McpOptions,
   ) {
     this.ttlMs = options.idleTtlMs ?? 600_000
@@ -203,6 +204,8 @@ export class McpEndpoint {
       },
     )
     registerFileTools(server, { sessions: this.deps.sessions, tenant, session: need, busy })
+    if (this.deps.processes)
+      registerProcessTools(server, { processes: this.deps.processes, tenant, session: need, busy })
     return server
   }
 

@@ -37,6 +37,7 @@ import type { SessionDirectory } from './session-directory.js'
 import { PooledSessionService } from './session-service.js'
 import { PooledSessionStreams } from './session-streams.js'
 import type { SessionStreamService } from './session-streams.js'
+import { PooledProcessService } from './process-service.js'
 import { ChainToolCallService } from './tool-call-service.js'
 import { TenantJobLimiter } from './tenant-jobs.js'
 import type { AgentRunDeps } from './agent-runs/execute.js'
@@ -101,6 +102,8 @@ export interface Runtime {
    * sandboxes are the workers' business).
    */
   readonly streams?: SessionStreamService
+  /** Background processes of sessions' sandboxes. */
+  readonly processes: PooledProcessService
   readonly toolCalls: ChainToolCallService
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
@@ -263,10 +266,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const env = opts.env ?? process.env
     const agentStore = redis ? new RedisAgentRunStore(redis, `${prefix}:`) : new MemoryAgentRunStore()
     cleanups.push(() => agentStore.close())
+    const processes = new PooledProcessService(directory, pool, {
+      maxRunning: config.quotas.maxProcessesPerSession,
+      outputBufferBytes: config.quotas.processOutputBytes,
+    })
     const agentDeps: AgentRunDeps = {
       store: agentStore,
       chains,
       router,
+      processes,
       model: (name) => modelFor(config, name, env),
       onFinished: (r) => {
         metrics.agentRuns.inc({ tenant: r.tenant, finish_reason: r.finishReason ?? r.state })
@@ -333,6 +341,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       ),
       sessions: new PooledSessionService(directory, routed, targets, config.routing.tenants),
       ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
+      processes,
       toolCalls: new ChainToolCallService(chains, router, directory),
       metrics,
       ...(worker ? { worker } : {}),

@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { createDaytonaProvider } from '../../providers/daytona/index.js'
 import { createE2BProvider } from '../../providers/e2b/index.js'
 import type { Config } from '../config/index.js'
@@ -47,6 +50,7 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
   const daytonaKey = apiKeyOf('daytona', providers.daytona, 'DAYTONA_API_KEY', env)
   if (daytonaKey !== undefined) {
     const d = providers.daytona
+    const daytonaAgent = d?.agentBinaryPath ?? builtAgent()
     const apiUrl = d?.apiUrl ?? read(env, 'DAYTONA_API_URL')
     const target = d?.target ?? read(env, 'DAYTONA_TARGET')
     out.push(
@@ -58,6 +62,7 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
         ...(d?.defaultSnapshot === undefined ? {} : { defaultSnapshot: d.defaultSnapshot }),
         ...(d?.autoDeleteMinutes === undefined ? {} : { autoDeleteMinutes: d.autoDeleteMinutes }),
         ...(d?.ttlMinutes === undefined ? {} : { ttlMinutes: d.ttlMinutes }),
+        ...(daytonaAgent ? { agentBinaryPath: daytonaAgent } : {}),
       }),
     )
   }
@@ -67,9 +72,11 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
     const apiUrl = e?.apiUrl ?? read(env, 'E2B_API_URL')
     const sandboxUrl = e?.sandboxUrl ?? read(env, 'E2B_SANDBOX_URL')
     const domain = e?.domain ?? read(env, 'E2B_DOMAIN')
+    const agentBinaryPath = e?.agentBinaryPath ?? builtAgent()
     out.push(
       createE2BProvider({
         apiKey: e2bKey,
+        ...(agentBinaryPath ? { agentBinaryPath } : {}),
         ...(apiUrl ? { apiUrl } : {}),
         ...(sandboxUrl ? { sandboxUrl } : {}),
         ...(domain ? { domain } : {}),
@@ -77,4 +84,14 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
     )
   }
   return out
+}
+
+/** The agent binary scripts/setup.sh builds in this checkout (`.sbx/sbx-agent`), when it is there. */
+function builtAgent(): string | undefined {
+  const here = dirname(fileURLToPath(import.meta.url))
+  // src/runtime (sources through tsx) or dist/src/runtime (the build).
+  return [
+    resolve(here, '..', '..', '.sbx', 'sbx-agent'),
+    resolve(here, '..', '..', '..', '.sbx', 'sbx-agent'),
+  ].find((p) => existsSync(p))
 }

@@ -28,7 +28,12 @@ export async function startServer(
 ): Promise<RunningServer> {
   const { config } = runtime.loaded
   const mcp = new McpEndpoint(
-    { toolCalls: runtime.toolCalls, sessions: runtime.sessions, logger: runtime.logger },
+    {
+      toolCalls: runtime.toolCalls,
+      sessions: runtime.sessions,
+      processes: runtime.processes,
+      logger: runtime.logger,
+    },
     {
       providerId: config.routing.shell.providerId,
       profile: config.routing.shell.profile,
@@ -52,6 +57,7 @@ export async function startServer(
     toolCalls: runtime.toolCalls,
     sessions: runtime.sessions,
     ...(runtime.streams ? { streams: runtime.streams } : {}),
+    processes: runtime.processes,
     agentRuns: runtime.agentRuns,
     mcp,
     ...(dashboard ? { admin: { queues: dashboard.queues } } : {}),

@@ -8,8 +8,13 @@ export type {
   ExecRequest,
   ExecResult,
   Labels,
+  OutputSlice,
+  ProcessInfo,
+  ProcessOutput,
+  ProcessStartRequest,
   Sandbox,
   SandboxHealth,
+  SandboxProcesses,
   SandboxProvider,
   SandboxRef,
 } from './types.js'

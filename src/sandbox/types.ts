@@ -158,6 +158,11 @@ export interface Sandbox {
   openPort?(port: number, opts?: { signal?: AbortSignal }): Promise<Duplex>
   /** Starts an interactive terminal (bash on a pty). */
   openTerminal?(opts: TerminalOptions): Promise<SandboxTerminal>
+  /**
+   * Capability: background processes that outlive the call (see {@link SandboxProcesses}). Absent
+   * where the provider has none; callers then answer `UNSUPPORTED`.
+   */
+  readonly processes?: SandboxProcesses
   exec(request: ExecRequest, opts?: ExecOptions): Promise<ExecResult>
   /** Writes a file (binary-safe), creating parent directories. Relative paths resolve against the profile cwd. */
   writeFile(path: string, data: string | Uint8Array, opts?: { signal?: AbortSignal }): Promise<void>
@@ -203,4 +208,92 @@ export interface SandboxProvider {
   health?(): Promise<SandboxHealth>
   /** Releases clients and channels held by the provider. */
   close?(): Promise<void>
+}
+
+/** What {@link SandboxProcesses.start} runs. */
+export interface ProcessStartRequest {
+  /** A shell command line, run by `bash -c` (or `sh -c`) as the leader of its own process group. */
+  command: string
+  /** Working directory; defaults to the profile's `cwd`. */
+  cwd?: string
+  /** Extra environment variables (merged over the profile's env). */
+  env?: Record<string, string>
+  /** Bytes of stdout and of stderr kept per process; past it the oldest bytes are dropped. */
+  outputBufferBytes: number
+  /** Refuse (`QUOTA_EXCEEDED`) when this many of the sandbox's processes run already. */
+  maxRunning: number
+}
+
+/** One background process of a sandbox, as every surface shows it. */
+export interface ProcessInfo {
+  /** Service-assigned id (`p-…`), unique within the sandbox. */
+  id: string
+  command: string
+  /** Pid inside the sandbox of the process group's leader. */
+  pid: number
+  /** `lost`: it ended without an exit status (its supervisor was killed from inside the sandbox). */
+  state: 'running' | 'exited' | 'lost'
+  /** Exit code once exited normally; `null` while running or when ended by a signal. */
+  exitCode: number | null
+  /** Signal name (e.g. `SIGTERM`) when a signal ended it. */
+  signal: string | null
+  /** Epoch ms. */
+  startedAt: number
+  /** Epoch ms of the exit; `null` while running. */
+  endedAt: number | null
+  /** Whether its stdin was closed (over the API). */
+  stdinClosed: boolean
+  /** Bytes it wrote to each stream since it started (dropped ones included). */
+  stdoutBytes: number
+  stderrBytes: number
+}
+
+/** A slice of one output stream. Offsets count every byte the stream ever carried. */
+export interface OutputSlice {
+  /** The bytes from `offset` to `nextOffset`, decoded as UTF-8. */
+  data: string
+  /** Offset of the first byte returned. */
+  offset: number
+  /** Where the next read should start. */
+  nextOffset: number
+  /** Bytes between the offset asked for and `offset` that the capped buffer no longer holds. */
+  dropped: number
+}
+
+/** {@link SandboxProcesses.read}: the process and one slice of each stream. */
+export interface ProcessOutput {
+  process: ProcessInfo
+  stdout: OutputSlice
+  stderr: OutputSlice
+}
+
+/**
+ * Background processes of one sandbox. Their state belongs to the sandbox, not to a handle: any
+ * handle of the fleet serves any of them, and they die with the sandbox. Unknown ids are
+ * `NOT_FOUND`; a process past its end (signal, stdin) is `CONFLICT`.
+ */
+export interface SandboxProcesses {
+  /** Starts `command`; resolves once it runs. */
+  start(id: string, request: ProcessStartRequest, opts?: { signal?: AbortSignal }): Promise<ProcessInfo>
+  list(opts?: { signal?: AbortSignal }): Promise<ProcessInfo[]>
+  /**
+   * Up to `maxBytes` of each stream from the given offsets (clamped to what the buffer holds). With
+   * `waitMs`, first waits up to that long (at most 20 s) for a byte past an offset or the end.
+   */
+  read(
+    id: string,
+    from: { stdoutOffset: number; stderrOffset: number; maxBytes: number; waitMs?: number },
+    opts?: { signal?: AbortSignal },
+  ): Promise<ProcessOutput>
+  /** Writes `data` to its stdin; with `close`, closes stdin afterwards (the process sees EOF). */
+  writeStdin(
+    id: string,
+    data: Uint8Array,
+    close: boolean,
+    opts?: { signal?: AbortSignal },
+  ): Promise<{ written: number; process: ProcessInfo }>
+  /** Sends `signal` (a name such as `SIGTERM`) to its whole process group; waits up to `waitMs` for its end. */
+  signal(id: string, signal: string, waitMs: number, opts?: { signal?: AbortSignal }): Promise<ProcessInfo>
+  /** Kills its group if it runs and forgets it (its output is gone). */
+  remove(id: string, opts?: { signal?: AbortSignal }): Promise<ProcessInfo>
 }

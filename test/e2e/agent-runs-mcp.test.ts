@@ -142,9 +142,14 @@ describe('MCP endpoint with the SDK client', () => {
     expect(tools.tools.map((t) => t.name).sort()).toEqual([
       'bash',
       'edit_file',
+      'kill_process',
+      'list_processes',
       'list_sessions',
       'read_file',
+      'read_process_output',
+      'start_process',
       'write_file',
+      'write_process_stdin',
     ])
     const w = await client.callTool({
       name: 'write_file',

@@ -239,9 +239,14 @@ describe('MCP tools through sbx serve', () => {
     expect(tools.map((t) => t.name).sort()).toEqual([
       'bash',
       'edit_file',
+      'kill_process',
+      'list_processes',
       'list_sessions',
       'read_file',
+      'read_process_output',
+      'start_process',
       'write_file',
+      'write_process_stdin',
     ])
     for (const tool of tools) {
       const schema = tool.inputSchema as {

@@ -30,6 +30,8 @@ beforeAll(async () => {
         'remote-e2b': { provider: 'e2b', template: 'base', defaultTimeoutMs: 20_000 },
       },
       routing: { shell: { providerId: 'daytona', profile: 'remote-daytona' } },
+      // E2B finds the agent binary scripts/setup.sh built; Daytona is pointed at a missing one.
+      providers: { daytona: { agentBinaryPath: '/nonexistent/sbx-agent' } },
     },
     env: {
       DAYTONA_API_KEY: daytona.apiKey,
@@ -131,4 +133,47 @@ test("the server's routing policy sends shell tool calls to the configured remot
   }
   expect(body.decision).toMatchObject({ kind: 'routeTo', providerId: 'daytona' })
   expect(body.result).toMatchObject({ exitCode: 2, stdout: 'routed\n' })
+})
+
+describe('background processes on remote providers', () => {
+  const session = async (id: string, provider: string) => {
+    const r = await api('/v1/sessions', {
+      method: 'POST',
+      body: JSON.stringify({ id, provider, profile: `remote-${provider}` }),
+    })
+    expect(r.status).toBe(201)
+    return `/v1/sessions/${id}/processes`
+  }
+
+  test('E2B: the agent binary is uploaded on first use; start, stdin, output, signal as on Docker', async () => {
+    const base = await session('s-procs-e2b', 'e2b')
+    const started = await api(base, {
+      method: 'POST',
+      body: JSON.stringify({ command: 'while read -r l; do echo "got $l"; done' }),
+    })
+    const p = (await started.json()) as { id: string; state: string }
+    expect(started.status, JSON.stringify(p)).toBe(201)
+    expect(p.state).toBe('running')
+    const w = await api(`${base}/${p.id}/stdin`, { method: 'POST', body: JSON.stringify({ data: 'one\n' }) })
+    expect(w.status).toBe(200)
+    const o = (await (await api(`${base}/${p.id}/output?waitMs=10000`)).json()) as {
+      stdout: { data: string }
+    }
+    expect(o.stdout.data).toBe('got one\n')
+    const killed = await api(`${base}/${p.id}/signal`, {
+      method: 'POST',
+      body: JSON.stringify({ signal: 'SIGKILL' }),
+    })
+    expect(((await killed.json()) as { state: string; signal: string }).signal).toBe('SIGKILL')
+  })
+
+  test('Daytona without its agent binary: UNSUPPORTED (501) naming the path, the key and the fix', async () => {
+    const base = await session('s-procs-daytona', 'daytona')
+    const r = await api(base, { method: 'POST', body: JSON.stringify({ command: 'sleep 60' }) })
+    const body = (await r.json()) as { error: { code: string; message: string } }
+    expect(r.status, JSON.stringify(body)).toBe(501)
+    expect(body.error.code).toBe('UNSUPPORTED')
+    expect(body.error.message).toContain('/nonexistent/sbx-agent (providers.daytona.agentBinaryPath)')
+    expect(body.error.message).toContain('scripts/setup.sh')
+  })
 })

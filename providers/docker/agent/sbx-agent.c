@@ -3,6 +3,7 @@
  *
  *   sbx-agent          speak the frame protocol (protocol.h) on stdin/stdout until stdin ends
  *   sbx-agent --init   container main process: reap orphans, exit on SIGTERM/SIGINT
+ *   sbx-agent --proc-* background processes of the sandbox (procs.c)
  *   sbx-agent --init --idle-exit-ms N
  *                      ... and exit (code SBX_IDLE_EXIT_CODE, taking the container down) once no
  *                      process has been attached from outside the container (a `docker exec`: an
@@ -1306,7 +1307,11 @@ static int run_init(long idle_exit_ms) {
   }
 }
 
+/* Background processes (--proc-* modes): their own file, kept apart from the channel. */
+#include "procs.c"
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strncmp(argv[1], "--proc-", 7) == 0) return proc_main(argc, argv);
   if (argc > 1 && strcmp(argv[1], "--init") == 0) {
     long idle_exit_ms = 0;
     for (int i = 2; i + 1 < argc; i++)

@@ -1,6 +1,7 @@
 import { createAgent } from '../../agent/agent.js'
 import { BudgetInterceptor } from '../../agent/budget-interceptor.js'
 import { shellTool } from '../../agent/define-tool.js'
+import { processTools, type ProcessToolBackend } from '../../agent/process-tools.js'
 import { finishReasonLabel } from '../../agent/finish-reason.js'
 import type { ModelClient } from '../../agent/model-client.js'
 import type { InterceptorChains } from '../../extensions/compose.js'
@@ -14,13 +15,15 @@ export interface AgentRunDeps {
   chains: InterceptorChains
   router: RouteExecutor
   model: (name: string | undefined) => ModelClient
+  /** Background processes of sessions: a run with a sessionId gets the process tools. */
+  processes?: ProcessToolBackend
   /** Observes finished runs (metrics). */
   onFinished?: (record: AgentRunRecord) => void
 }
 
 /**
  * Runs one stored agent run to its end: the agent loop with the server's interceptor chain, a
- * routed `bash` tool, the run's budget; lifecycle events are appended to the run's event log.
+ * routed `bash` tool (and, in a session, the process tools), the run's budget; lifecycle events are appended to the run's event log.
  * Never throws: failures end the run `failed` (or `cancelled` when `signal` aborted).
  */
 export async function executeAgentRun(id: string, deps: AgentRunDeps, signal: AbortSignal): Promise<void> {
@@ -41,7 +44,10 @@ export async function executeAgentRun(id: string, deps: AgentRunDeps, signal: Ab
   try {
     const agent = createAgent({
       model: deps.model(request.model),
-      tools: [shellTool()],
+      tools: [
+        shellTool(),
+        ...(deps.processes && request.sessionId ? processTools({ backend: deps.processes }) : []),
+      ],
       toolInterceptors: deps.chains.toolCall,
       promptInterceptors: deps.chains.prompt,
       modelRequestInterceptors: deps.chains.modelRequest,

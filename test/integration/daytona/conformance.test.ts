@@ -1,3 +1,4 @@
+import { resolve } from 'node:path'
 import { afterAll, beforeAll } from 'vitest'
 import { createDaytonaProvider } from '../../../providers/daytona/index.js'
 import { runProviderConformance } from '../../../src/sandbox/conformance.js'
@@ -15,7 +16,13 @@ afterAll(async () => {
 
 runProviderConformance('daytona', {
   createProvider: () =>
-    createDaytonaProvider({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, instanceId: 'conformance-test' }),
+    createDaytonaProvider({
+      apiKey: fake.apiKey,
+      apiUrl: fake.apiUrl,
+      instanceId: 'conformance-test',
+      // Background processes: the agent binary scripts/setup.sh built, uploaded on first use.
+      agentBinaryPath: resolve('.sbx/sbx-agent'),
+    }),
   profile: resolveProfile('conformance', { provider: 'daytona', env: { SBX_PROFILE_VAR: 'from profile' } }),
   testTimeoutMs: 120_000,
 })

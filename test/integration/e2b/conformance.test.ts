@@ -1,3 +1,4 @@
+import { resolve } from 'node:path'
 import { afterAll, expect } from 'vitest'
 import { createE2BProvider } from '../../../providers/e2b/index.js'
 import { runProviderConformance } from '../../../src/sandbox/conformance.js'
@@ -19,6 +20,8 @@ runProviderConformance('e2b (fake)', {
       apiUrl: fake.apiUrl,
       sandboxUrl: fake.sandboxUrl,
       instanceId: 'conformance-test',
+      // Background processes: the agent binary scripts/setup.sh built, uploaded on first use.
+      agentBinaryPath: resolve('.sbx/sbx-agent'),
     }),
   profile: resolveProfile('conformance', { provider: 'e2b', env: { SBX_PROFILE_VAR: 'from profile' } }),
   testTimeoutMs: 120_000,
