@@ -14,6 +14,8 @@ export interface MetricsSources {
     handles: number
     idle: number
   }
+  /** Each provider's circuit (routing policies skip open ones): 0 closed, 1 open, 0.5 half-open. */
+  circuits?: () => Promise<Record<string, 'closed' | 'open' | 'half-open'>>
 }
 
 /**
@@ -55,7 +57,19 @@ export class Metrics {
       labelNames: ['method', 'route', 'status'],
       registers,
     })
-    const { queueDepth, pool } = sources
+    const { queueDepth, pool, circuits } = sources
+    new Gauge({
+      name: 'sbx_provider_circuit_open',
+      help: "A provider's circuit: 0 closed, 1 open (routing policies skip it), 0.5 half-open (one probe may try)",
+      labelNames: ['provider'],
+      registers,
+      async collect() {
+        if (!circuits) return
+        const states = await circuits().catch(() => undefined)
+        for (const [provider, state] of Object.entries(states ?? {}))
+          this.set({ provider }, state === 'open' ? 1 : state === 'half-open' ? 0.5 : 0)
+      },
+    })
     new Gauge({
       name: 'sbx_queue_depth',
       help: 'Exec jobs waiting or running',

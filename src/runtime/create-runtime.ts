@@ -212,7 +212,12 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const breaker: CircuitBreaker = redis
       ? new RedisCircuitBreaker(redis, prefix, config.routing.circuit)
       : new MemoryCircuitBreaker(config.routing.circuit)
-    const routed = new PolicyPool(pool, policies, breaker)
+    const routed = new PolicyPool(pool, policies, breaker, Math.random, (provider, state) =>
+      logger.warn(
+        { provider, failures: state.failures, openUntil: state.openUntil, lastError: state.lastError },
+        `circuit of provider '${provider}' opened: routing policies skip it until a probe succeeds`,
+      ),
+    )
     const router = new QueueRouteExecutor({ queue, targets, tenantRoutes: config.routing.tenants })
 
     const extensions = config.extensions.length
@@ -230,6 +235,12 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       : new MemorySessionDirectory()
     const metrics = new Metrics({
       queueDepth: () => queue.counts(),
+      circuits: async () =>
+        Object.fromEntries(
+          await Promise.all(
+            registry.providerIds().map(async (id) => [id, (await breaker.state(id)).state] as const),
+          ),
+        ),
       pool: () => {
         const s = pool.stats()
         const idle = Object.values(s.current.warm).reduce((a, b) => a + b, 0)
