@@ -15,6 +15,7 @@ import type { Lifetime } from './lifetime.js'
 import type { ResolvedE2BProviderOptions } from './options.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
+import { E2BShell } from './shell.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {
@@ -35,7 +36,10 @@ const MAX_COMMAND_BYTES = 100 * 1024
  * cancel), files through envd's `/files`, and the sandbox's server-side lifetime refreshed on use.
  */
 export class E2BSandbox implements Sandbox {
+  /** Commands take `shell: 'persistent'`: a long-lived bash per handle (see `shell.ts`). */
+  readonly persistentShell = true
   private closed = false
+  private readonly shell: E2BShell
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
 
@@ -57,6 +61,14 @@ export class E2BSandbox implements Sandbox {
       exitLingerMs: o.exitLingerMs,
       classify: (err, what) => this.classify(err, { what, sandboxId: ref.id, envd: true }),
     }
+    this.shell = new E2BShell({
+      sdk,
+      sandboxId: ref.id,
+      cwd: settings.cwd,
+      requestTimeoutMs: o.requestTimeoutMs,
+      helperTimeoutMs: o.helperTimeoutMs,
+      classify: this.execContext.classify,
+    })
   }
 
   /**
@@ -104,7 +116,13 @@ export class E2BSandbox implements Sandbox {
     const resolved = resolveExecRequest(request, {
       cwd: this.settings.cwd,
       maxCommandBytes: MAX_COMMAND_BYTES,
+      persistentShell: true,
     })
+    if (request.shell === 'persistent') {
+      this.keepAlive(request.timeoutMs + this.settings.options.commandDeadlineBufferMs)
+      const run = await this.shell.run({ ...resolved, cwdGiven: request.cwd !== undefined }, opts)
+      return raceAbort(run.result, opts.signal)
+    }
     const release = await this.slots.acquire(opts.signal)
     this.keepAlive(request.timeoutMs + this.settings.options.commandDeadlineBufferMs)
     const run = startExec(this.execContext, resolved, opts)
@@ -185,6 +203,7 @@ export class E2BSandbox implements Sandbox {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    await this.shell.close()
     this.onClose?.(this)
   }
 }
