@@ -4,7 +4,7 @@ import { CommandExitError, type CommandHandle, type Sandbox as E2BSdkSandbox, Ti
 import { AppError } from '../../src/errors.js'
 import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
-import { CappedSink } from './output.js'
+import { CappedSink } from '../../src/sandbox/capped-sink.js'
 import { type WrapperReport, TokenFilter, buildWrapper } from './wrapper.js'
 
 /** What a command needs from its sandbox handle. */

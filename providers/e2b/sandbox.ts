@@ -15,7 +15,8 @@ import type { Lifetime } from './lifetime.js'
 import type { ResolvedE2BProviderOptions } from './options.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
-import { E2BShell } from './shell.js'
+import { type E2BShellProcess, e2bShellTransport } from './shell.js'
+import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {
@@ -39,7 +40,7 @@ export class E2BSandbox implements Sandbox {
   /** Commands take `shell: 'persistent'`: a long-lived bash per handle (see `shell.ts`). */
   readonly persistentShell = true
   private closed = false
-  private readonly shell: E2BShell
+  private readonly shell: PersistentShellRunner<E2BShellProcess>
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
 
@@ -61,14 +62,16 @@ export class E2BSandbox implements Sandbox {
       exitLingerMs: o.exitLingerMs,
       classify: (err, what) => this.classify(err, { what, sandboxId: ref.id, envd: true }),
     }
-    this.shell = new E2BShell({
-      sdk,
-      sandboxId: ref.id,
-      cwd: settings.cwd,
-      requestTimeoutMs: o.requestTimeoutMs,
-      helperTimeoutMs: o.helperTimeoutMs,
-      classify: this.execContext.classify,
-    })
+    this.shell = new PersistentShellRunner(
+      e2bShellTransport({
+        sdk,
+        sandboxId: ref.id,
+        cwd: settings.cwd,
+        requestTimeoutMs: o.requestTimeoutMs,
+        helperTimeoutMs: o.helperTimeoutMs,
+        classify: this.execContext.classify,
+      }),
+    )
   }
 
   /**
