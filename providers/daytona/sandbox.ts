@@ -16,6 +16,8 @@ import type { ResolvedDaytonaProviderOptions } from './options.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { type DaemonCall, mkdirCall, probeCall } from './wrapper.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
+import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
+import { type DaytonaShellSession, daytonaShellTransport } from './shell.js'
 
 /** Daytona accepts only these names in an exec's environment. */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -43,9 +45,12 @@ export interface HandleContext {
  * under the wrapper of `wrapper.ts`; files through the toolbox upload/download endpoints.
  */
 export class DaytonaSandbox implements Sandbox {
+  /** Commands take `shell: 'persistent'`: one toolbox session per handle (see `shell.ts`). */
+  readonly persistentShell = true
   private closed = false
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
+  private readonly shell: PersistentShellRunner<DaytonaShellSession>
 
   constructor(
     readonly ref: SandboxRef,
@@ -63,6 +68,16 @@ export class DaytonaSandbox implements Sandbox {
       call: (call, timeoutSec) => this.call(call, timeoutSec),
       fail: (err, what) => this.fail(err, what),
     }
+    this.shell = new PersistentShellRunner(
+      daytonaShellTransport({
+        remote,
+        sandboxId: ref.id,
+        cwd: settings.cwd,
+        requestTimeoutSec: Math.ceil(context.options.requestTimeoutMs / 1000),
+        pollIntervalMs: context.options.pollIntervalMs,
+        fail: (err, what) => this.fail(err, what),
+      }),
+    )
   }
 
   private assertOpen(): void {
@@ -114,7 +129,12 @@ export class DaytonaSandbox implements Sandbox {
       maxCommandBytes: MAX_COMMAND_BYTES,
       envName: (key) => ENV_NAME.test(key) && !key.startsWith('__SBX_'),
       envRule: "Daytona accepts names of letters, digits and '_' not starting with a digit (and not __SBX_*)",
+      persistentShell: true,
     })
+    if (request.shell === 'persistent') {
+      const run = await this.shell.run({ ...resolved, cwdGiven: request.cwd !== undefined }, opts)
+      return raceAbort(run.result, opts.signal)
+    }
     const release = await this.slots.acquire(opts.signal)
     const run = startRun(this.execContext, resolved, opts)
     // The slot frees when the daemon is done with the command, not when an abort rejects early.
@@ -201,6 +221,7 @@ export class DaytonaSandbox implements Sandbox {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    await this.shell.close()
     this.onClose?.(this)
   }
 }

@@ -83,10 +83,11 @@ export function e2bShellTransport(ctx: ShellContext): ShellTransport<E2BShellPro
       }
     },
     async abortCommand(shell) {
-      await ctx.sdk.commands.run(shellKillScript(shell.pid, TERM_GRACE_MS), {
+      const r = await ctx.sdk.commands.run(shellKillScript(shell.pid, TERM_GRACE_MS), {
         timeoutMs: ctx.helperTimeoutMs,
         ...req,
       })
+      return r.stdout.includes('gone') ? 'gone' : 'ok'
     },
     async killShell(shell) {
       await ctx.sdk.commands.kill(shell.pid, req)

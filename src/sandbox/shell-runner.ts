@@ -31,7 +31,9 @@ export interface ShellSink {
   stderr(text: string): void
   /** The shell ended (its status when known); the command is over. */
   shellEnded(status: number | undefined): void
-  /** Whether both end markers have been seen (a poller stops then). */
+  /** The transport cannot reach the shell any more: the command fails with `err`. */
+  failed(err: AppError): void
+  /** Whether the command is over (a poller stops then). */
   readonly done: boolean
 }
 
@@ -43,12 +45,14 @@ export interface ShellTransport<S extends RemoteShell> {
   send(shell: S, line: string, sink: ShellSink): Promise<void>
   /** Writes a command's stdin to a file in the sandbox. */
   writeStdin(path: string, data: Uint8Array): Promise<void>
-  /** Runs the kill helper ({@link shellKillScript}) for the shell's current command. */
-  abortCommand(shell: S): Promise<void>
+  /** Runs the kill helper ({@link shellKillScript}) for the shell's current command; `gone` when the shell is. */
+  abortCommand(shell: S): Promise<'gone' | 'ok'>
   /** Ends the shell itself (the command ignored the kill, or the handle closes). */
   killShell(shell: S): Promise<void>
   /** Text for errors. */
   sandboxId: string
+  /** Text put into every command line before the command (see {@link ShellLine.prelude}). */
+  linePrelude?: string
 }
 
 /** One command for {@link PersistentShellRunner.run}: resolved, plus whether a cwd was asked for (a `cd` that stays). */
@@ -113,8 +117,10 @@ export class PersistentShellRunner<S extends RemoteShell> {
     }
     type End = { status?: number | undefined; mark?: ShellMark }
     let finish!: (end: End) => void
+    let fail!: (err: AppError) => void
     let over = false
-    const ended = new Promise<End>((resolve) => (finish = resolve))
+    const ended = new Promise<End>((resolve, reject) => ((finish = resolve), (fail = reject)))
+    ended.catch(() => undefined)
     const check = (): void => {
       if (scanOut.found === undefined || scanErr.found === undefined) return
       over = true
@@ -145,6 +151,10 @@ export class PersistentShellRunner<S extends RemoteShell> {
         over = true
         finish({ status })
       },
+      failed: (err) => {
+        over = true
+        fail(err)
+      },
       get done() {
         return over
       },
@@ -168,11 +178,20 @@ export class PersistentShellRunner<S extends RemoteShell> {
         ...(stdinPath ? { stdinPath } : {}),
         token: shell.token,
         firstShell: at.firstShell,
+        ...(t.linePrelude ? { prelude: t.linePrelude } : {}),
       })
       await t.send(shell, line, sink)
-      const end = await ended
+      const end = await ended.catch(async (err: unknown) => {
+        shell.alive = false
+        await aborting
+        throw err
+      })
       await aborting
-      if (end.mark?.ended) shell.alive = false
+      if (end.mark?.ended) {
+        // The shell exited by itself; what is left of it (a provider session) goes.
+        shell.alive = false
+        void t.killShell(shell).catch(() => undefined)
+      }
       if (!shell.alive && this.shell === shell) this.shell = undefined
       if (end.mark?.status === -1 && !end.mark.ended) {
         throw new AppError(
@@ -201,10 +220,18 @@ export class PersistentShellRunner<S extends RemoteShell> {
 
   /** Kills what the shell runs; when the command does not reach its end, the shell goes too. */
   private async abort(shell: S, ended: Promise<unknown>, endNow: () => void): Promise<void> {
-    await this.transport.abortCommand(shell).catch(() => undefined)
+    const how = await this.transport.abortCommand(shell).catch(() => 'ok' as const)
+    if (how === 'gone') {
+      shell.alive = false
+      endNow()
+      return
+    }
     let timer: NodeJS.Timeout | undefined
     const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SHELL_KILL_MS)))
-    const first = await Promise.race([ended.then(() => 'ended' as const), late])
+    const first = await Promise.race([ended.then(
+      () => 'ended' as const,
+      () => 'ended' as const,
+    ), late])
     clearTimeout(timer)
     if (first === 'late' && shell.alive) {
       shell.alive = false

@@ -54,6 +54,8 @@ export interface ShellLine {
   token: string
   /** Whether a missing owner file counts as continuous (the handle's first shell). */
   firstShell: boolean
+  /** Provider-specific text run first (builtins only; it must not print). */
+  prelude?: string
 }
 
 /** The text that runs one command in the shell, ending with its markers (a newline-terminated line). */
@@ -64,6 +66,7 @@ export function shellCommandLine(line: ShellLine): string {
     'builtin trap - DEBUG',
     'builtin shopt -u extdebug',
     `__sbx_own ${line.token} ${line.firstShell ? 1 : 0}`,
+    ...(line.prelude ? [line.prelude] : []),
   ]
   for (const [key, value] of Object.entries(line.env)) parts.push(`export ${key}=${shellQuote(value)}`)
   const guard = line.cwd ? `if builtin cd -- ${shellQuote(line.cwd)} 2>/dev/null; then ` : 'if builtin true; then '
@@ -78,17 +81,18 @@ export function shellCommandLine(line: ShellLine): string {
 
 /**
  * A POSIX sh script (run as a separate command in the sandbox) that aborts what the shell `pid`
- * runs: SIGUSR1 to the shell, SIGTERM to its descendants (except the direct children in `keep`),
- * and SIGKILL to those left after `graceMs`. Prints `gone` when the shell no longer exists.
+ * runs: SIGUSR1 to the shell, SIGTERM to its descendants (except the direct children whose pids
+ * `keepFile` lists: a provider's own output readers), and SIGKILL to those left after `graceMs`.
+ * Prints `gone` when the shell no longer exists, else `ok`.
  */
-export function shellKillScript(pid: number, graceMs: number, keep: number[] = []): string {
-  const kept = keep.length ? keep.join(' ') : ''
+export function shellKillScript(pid: number, graceMs: number, keepFile?: string): string {
   return [
     `p=${pid}`,
     'kill -0 "$p" 2>/dev/null || { echo gone; exit 0; }',
+    `k=${keepFile ? `$(cat ${shellQuote(keepFile)} 2>/dev/null)` : ''}`,
     'kill -USR1 "$p" 2>/dev/null',
     // Children are printed before their own children are walked: `c` is global in sh.
-    `tree() { for c in $(cat /proc/$1/task/*/children 2>/dev/null); do case " ${kept} " in *" $c "*) [ "$1" = "$p" ] && continue;; esac; echo "$c"; tree "$c"; done; }`,
+    'tree() { for c in $(cat /proc/$1/task/*/children 2>/dev/null); do if [ "$1" = "$p" ]; then case " $k " in *" $c "*) continue;; esac; fi; echo "$c"; tree "$c"; done; }',
     'pids=$(tree "$p"); [ -n "$pids" ] && kill -TERM $pids 2>/dev/null',
     `sleep ${(graceMs / 1000).toFixed(3)}`,
     'pids=$(tree "$p"); [ -n "$pids" ] && kill -KILL $pids 2>/dev/null',
