@@ -58,12 +58,17 @@ function streamsOf(r: { output?: string; stdout?: string; stderr?: string }): { 
   return { stdout, stderr }
 }
 
-/** POSIX sh: become bash, reading the session's pipe (the one anonymous pipe among the shell's fds). */
+/**
+ * POSIX sh: become bash, reading the session's pipe (the one anonymous pipe among the shell's
+ * fds). It says so on its output first: nothing more may reach the pipe before the shell has
+ * gone (a shell reads ahead, and what it read would be lost with it).
+ */
 function bootScript(nonce: string): string {
   return (
     'if command -v bash >/dev/null 2>&1; then for f in /proc/$$/fd/*; do ' +
-    'case "$(readlink "$f" 2>/dev/null)" in pipe:*) exec bash --noprofile --norc 0<"$f" >/dev/null 2>&1;; esac; ' +
-    `done; fi; echo __sbx_noboot_${nonce}`
+    `case "$(readlink "$f" 2>/dev/null)" in pipe:*) echo __sbx_boot_${nonce} exec; ` +
+    'exec bash --noprofile --norc 0<"$f" >/dev/null 2>&1;; esac; ' +
+    `done; fi; echo __sbx_boot_${nonce} nobash`
   )
 }
 
@@ -114,18 +119,28 @@ export function daytonaShellTransport(ctx: DaytonaShellContext): ShellTransport<
       const nonce = randomBytes(8).toString('hex')
       try {
         await remote.process.createSession(sessionId)
-        await execAsync(sessionId, bootScript(nonce))
-        const init = shellInitScript(ctx.cwd).replace(/\n$/, '')
-        const cmdId = await execAsync(
-          sessionId,
-          `${init}\nprintf '%s %s %s\\n' __sbx_boot_${nonce} "$$" "\${BASH_VERSION:+bash}"`,
-        )
-        let stdout = ''
         const deadline = Date.now() + START_TIMEOUT_MS
-        const seen = (): boolean =>
-          new RegExp(`__sbx_boot_${nonce} \\d+ \\S*\\n`).test(stdout) || Date.now() > deadline
-        await follow(sessionId, cmdId, (out) => (stdout += out), seen)
-        const m = new RegExp(`__sbx_boot_${nonce} (\\d+) (\\S*)\\n`).exec(stdout)
+        const said = async (cmdId: string, pattern: RegExp): Promise<RegExpExecArray | null> => {
+          let stdout = ''
+          const seen = (): boolean => pattern.test(stdout) || Date.now() > deadline
+          await follow(sessionId, cmdId, (out) => (stdout += out), seen)
+          return pattern.exec(stdout)
+        }
+        const boot = await said(
+          await execAsync(sessionId, bootScript(nonce)),
+          new RegExp(`__sbx_boot_${nonce} (exec|nobash)\\n`),
+        )
+        const init = shellInitScript(ctx.cwd).replace(/\n$/, '')
+        const m =
+          boot?.[1] === 'exec'
+            ? await said(
+                await execAsync(
+                  sessionId,
+                  `${init}\nprintf '%s %s %s\\n' __sbx_boot_${nonce} "$$" "\${BASH_VERSION:+bash}"`,
+                ),
+                new RegExp(`__sbx_boot_${nonce} (\\d+) (\\S*)\\n`),
+              )
+            : boot
         if (!m || m[2] !== 'bash') {
           await remote.process.deleteSession(sessionId).catch(() => undefined)
           throw new AppError(
