@@ -47,15 +47,23 @@ const PREFIX_OUT = '\x01\x01\x01'
 const PREFIX_ERR = '\x02\x02\x02'
 
 /** The two streams of a logs answer; a daemon that only sends the prefixed `output` is demuxed here. */
-function streamsOf(r: { output?: string; stdout?: string; stderr?: string }): { stdout: string; stderr: string } {
+function streamsOf(r: { output?: string; stdout?: string; stderr?: string }): {
+  stdout: string
+  stderr: string
+} {
   if (r.stdout || r.stderr || !r.output) return { stdout: r.stdout ?? '', stderr: r.stderr ?? '' }
-  let stdout = ''
-  let stderr = ''
-  for (const part of r.output.split(/(?=\x01\x01\x01|\x02\x02\x02)/)) {
-    if (part.startsWith(PREFIX_ERR)) stderr += part.slice(3)
-    else stdout += part.startsWith(PREFIX_OUT) ? part.slice(3) : part
+  const log = r.output
+  const streams = { stdout: '', stderr: '' }
+  let into: 'stdout' | 'stderr' = 'stdout'
+  for (let i = 0; i < log.length;) {
+    const next = [log.indexOf(PREFIX_OUT, i), log.indexOf(PREFIX_ERR, i)].filter((n) => n >= 0)
+    const at = next.length ? Math.min(...next) : log.length
+    streams[into] += log.slice(i, at)
+    if (at >= log.length) break
+    into = log.startsWith(PREFIX_ERR, at) ? 'stderr' : 'stdout'
+    i = at + PREFIX_OUT.length
   }
-  return { stdout, stderr }
+  return streams
 }
 
 /**
@@ -169,7 +177,9 @@ export function daytonaShellTransport(ctx: DaytonaShellContext): ShellTransport<
         if (err) sink.stderr(err)
       }
       void follow(shell.sessionId, cmdId, text, () => sink.done).catch(async (err: unknown) => {
-        sink.failed(await ctx.fail(err, `reading the output of a command in the persistent shell of ${where}`))
+        sink.failed(
+          await ctx.fail(err, `reading the output of a command in the persistent shell of ${where}`),
+        )
       })
     },
     async writeStdin(path, data) {

@@ -45,21 +45,21 @@ export function e2bShellTransport(ctx: ShellContext): ShellTransport<E2BShellPro
   return {
     sandboxId: ctx.sandboxId,
     async start(token) {
-      let shell: E2BShellProcess | undefined
+      const at: { shell?: E2BShellProcess } = {}
       const handle = await ctx.sdk.commands
         .run('exec bash --noprofile --norc', {
           background: true,
           stdin: true,
           timeoutMs: 0,
           ...req,
-          onStdout: (text) => shell?.sink?.stdout(text),
-          onStderr: (text) => shell?.sink?.stderr(text),
+          onStdout: (text) => at.shell?.sink?.stdout(text),
+          onStderr: (text) => at.shell?.sink?.stderr(text),
         })
         .catch(async (err: unknown) => {
           throw await ctx.classify(err, `starting the persistent shell in sandbox ${ctx.sandboxId}`)
         })
       const started: E2BShellProcess = { handle, pid: handle.pid, token, alive: true, sink: undefined }
-      shell = started
+      at.shell = started
       const ended = (status: number | undefined): void => {
         started.alive = false
         started.sink?.shellEnded(status)

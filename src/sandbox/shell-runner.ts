@@ -10,7 +10,13 @@ import { AppError } from '../errors.js'
 import { CappedSink } from './capped-sink.js'
 import type { ResolvedExec } from './exec-request.js'
 import { Semaphore } from './semaphore.js'
-import { type ShellMark, ShellMarkerScanner, parseShellMark, shellCommandLine, shellMarkers } from './shell-script.js'
+import {
+  type ShellMark,
+  ShellMarkerScanner,
+  parseShellMark,
+  shellCommandLine,
+  shellMarkers,
+} from './shell-script.js'
 import type { ExecOptions, ExecResult } from './types.js'
 
 /** After the helper's kill, how long the command may take to reach its end marker before the shell goes (ms). */
@@ -228,10 +234,13 @@ export class PersistentShellRunner<S extends RemoteShell> {
     }
     let timer: NodeJS.Timeout | undefined
     const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SHELL_KILL_MS)))
-    const first = await Promise.race([ended.then(
-      () => 'ended' as const,
-      () => 'ended' as const,
-    ), late])
+    const first = await Promise.race([
+      ended.then(
+        () => 'ended' as const,
+        () => 'ended' as const,
+      ),
+      late,
+    ])
     clearTimeout(timer)
     if (first === 'late' && shell.alive) {
       shell.alive = false

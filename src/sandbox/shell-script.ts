@@ -69,7 +69,9 @@ export function shellCommandLine(line: ShellLine): string {
     ...(line.prelude ? [line.prelude] : []),
   ]
   for (const [key, value] of Object.entries(line.env)) parts.push(`export ${key}=${shellQuote(value)}`)
-  const guard = line.cwd ? `if builtin cd -- ${shellQuote(line.cwd)} 2>/dev/null; then ` : 'if builtin true; then '
+  const guard = line.cwd
+    ? `if builtin cd -- ${shellQuote(line.cwd)} 2>/dev/null; then `
+    : 'if builtin true; then '
   const stdin = shellQuote(line.stdinPath ?? '/dev/null')
   const cleanup = line.stdinPath ? `builtin command rm -f -- ${stdin} 2>/dev/null; ` : ''
   return (

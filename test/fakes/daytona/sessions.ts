@@ -125,7 +125,11 @@ export class FakeSessions {
     if (sessionId === undefined) {
       if (method === 'POST') return this.create(backend, req, res, sessions).then(() => true)
       if (method === 'GET') {
-        sendJson(res, 200, [...sessions.values()].map((s) => this.dto(s)))
+        sendJson(
+          res,
+          200,
+          [...sessions.values()].map((s) => this.dto(s)),
+        )
         return true
       }
       return false
@@ -141,7 +145,8 @@ export class FakeSessions {
     else if (sub === 'command' && commandId !== undefined) {
       const command = session.commands.get(commandId)
       if (!command) sendError(res, req, 404, 'command not found')
-      else if (leaf === undefined && method === 'GET') sendJson(res, 200, await this.commandDto(backend, command))
+      else if (leaf === undefined && method === 'GET')
+        sendJson(res, 200, await this.commandDto(backend, command))
       else if (leaf === 'logs' && method === 'GET') {
         sendJson(res, 200, demuxLog(await this.read(backend, `${command.dir}/output.log`)))
       } else return false

@@ -94,7 +94,9 @@ describe(
           stderr: '',
         })
         // The daemon's session shell is the first of zsh/bash in /etc/shells: this image has none, so sh.
-        const shell = await remote.process.executeSessionCommand(id, { command: 'echo "${BASH_VERSION:-none}"' })
+        const shell = await remote.process.executeSessionCommand(id, {
+          command: 'echo "${BASH_VERSION:-none}"',
+        })
         expect(shell.stdout).toBe('none\n')
       } finally {
         await remote.process.deleteSession(id)
