@@ -21,6 +21,8 @@ import { shellInitScript, shellKillScript } from '../../src/sandbox/shell-script
 const TERM_GRACE_MS = 200
 /** Delays between log polls at the start of a command (ms); then the provider's poll interval. */
 const POLL_STEPS_MS = [2, 4, 8, 16, 32, 64]
+/** While a command runs, whether its shell still lives is asked this often (ms). */
+const PROBE_MS = 1000
 /** How long a new shell may take to answer its first command (ms). */
 const START_TIMEOUT_MS = 30_000
 
@@ -98,24 +100,47 @@ export function daytonaShellTransport(ctx: DaytonaShellContext): ShellTransport<
     return r.cmdId
   }
 
-  /** Polls a command's logs until `enough` says so; each step hands the streams' new text to `onText`. */
+  /**
+   * Polls a command's logs until `enough` says so; each step hands the streams' new text to
+   * `onText`. With `shellPid`, every {@link PROBE_MS} it also asks whether the shell still runs
+   * (the daemon tells no one when a session's shell dies); `onGone` follows a last poll.
+   */
   const follow = async (
     sessionId: string,
     cmdId: string,
     onText: (stdout: string, stderr: string) => void,
     enough: () => boolean,
+    liveness?: { shellPid: number; onGone: () => void },
   ): Promise<void> => {
     let seenOut = 0
     let seenErr = 0
-    for (let i = 0; !enough(); i++) {
-      await sleep(POLL_STEPS_MS[i] ?? ctx.pollIntervalMs)
-      if (enough()) return
+    let probedAt = performance.now()
+    const poll = async (): Promise<void> => {
       const logs = streamsOf(await remote.process.getSessionCommandLogs(sessionId, cmdId))
       const out = logs.stdout.slice(seenOut)
       const err = logs.stderr.slice(seenErr)
       seenOut = logs.stdout.length
       seenErr = logs.stderr.length
       if (out || err) onText(out, err)
+    }
+    for (let i = 0; !enough(); i++) {
+      await sleep(POLL_STEPS_MS[i] ?? ctx.pollIntervalMs)
+      if (enough()) return
+      await poll()
+      if (liveness && !enough() && performance.now() - probedAt >= PROBE_MS) {
+        probedAt = performance.now()
+        const probe = await remote.process.executeCommand(
+          `kill -0 ${liveness.shellPid} 2>/dev/null && echo alive || echo gone`,
+          undefined,
+          undefined,
+          ctx.requestTimeoutSec,
+        )
+        if (probe.result.includes('gone')) {
+          await poll()
+          if (!enough()) liveness.onGone()
+          return
+        }
+      }
     }
   }
 
@@ -176,7 +201,8 @@ export function daytonaShellTransport(ctx: DaytonaShellContext): ShellTransport<
         if (out) sink.stdout(out)
         if (err) sink.stderr(err)
       }
-      void follow(shell.sessionId, cmdId, text, () => sink.done).catch(async (err: unknown) => {
+      const liveness = { shellPid: shell.pid, onGone: () => sink.shellEnded(undefined) }
+      void follow(shell.sessionId, cmdId, text, () => sink.done, liveness).catch(async (err: unknown) => {
         sink.failed(
           await ctx.fail(err, `reading the output of a command in the persistent shell of ${where}`),
         )
