@@ -66,7 +66,12 @@ export function e2bShellTransport(ctx: ShellContext): ShellTransport<E2BShellPro
       }
       handle.wait().then(
         (r) => ended(r.exitCode),
-        (err: unknown) => ended(err instanceof CommandExitError ? err.exitCode : undefined),
+        (err: unknown) => {
+          if (err instanceof CommandExitError) return ended(err.exitCode)
+          // The stream broke, not the shell: it cannot be reached any more, so it must not linger.
+          ended(undefined)
+          ctx.sdk.commands.kill(started.pid, req).catch(() => undefined)
+        },
       )
       await feed(started, shellInitScript(ctx.cwd))
       return started
