@@ -23,7 +23,7 @@ export interface ExecRequestRules {
   envName?: (name: string) => boolean
   /** How the accepted names are described in the error. @default "names are non-empty without '=' or NUL" */
   envRule?: string
-  /** The provider's name in errors (a persistent shell, which these providers do not have yet). */
+  /** The provider's name in errors (e.g. when it has no persistent shell). */
   providerName?: string
   /** Whether the provider takes `shell: 'persistent'` (then env names must be shell identifiers). @default false */
   persistentShell?: boolean
