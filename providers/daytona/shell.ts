@@ -146,7 +146,13 @@ export function daytonaShellTransport(ctx: DaytonaShellContext): ShellTransport<
 
   return {
     sandboxId: ctx.sandboxId,
-    linePrelude: `builtin printf '%s %s' "\${r1-}" "\${r2-}" >|/tmp/.sbx-shell-keep-$$ 2>/dev/null`,
+    // Records the daemon's two output readers (spared by the kill helper), and ends the `sleep` the
+    // daemon leaves behind every command to hold its input FIFO open (the last job it started):
+    // one per command would otherwise pile up until the sandbox's process limit.
+    linePrelude:
+      `builtin printf '%s %s' "\${r1-}" "\${r2-}" >|/tmp/.sbx-shell-keep-$$ 2>/dev/null; ` +
+      'if [ -n "${r2-}" ] && [ "$!" != "$r2" ] && [ "$!" != "${r1-}" ]; then ' +
+      'builtin disown "$!" 2>/dev/null; builtin kill -KILL "$!" 2>/dev/null; fi',
     async start(token) {
       const sessionId = `sbx-shell-${token}`
       const nonce = randomBytes(8).toString('hex')
