@@ -18,6 +18,8 @@ import type { ResolvedDaytonaProviderOptions } from './options.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { type DaemonCall, mkdirCall, probeCall } from './wrapper.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
+import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
+import { type DaytonaShellSession, daytonaShellTransport } from './shell.js'
 
 /** Daytona accepts only these names in an exec's environment. */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -47,9 +49,12 @@ export interface HandleContext {
 export class DaytonaSandbox implements Sandbox {
   /** Background processes, where `agentBinaryPath` is set (the agent is uploaded on first use). */
   readonly processes?: SandboxProcesses
+  /** Commands take `shell: 'persistent'`: one toolbox session per handle (see `shell.ts`). */
+  readonly persistentShell = true
   private closed = false
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
+  private readonly shell: PersistentShellRunner<DaytonaShellSession>
 
   constructor(
     readonly ref: SandboxRef,
@@ -69,6 +74,16 @@ export class DaytonaSandbox implements Sandbox {
     }
     const binary = context.options.agentBinaryPath
     if (binary) this.processes = uploadedAgentProcesses(this, binary, 'providers.daytona')
+    this.shell = new PersistentShellRunner(
+      daytonaShellTransport({
+        remote,
+        sandboxId: ref.id,
+        cwd: settings.cwd,
+        requestTimeoutSec: Math.ceil(context.options.requestTimeoutMs / 1000),
+        pollIntervalMs: context.options.pollIntervalMs,
+        fail: (err, what) => this.fail(err, what),
+      }),
+    )
   }
 
   private assertOpen(): void {
@@ -120,7 +135,12 @@ export class DaytonaSandbox implements Sandbox {
       maxCommandBytes: MAX_COMMAND_BYTES,
       envName: (key) => ENV_NAME.test(key) && !key.startsWith('__SBX_'),
       envRule: "Daytona accepts names of letters, digits and '_' not starting with a digit (and not __SBX_*)",
+      persistentShell: true,
     })
+    if (request.shell === 'persistent') {
+      const run = await this.shell.run({ ...resolved, cwdGiven: request.cwd !== undefined }, opts)
+      return raceAbort(run.result, opts.signal)
+    }
     const release = await this.slots.acquire(opts.signal)
     const run = startRun(this.execContext, resolved, opts)
     // The slot frees when the daemon is done with the command, not when an abort rejects early.
@@ -207,6 +227,7 @@ export class DaytonaSandbox implements Sandbox {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    await this.shell.close()
     this.onClose?.(this)
   }
 }

@@ -17,6 +17,8 @@ import type { Lifetime } from './lifetime.js'
 import type { ResolvedE2BProviderOptions } from './options.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
+import { type E2BShellProcess, e2bShellTransport } from './shell.js'
+import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {
@@ -39,7 +41,10 @@ const MAX_COMMAND_BYTES = 100 * 1024
 export class E2BSandbox implements Sandbox {
   /** Background processes, where `agentBinaryPath` is set (the agent is uploaded on first use). */
   readonly processes?: SandboxProcesses
+  /** Commands take `shell: 'persistent'`: a long-lived bash per handle (see `shell.ts`). */
+  readonly persistentShell = true
   private closed = false
+  private readonly shell: PersistentShellRunner<E2BShellProcess>
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
 
@@ -62,6 +67,16 @@ export class E2BSandbox implements Sandbox {
       classify: (err, what) => this.classify(err, { what, sandboxId: ref.id, envd: true }),
     }
     if (o.agentBinaryPath) this.processes = uploadedAgentProcesses(this, o.agentBinaryPath, 'providers.e2b')
+    this.shell = new PersistentShellRunner(
+      e2bShellTransport({
+        sdk,
+        sandboxId: ref.id,
+        cwd: settings.cwd,
+        requestTimeoutMs: o.requestTimeoutMs,
+        helperTimeoutMs: o.helperTimeoutMs,
+        classify: this.execContext.classify,
+      }),
+    )
   }
 
   /**
@@ -109,7 +124,13 @@ export class E2BSandbox implements Sandbox {
     const resolved = resolveExecRequest(request, {
       cwd: this.settings.cwd,
       maxCommandBytes: MAX_COMMAND_BYTES,
+      persistentShell: true,
     })
+    if (request.shell === 'persistent') {
+      this.keepAlive(request.timeoutMs + this.settings.options.commandDeadlineBufferMs)
+      const run = await this.shell.run({ ...resolved, cwdGiven: request.cwd !== undefined }, opts)
+      return raceAbort(run.result, opts.signal)
+    }
     const release = await this.slots.acquire(opts.signal)
     this.keepAlive(request.timeoutMs + this.settings.options.commandDeadlineBufferMs)
     const run = startExec(this.execContext, resolved, opts)
@@ -190,6 +211,7 @@ export class E2BSandbox implements Sandbox {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    await this.shell.close()
     this.onClose?.(this)
   }
 }

@@ -126,6 +126,18 @@ export function registerShellCases(ctx: ConformanceContext): void {
     expect(b.stdout).toBe('b1\nb2\n')
   })
 
+  shellTest(
+    'a shell killed from outside (OOM) ends the call; the next call gets a new one and says so',
+    async () => {
+      await sh('cd /tmp')
+      const killed = await sh('kill -9 $$; sleep 30')
+      expect(killed.durationMs).toBeLessThan(10_000)
+      expect(killed.timedOut).toBe(false)
+      const r = await sh('pwd')
+      expect(r).toMatchObject({ exitCode: 0, stdout: `${profile.cwd}\n`, shellRestarted: true })
+    },
+  )
+
   shellTest('exit ends the shell; the next call gets a new one and says so', async () => {
     await sh('cd /tmp')
     const e = await sh('exit 3')

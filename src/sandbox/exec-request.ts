@@ -23,20 +23,22 @@ export interface ExecRequestRules {
   envName?: (name: string) => boolean
   /** How the accepted names are described in the error. @default "names are non-empty without '=' or NUL" */
   envRule?: string
-  /** The provider's name in errors (a persistent shell, which these providers do not have yet). */
+  /** The provider's name in errors (e.g. when it has no persistent shell). */
   providerName?: string
+  /** Whether the provider takes `shell: 'persistent'` (then env names must be shell identifiers). @default false */
+  persistentShell?: boolean
 }
 
 const anyName = (name: string): boolean => /^[^=\0]+$/.test(name)
 
 /**
- * Checks an exec request the way every remote provider must before sending it (no persistent shell, positive timeout,
+ * Checks an exec request the way every remote provider must before sending it (persistent shell only where the provider has one, positive timeout,
  * cap ≥ 0, no NUL bytes, command size, env names) and fills in the defaults: cwd resolved against
  * the sandbox's, env `{}`, stdin as bytes. Errors are `BAD_REQUEST` / `PAYLOAD_TOO_LARGE` that say
  * what to change.
  */
 export function resolveExecRequest(request: ExecRequest, rules: ExecRequestRules): ResolvedExec {
-  if (request.shell === 'persistent') {
+  if (request.shell === 'persistent' && !rules.persistentShell) {
     throw new AppError(
       'BAD_REQUEST',
       `${rules.providerName ?? 'this provider'} has no persistent shells yet; run the command with shell: 'fresh' ` +
@@ -59,6 +61,12 @@ export function resolveExecRequest(request: ExecRequest, rules: ExecRequestRules
   }
   const envName = rules.envName ?? anyName
   for (const [key, value] of Object.entries(request.env ?? {})) {
+    if (request.shell === 'persistent' && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
+      throw new AppError(
+        'BAD_REQUEST',
+        `invalid env variable ${JSON.stringify(key)} for a persistent shell, which exports it: use letters, digits and '_', not starting with a digit (or run with shell: 'fresh')`,
+      )
+    }
     if (!envName(key) || value.includes('\0')) {
       throw new AppError(
         'BAD_REQUEST',

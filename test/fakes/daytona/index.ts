@@ -1,12 +1,12 @@
 /**
  * A local stand-in for Daytona: the control-plane routes the SDK calls for create / get / list
- * (cursor pages) / delete / start / stop, and the toolbox routes for `/process/execute` and file
- * upload / download. Every sandbox is a real Docker container made by the project's Docker
+ * (cursor pages) / delete / start / stop, and the toolbox routes for `/process/execute`, sessions
+ * (`/process/session…`, see sessions.ts) and file upload / download. Every sandbox is a real Docker container made by the project's Docker
  * provider (image `sandbox-router/base:latest`), so commands really run; the daemon's behaviour
  * the adapter relies on is kept (merged output, 408 with output discarded on timeout, process
  * group kill, env-name validation, multipart downloads with JSON error parts).
  *
- * Not covered: sessions, PTY, code-run, git, LSP, previews, snapshots/volumes and the Socket.IO
+ * Not covered: session log follow over WebSocket and session input, PTY, code-run, git, LSP, previews, snapshots/volumes and the Socket.IO
  * event stream (its path answers 404, so the SDK falls back to polling, as on a network that
  * blocks WebSockets). Lifetimes (auto-stop/-delete/ttl) are recorded, not enforced.
  */
@@ -17,6 +17,7 @@ import { createDockerProvider } from '../../../providers/docker/index.js'
 import { type FakeContext, destroyRecord, handleApi } from './control-plane.js'
 import { sendError } from './http-util.js'
 import type { FakeSandboxRecord } from './records.js'
+import { FakeSessions } from './sessions.js'
 import { type Timings, handleToolbox } from './toolbox.js'
 
 /** Label on every container of the fake (value `daytona`), for cleanup by tests. */
@@ -76,6 +77,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
   const apiKey = options.apiKey ?? `fake-daytona-${randomUUID()}`
   const docker = createDockerProvider({ instanceId: `fake-daytona-${runId}` })
   const timings: Timings = new Map()
+  const sessions = new FakeSessions()
   const ctx: FakeContext = {
     apiKey,
     records: new Map(),
@@ -103,7 +105,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     }
     if (!authorised(req, res)) return
     if (url.pathname.startsWith('/api/')) return handleApi(ctx, req, res, url)
-    if (url.pathname.startsWith('/toolbox/')) return handleToolbox(ctx, req, res, url, timings)
+    if (url.pathname.startsWith('/toolbox/')) return handleToolbox(ctx, req, res, url, timings, sessions)
     sendError(res, req, 404, `fake Daytona: no route ${req.method} ${url.pathname}`)
   }
 

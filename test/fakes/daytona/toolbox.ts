@@ -5,6 +5,7 @@ import type { Sandbox as BackendSandbox } from '../../../src/sandbox/types.js'
 import type { FakeContext } from './control-plane.js'
 import { readBody, readJson, sendError, sendJson } from './http-util.js'
 import { DOWNLOAD_BOUNDARY, boundaryOf, downloadEnd, downloadPart, parseMultipart } from './multipart.js'
+import type { FakeSessions } from './sessions.js'
 
 /** Daytona's daemon accepts only these env names. */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -138,6 +139,7 @@ export async function handleToolbox(
   res: ServerResponse,
   url: URL,
   timings: Timings,
+  sessions: FakeSessions,
 ): Promise<void> {
   const [, sandboxId, ...rest] = url.pathname.split('/').filter(Boolean)
   const route = `${req.method} /${rest.join('/')}`
@@ -151,6 +153,14 @@ export async function handleToolbox(
     return
   }
   const started = performance.now()
+  if (await sessions.handle(record.backend, req, res, rest)) {
+    // Timed per route shape: ids are replaced by placeholders.
+    const shape = `${req.method} /${rest.map((part, i) => (i === 2 || i === 4 ? '{id}' : part)).join('/')}`
+    const list = timings.get(shape) ?? []
+    list.push(performance.now() - started)
+    timings.set(shape, list)
+    return
+  }
   switch (route) {
     case 'POST /process/execute':
       await execute(record.backend, req, res)

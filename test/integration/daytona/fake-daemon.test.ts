@@ -69,6 +69,41 @@ describe(
       expect((err as DaytonaNotFoundError).code).toBe('FILE_NOT_FOUND')
     })
 
+    test('sessions: one shell keeps cd and variables; output is labelled line by line, stdout and stderr apart', async () => {
+      const id = `fake-daemon-${Date.now()}`
+      await remote.process.createSession(id)
+      try {
+        const first = await remote.process.executeSessionCommand(id, {
+          command: 'cd /tmp; X=kept; echo out; echo err >&2; printf partial',
+        })
+        // The daemon's readers add a newline to a last line without one.
+        expect(first).toMatchObject({ exitCode: 0, stdout: 'out\npartial\n', stderr: 'err\n' })
+        const started = await remote.process.executeSessionCommand(id, {
+          command: 'pwd; echo "$X"; (exit 4)',
+          runAsync: true,
+        })
+        expect(started.exitCode).toBeUndefined()
+        let command = await remote.process.getSessionCommand(id, started.cmdId!)
+        for (let i = 0; command.exitCode === undefined && i < 200; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 20))
+          command = await remote.process.getSessionCommand(id, started.cmdId!)
+        }
+        expect(command.exitCode).toBe(4)
+        expect(await remote.process.getSessionCommandLogs(id, started.cmdId!)).toMatchObject({
+          stdout: '/tmp\nkept\n',
+          stderr: '',
+        })
+        // The daemon's session shell is the first of zsh/bash in /etc/shells: this image has none, so sh.
+        const shell = await remote.process.executeSessionCommand(id, {
+          command: 'echo "${BASH_VERSION:-none}"',
+        })
+        expect(shell.stdout).toBe('none\n')
+      } finally {
+        await remote.process.deleteSession(id)
+      }
+      expect(await rejectionOf(remote.process.getSession(id))).toBeInstanceOf(DaytonaNotFoundError)
+    })
+
     test('a vanished sandbox answers 404 on the API and the toolbox', async () => {
       const doomed = await daytona.create({ labels: { 'sandbox-router.test': 'fake-daemon' } })
       await fake.faults.vanish(doomed.id)

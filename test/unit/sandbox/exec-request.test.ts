@@ -26,6 +26,17 @@ describe('resolveExecRequest (the checks every remote provider applies)', () => 
     expect(resolveExecRequest(base, rules).cwd).toBe('/workspace')
   })
 
+  test('persistent shells: refused unless the provider has them; then env names must be identifiers', () => {
+    expect(() => resolveExecRequest({ ...base, shell: 'persistent' }, rules)).toThrow(/shell: 'fresh'/)
+    const shells = { ...rules, persistentShell: true }
+    expect(resolveExecRequest({ ...base, shell: 'persistent', env: { A_1: 'x' } }, shells).env).toEqual({
+      A_1: 'x',
+    })
+    expect(() => resolveExecRequest({ ...base, shell: 'persistent', env: { 'a.b': '1' } }, shells)).toThrow(
+      /letters, digits and '_'/,
+    )
+  })
+
   test('rejects what no sandbox can run, saying what to change', () => {
     expect(codeOf(() => resolveExecRequest({ ...base, timeoutMs: 0 }, rules))).toBe('BAD_REQUEST')
     expect(codeOf(() => resolveExecRequest({ ...base, command: 'a\0b' }, rules))).toBe('BAD_REQUEST')
