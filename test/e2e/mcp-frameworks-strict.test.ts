@@ -20,12 +20,27 @@ import { admitsNull, strictSchemaProblems } from '../support/openai-strict-schem
 import { removeScopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
-const TOOLS = ['bash', 'edit_file', 'list_sessions', 'read_file', 'write_file']
+const TOOLS = [
+  'bash',
+  'edit_file',
+  'kill_process',
+  'list_processes',
+  'list_sessions',
+  'read_file',
+  'read_process_output',
+  'start_process',
+  'write_file',
+  'write_process_stdin',
+]
 /** Arguments a strict model must send as null to leave them out. */
 const OPTIONAL: Record<string, string[]> = {
   bash: ['cwd', 'timeoutMs'],
   read_file: ['encoding', 'startLine', 'endLine'],
   write_file: ['encoding'],
+  start_process: ['cwd'],
+  read_process_output: ['stdoutOffset', 'stderrOffset', 'waitMs'],
+  write_process_stdin: ['close'],
+  kill_process: ['signal'],
 }
 
 interface WireTool {
