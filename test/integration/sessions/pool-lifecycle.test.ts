@@ -35,11 +35,9 @@ describe('session pool: warm pools, ephemeral sandboxes, idle eviction (real Doc
     expect(new Set(ids).size).toBe(8)
     // No acquire waited for a create (refills run in the background, after a debounce).
     expect(pool.stats()).toMatchObject({ warmHits: 8, misses: 0 })
-    // The first claim warms up code paths; the median of the others is the claim latency: about
-    // 2 ms here (three Redis round trips). The bound is loose: CI machines are shared and other
-    // suites create containers at the same time.
-    const measured = times.slice(1).sort((a, b) => a - b)
-    expect(measured[3]).toBeLessThan(10)
+    // Claim latency (about 2 ms: three Redis round trips) is measured in bench/pool-acquire.ts, not
+    // asserted here: on a shared machine a timing bound only measures the neighbours.
+    expect(times).toHaveLength(8)
     await warmed(pool, 'docker/warm-8', 8)
     expect(await env.containers()).toHaveLength(16)
   })
