@@ -110,6 +110,9 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
   }
 
   const server = createServer((req, res) => {
+    // A client that resets mid-request (a worker killed or stopped mid-poll) is not the fake's failure.
+    req.on('error', () => res.destroy())
+    res.on('error', () => undefined)
     route(req, res).catch((err: unknown) => {
       if (!res.headersSent)
         sendError(res, req, 500, `fake Daytona: ${err instanceof Error ? err.message : String(err)}`)

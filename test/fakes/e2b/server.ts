@@ -106,6 +106,9 @@ export async function startFakeE2B(options: FakeE2BOptions = {}): Promise<FakeE2
   const envd: EnvdContext = { store, keepaliveScale: options.keepaliveScale ?? 1 }
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    // A client that resets mid-request (a worker killed or stopped mid-call) is not the fake's failure.
+    req.on('error', () => res.destroy())
+    res.on('error', () => undefined)
     const started = performance.now()
     const url = new URL(req.url ?? '/', 'http://fake')
     const sandboxId = req.headers['e2b-sandbox-id']
