@@ -5,7 +5,8 @@ import { describe, expect, test } from 'vitest'
 /**
  * The README is a map: every relative link in it, in RELIABILITY.md, BENCHMARKS.md and docs/**, points
  * at a file of the repository, and a `#fragment` into a Markdown file names one of its headings (as
- * GitHub derives heading ids). A moved or renamed section breaks this test, not the reader.
+ * GitHub derives heading ids). A moved or renamed section breaks this test, not the reader. The README
+ * stays a map: short, and linking every page of docs/.
  */
 const ROOT = resolve(import.meta.dirname, '../../..')
 const DOCS = [
@@ -71,5 +72,15 @@ describe('the links of the docs', () => {
     }
     expect(checked).toBeGreaterThan(10)
     expect(broken).toEqual([])
+  })
+
+  test('the README is a map: at most 200 lines, linking every page of docs/', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+    expect(readme.split('\n').length).toBeLessThanOrEqual(200)
+    const links = prose(readme)
+      .join('\n')
+      .matchAll(/\]\((docs\/[^)#\s]+)/g)
+    const linked = new Set([...links].map((m) => m[1]))
+    expect(DOCS.filter((d) => d.startsWith('docs/') && !linked.has(d))).toEqual([])
   })
 })
