@@ -99,8 +99,8 @@ export interface ToolCallEvaluation {
   /** The effective request after modifies. */
   request: ToolCallRequest
   /**
-   * The model-facing text (the README's tool-result format), for blocked and routed calls: what the
-   * agent loop feeds its model for the same call. Absent for allowed calls (the caller runs them).
+   * The model-facing text (the tool-result format of docs/agent.md), for blocked and routed calls:
+   * what the agent loop feeds its model for the same call. Absent for allowed calls (the caller runs them).
    */
   output?: string
   /** How the call ended, whenever `output` is set: `ok` (ran; any exit code), `error`, `blocked`. */

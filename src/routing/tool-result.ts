@@ -7,7 +7,8 @@ export const TRUNCATED_NOTE =
   '[output truncated in the middle: past the output cap the head and the tail are kept, the bytes between are dropped where the output says so]'
 
 /**
- * The tool-result text the model sees for a routed command. Stable format (documented in the README):
+ * The tool-result text the model sees for a routed command. Stable format (documented in
+ * docs/agent.md, "Tool calls and the tool-result format"):
  *
  * ```
  * exit_code: 0            (or `exit_code: null` and `signal: SIGKILL`)

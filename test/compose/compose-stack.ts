@@ -12,7 +12,7 @@ import { ROOT } from '../fault/fixtures/redis-child.js'
 
 const run = promisify(execFile)
 
-/** The compose files of the README's fleet: the stack plus the engine opt-in. */
+/** The compose files of the fleet docs/deploy.md deploys: the stack plus the engine opt-in. */
 export const COMPOSE_FILES = ['docker-compose.yml', 'docker-compose.docker-engine.yml'] as const
 
 /** `docker-compose` (1.29) or `docker compose` (v2), whichever answers `version` here. */

@@ -13,7 +13,7 @@ import { removeScopeContainers, runSbx, scopeContainers } from '../support/sbx-c
 import { ComposeStack, relay, socketGid, until } from './compose-stack.js'
 
 /**
- * The compose fleet as the README deploys it: images built locally (no registry), then
+ * The compose fleet as docs/deploy.md deploys it: images built locally (no registry), then
  * `docker-compose -f docker-compose.yml -f docker-compose.docker-engine.yml up -d --scale worker=2`
  * (Redis, the API, two exec workers, an agent-run worker) under a project name of its own, driven
  * over HTTP only: an exec, a session's files, an agent run against a fake model, a killed worker, and
@@ -61,7 +61,7 @@ const workers = async (): Promise<{ exec: number; agent: number } | undefined> =
 }
 
 beforeAll(async () => {
-  // 1. The images, as the README says: `sbx image build --compose` (setup, then the compose images;
+  // 1. The images, as docs/deploy.md says: `sbx image build --compose` (setup, then the compose images;
   // each cached by its inputs, seconds when nothing changed).
   const built = await runSbx(['image', 'build', '--compose'], { cwd: ROOT, timeoutMs: 600_000 })
   expect(built.code, `${built.stdout}\n${built.stderr}`).toBe(0)
@@ -99,7 +99,7 @@ beforeAll(async () => {
   writeFileSync(join(configDir, 'sandbox-router.config.yaml'), JSON.stringify(config, null, 2), {
     mode: 0o644,
   })
-  // 4. Up, as the README says.
+  // 4. Up, as docs/deploy.md says.
   await stack.compose(['up', '-d', '--scale', 'worker=2'])
   up = true
   await until(

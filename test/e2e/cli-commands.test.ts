@@ -14,7 +14,7 @@ import {
 import type { SbxServer } from '../support/sbx-cli.js'
 
 /*
- * The one-shot commands of the README's CLI table, run as a user runs them (`node bin/sbx.js …`),
+ * The one-shot commands of the CLI table in docs/cli.md, run as a user runs them (`node bin/sbx.js …`),
  * judged by their output and exit codes only.
  */
 const docker = (...args: string[]) => promisify(execFile)('docker', args)

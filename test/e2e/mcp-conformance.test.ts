@@ -5,7 +5,7 @@
  * passes Host and Origin through (the DNS-rebinding scenario sends forged ones). Every server
  * scenario runs; those that do not apply to a tools-only server are the suite's own baseline of
  * expected failures (test/e2e/fixtures/mcp-conformance-baseline.yml), each listed with its reason in
- * the README. Everything else must pass, check by check.
+ * docs/mcp.md ("MCP conformance"). Everything else must pass, check by check.
  */
 import { execFile } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -120,9 +120,10 @@ describe('the official MCP conformance suite against sbx serve', () => {
     expect(run.code, run.output.slice(-4000)).toBe(0)
   }, 150_000)
 
-  test('the README lists each scenario that does not apply, with a reason', () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-    const section = readme.slice(readme.indexOf('### MCP conformance'))
+  test('docs/mcp.md lists each scenario that does not apply, with a reason', () => {
+    const doc = readFileSync(join(ROOT, 'docs', 'mcp.md'), 'utf8')
+    expect(doc).toContain('## MCP conformance')
+    const section = doc.slice(doc.indexOf('## MCP conformance'))
     for (const name of baseline()) expect(section).toMatch(new RegExp(`\\| \`${name}\` \\| \\S`))
   })
 })

@@ -1,5 +1,5 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { basename, join, resolve } from 'node:path'
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { join, relative, resolve } from 'node:path'
 import ts from 'typescript'
 import { describe, expect, test } from 'vitest'
 import { parse as parseYaml } from 'yaml'
@@ -11,11 +11,23 @@ import type { DocSample } from '../../support/doc-samples.js'
  * Every TypeScript sample of the docs compiles against the package as a user imports it
  * (`sandbox-router`, `sandbox-router/conformance`, … mapped to the sources by package.json's exports),
  * under the project's strict compiler options: a sample naming a function the package does not export,
- * or calling it wrongly, fails here. Every YAML sample is checked against the config schema.
+ * or calling it wrongly, fails here. Every YAML sample is checked against the config schema. The docs
+ * are the top-level README.md, RELIABILITY.md and BENCHMARKS.md and every Markdown file under docs/.
  */
 const ROOT = resolve(import.meta.dirname, '../../..')
-const DOCS = ['README.md', 'RELIABILITY.md', 'BENCHMARKS.md']
+const DOCS = [
+  'README.md',
+  'RELIABILITY.md',
+  'BENCHMARKS.md',
+  ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => join('docs', f)),
+]
 const OUT = join(ROOT, '.sbx', 'doc-samples')
+
+/** A sample's file as the diagnostics name it: its path from the repository root. */
+const shown = (file: string): string => relative(ROOT, file)
 
 /** `sandbox-router[/x]` → the source file behind the export's types (`./dist/src/a.d.ts` → `./src/a.ts`). */
 function exportPaths(): Record<string, string[]> {
@@ -43,7 +55,7 @@ function compile(samples: DocSample[]): string[] {
   mkdirSync(OUT, { recursive: true })
   const files = new Map<string, { sample: DocSample; preludeLines: number }>()
   for (const s of samples) {
-    const path = join(OUT, `${basename(s.file, '.md')}-${s.line}.ts`)
+    const path = join(OUT, `${shown(s.file).replace(/\.md$/, '').replace(/[/\\]/g, '-')}-${s.line}.ts`)
     const prelude = s.prelude ? `${s.prelude}\n` : ''
     writeFileSync(path, `${prelude}${s.code}\nexport {}\n`)
     files.set(path, { sample: s, preludeLines: prelude ? prelude.split('\n').length - 1 : 0 })
@@ -60,8 +72,8 @@ function compile(samples: DocSample[]): string[] {
     const { line } = d.file.getLineAndCharacterOfPosition(d.start)
     const where =
       line < entry.preludeLines
-        ? `${basename(entry.sample.file)}:${entry.sample.line - 2} (prelude)`
-        : `${basename(entry.sample.file)}:${entry.sample.line + line - entry.preludeLines}`
+        ? `${shown(entry.sample.file)}:${entry.sample.line - 2} (prelude)`
+        : `${shown(entry.sample.file)}:${entry.sample.line + line - entry.preludeLines}`
     problems.push(`${where}: ${message}`)
   }
   return problems
@@ -71,17 +83,19 @@ describe('the TypeScript samples of the docs', () => {
   test('every sample compiles against the package exports', () => {
     const samples = DOCS.flatMap((f) => docSamples(join(ROOT, f)))
     expect(samples.length).toBeGreaterThan(0)
+    // the reference lives in docs/: its samples are compiled too, not only the top-level files'
+    expect(samples.filter((s) => shown(s.file).startsWith('docs')).length).toBeGreaterThan(0)
     expect(compile(samples)).toEqual([])
   }, 120_000)
 
   test('every YAML sample is a valid config file (or part of one)', () => {
     const samples = DOCS.flatMap((f) => docSamples(join(ROOT, f), 'yaml'))
-    expect(samples.length).toBeGreaterThan(0)
+    expect(samples.filter((s) => shown(s.file).startsWith('docs')).length).toBeGreaterThan(0)
     const problems = samples.flatMap((s) => {
       const r = ConfigSchema.safeParse(parseYaml(s.code))
       return r.success
         ? []
-        : r.error.issues.map((i) => `${basename(s.file)}:${s.line}: ${i.path.join('.')}: ${i.message}`)
+        : r.error.issues.map((i) => `${shown(s.file)}:${s.line}: ${i.path.join('.')}: ${i.message}`)
     })
     expect(problems).toEqual([])
   })
