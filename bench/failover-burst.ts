@@ -38,7 +38,7 @@ const server = await startSbxServer('serve', {
   env: { DAYTONA_API_KEY: daytona.apiKey, DAYTONA_API_URL: daytona.apiUrl },
 })
 
-async function burst(label: string, provider: string, profile: string): Promise<void> {
+async function burst(label: string, tag: string, provider: string, profile: string): Promise<void> {
   daytona.faults.rateLimitCreates(Math.floor(sessions / 2), 1)
   const t0 = performance.now()
   const results = await Promise.all(
@@ -46,10 +46,16 @@ async function burst(label: string, provider: string, profile: string): Promise<
       const r = await server.post('/v1/exec', {
         provider,
         profile,
-        sessionId: `${label}-${i}`,
+        sessionId: `${tag}-${i}`,
         command: 'echo ok',
       })
-      const job = (await r.json()) as { state?: string; result?: { route?: { providerId: string } } }
+      const job = (await r.json()) as {
+        state?: string
+        result?: { route?: { providerId: string } }
+        error?: unknown
+      }
+      if (job.state !== 'completed' && i === 0)
+        console.log(`  first failure: ${r.status} ${JSON.stringify(job).slice(0, 300)}`)
       return {
         ok: job.state === 'completed',
         ms: performance.now() - t0,
@@ -73,8 +79,8 @@ async function burst(label: string, provider: string, profile: string): Promise<
 
 try {
   console.log(`${sessions} new sessions at once, half of Daytona's creates answered 429`)
-  await burst('baseline: straight to daytona', 'daytona', 'dt')
-  await burst('policy burst (daytona → docker)', 'burst', 'auto')
+  await burst('baseline: straight to daytona', 'direct', 'daytona', 'dt')
+  await burst('policy burst (daytona → docker)', 'policy', 'burst', 'auto')
 } finally {
   await server.stop()
   await removeScope(scope)
