@@ -26,7 +26,8 @@
                        SHELL_ENDED. A second FR_SHELL while one runs -> FR_ERR (EBUSY, "shell-busy"). */
 
 /* agent -> host */
-#define FR_HELLO 16u  /* id 0: u32 version, u32 pid, u32 uid, u32 maxFrame */
+#define FR_HELLO 16u  /* id 0: u32 version, u32 pid, u32 uid, u32 maxFrame, u32 flags */
+#define SBX_HELLO_HAS_BASH 1u /* HELLO flag: /bin/bash is executable (persistent shells work) */
 #define FR_STDOUT 17u /* raw bytes (already capped) */
 #define FR_STDERR 18u /* raw bytes (already capped) */
 #define FR_EXIT 19u   /* u8 kind (0 exited, 1 signalled), u32 code|signal, u8 timedOut,
