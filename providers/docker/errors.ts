@@ -79,11 +79,12 @@ export function mapEngineError(err: unknown, what: string, sandboxId?: string): 
 /** `the Docker engine at unix:///var/run/docker.sock` (or `tcp://host:2376`): which engine an error is about. */
 export function engineName(docker: Docker): string {
   const m =
-    (docker as unknown as { modem?: { socketPath?: string; host?: string; port?: number | string; protocol?: string } })
+    (docker as unknown as { modem?: { socketPath?: unknown; host?: string; port?: number | string; protocol?: string } })
       .modem ?? {}
-  if (m.socketPath) return `the Docker engine at unix://${m.socketPath}`
+  // docker-modem's default socketPath is a function that finds the local socket.
+  if (typeof m.socketPath === 'string') return `the Docker engine at unix://${m.socketPath}`
   if (m.host) return `the Docker engine at ${m.protocol ?? 'http'}://${m.host}${m.port ? `:${m.port}` : ''}`
-  return 'the Docker engine'
+  return `the Docker engine at ${process.env['DOCKER_HOST'] || 'unix:///var/run/docker.sock'}`
 }
 
 /** How to get `image` onto the engine: our own images are built here, any other is pulled or loaded. */

@@ -73,7 +73,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     ref: SandboxRef,
     settings: Pick<DockerSandboxSettings, 'cwd' | 'user' | 'maxConcurrentExecs' | 'agentPath'>,
   ): DockerSandbox => {
-    const sandbox = new DockerSandbox(docker, ref, { ...settings, ...opts }, (closed) =>
+    const sandbox = new DockerSandbox(docker, ref, { ...opts, ...settings }, (closed) =>
       handles.delete(closed),
     )
     handles.add(sandbox)
