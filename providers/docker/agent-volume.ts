@@ -76,7 +76,10 @@ export function readAgentBinary(path: string): AgentBinary {
     )
   }
   if (bytes.length === 0)
-    throw new AppError('CONFIG_INVALID', `the sandbox agent binary ${path} is empty; run \`npm run setup\` again`)
+    throw new AppError(
+      'CONFIG_INVALID',
+      `the sandbox agent binary ${path} is empty; run \`npm run setup\` again`,
+    )
   const hash = createHash('sha256').update(bytes).digest('hex').slice(0, 16)
   return { path, bytes, volume: `sandbox-router-agent-${hash}` }
 }
@@ -131,7 +134,9 @@ export async function ensureAgentVolume(docker: Docker, agent: AgentBinary, imag
   try {
     const target = `${FILL_DIR}/sbx-agent`
     if ((await sizeIn(helper, target)) === agent.bytes.length) return
-    await helper.putArchive(tarOf([{ name: 'sbx-agent', data: agent.bytes, mode: 0o755 }]), { path: FILL_DIR })
+    await helper.putArchive(tarOf([{ name: 'sbx-agent', data: agent.bytes, mode: 0o755 }]), {
+      path: FILL_DIR,
+    })
     const size = await sizeIn(helper, target)
     if (size !== agent.bytes.length)
       throw new AppError(

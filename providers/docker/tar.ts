@@ -21,7 +21,8 @@ export function tarOf(entries: readonly TarEntry[]): Buffer {
   const parts: Buffer[] = []
   for (const entry of entries) {
     const name = Buffer.from(entry.name, 'utf8')
-    if (name.length === 0 || name.length > 100) throw new Error(`tar entry name must be 1-100 bytes: ${entry.name}`)
+    if (name.length === 0 || name.length > 100)
+      throw new Error(`tar entry name must be 1-100 bytes: ${entry.name}`)
     const header = Buffer.alloc(BLOCK)
     name.copy(header, 0)
     header.write(octal(entry.mode ?? 0o644, 8), 100, 'ascii')
