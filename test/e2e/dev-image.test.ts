@@ -1,12 +1,10 @@
 import { execFile } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { removeScopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import { removeScopeContainers, runSbx, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
 const run = promisify(execFile)
-const BUILD_IMAGES = fileURLToPath(new URL('../../scripts/build-images.sh', import.meta.url))
 
 interface ToolCallAnswer {
   output: string
@@ -24,8 +22,11 @@ describe('the dev profile through sbx serve', () => {
   let srv: SbxServer
 
   beforeAll(async () => {
-    // Up to date in about a second when setup built it; about 80 s on a machine that has none.
-    await run('bash', [BUILD_IMAGES, 'dev'], { timeout: 600_000 })
+    // `sbx image build dev` as a user runs it: up to date in seconds when setup built it (its log
+    // says so), about 80 s on a machine that has none.
+    const build = await runSbx(['image', 'build', 'dev'], { timeoutMs: 600_000 })
+    expect(build.code, build.stderr).toBe(0)
+    expect(build.stdout).toMatch(/image sandbox-router\/dev:latest (up to date|built)/)
     srv = await startSbxServer('serve', {
       config: {
         queue: { prefix: scope },
@@ -87,4 +88,21 @@ C`)
     )
     expect(tools.stdout).toBe('sandbox\n/workspace\n')
   }, 120_000)
+
+  test('a failed build says which step failed and leaves no image', async () => {
+    const tag = `sandbox-router/dev:${uniqueName('failing')}`
+    const r = await runSbx(['image', 'build', 'dev'], {
+      env: { SBX_DEBIAN_SUITE: 'no-such-suite', SBX_DEV_IMAGE: tag },
+      timeoutMs: 300_000,
+    })
+    expect(r.code).not.toBe(0)
+    expect(r.stderr).toContain(
+      "build-images: error: step 'mmdebstrap (Debian packages from this machine's apt sources)' failed",
+    )
+    const inspected = await run('docker', ['image', 'inspect', tag]).then(
+      () => 'present',
+      () => 'absent',
+    )
+    expect(inspected).toBe('absent')
+  }, 300_000)
 })
