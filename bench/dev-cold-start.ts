@@ -56,7 +56,8 @@ try {
   await coldStart(COMMANDS.echo)
   await dockerRun(COMMANDS.echo)
   for (const [name, command] of Object.entries(COMMANDS)) {
-    const r = (runs[name] = { cold: [], run: [] })
+    const r: { cold: number[]; run: number[] } = { cold: [], run: [] }
+    runs[name] = r
     for (let i = 0; i < n; i++) {
       r.cold.push(await coldStart(command))
       const t = performance.now()
