@@ -110,13 +110,30 @@ export function mapCreateError(err: unknown, image: string, engine = 'the Docker
   return new AppError('SANDBOX_CREATE_FAILED', mapped.message, { retryable: mapped.retryable, cause: err })
 }
 
+/** The agent volume a container mounts has no agent (it was removed, and the engine made an empty one). */
+export class AgentVolumeEmptyError extends AppError {
+  override readonly name = 'AgentVolumeEmptyError'
+  constructor(volume: string, cause: unknown) {
+    super(
+      'SANDBOX_CREATE_FAILED',
+      `the agent volume ${volume} has no sbx-agent (removed while the service ran, e.g. by docker volume prune?); ` +
+        'the next create fills it again: retry',
+      { retryable: true, cause },
+    )
+  }
+}
+
 /**
  * Translates a failed container start. The runtime's own text (`OCI runtime create failed: … stat
  * /usr/local/bin/sbx-agent: no such file or directory`) becomes what is wrong and how to fix it.
+ * `volume`: the agent volume the container mounts, if any.
  */
-export function mapStartError(err: unknown, image: string, agentPath: string): AppError {
+export function mapStartError(err: unknown, image: string, agentPath: string, volume?: string): AppError {
   const message = engineMessage(err)
-  if (engineStatus(err) !== undefined && message.includes(agentPath) && /no such file|not found/i.test(message)) {
+  const agentMissing =
+    engineStatus(err) !== undefined && message.includes(agentPath) && /no such file|not found/i.test(message)
+  if (agentMissing && volume) return new AgentVolumeEmptyError(volume, err)
+  if (agentMissing) {
     return new AppError(
       'CONFIG_INVALID',
       `image ${image} has no ${agentPath}, and this service has no agent binary to bring into it; ` +

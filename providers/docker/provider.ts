@@ -21,7 +21,15 @@ import {
   buildContainerSpec,
   cwdNeedsMkdir,
 } from './container-spec.js'
-import { engineName, engineStatus, mapCreateError, mapEngineError, mapStartError, stoppedState } from './errors.js'
+import {
+  AgentVolumeEmptyError,
+  engineName,
+  engineStatus,
+  mapCreateError,
+  mapEngineError,
+  mapStartError,
+  stoppedState,
+} from './errors.js'
 import { type DockerProviderOptions, DockerProviderOptionsSchema } from './options.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
 import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
@@ -87,7 +95,19 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       .catch(() => undefined)
   }
 
-  async function create(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
+  async function create(profile: ResolvedProfile, options: CreateOptions): Promise<Sandbox> {
+    try {
+      return await createOnce(profile, options)
+    } catch (err) {
+      // The agent volume went away under us (`docker volume prune` between sandboxes): the engine
+      // made an empty one for the mount. Fill it again and try once more.
+      if (!(err instanceof AgentVolumeEmptyError)) throw err
+      agentReady = undefined
+      return createOnce(profile, options)
+    }
+  }
+
+  async function createOnce(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
     assertProfileFor(DOCKER_PROVIDER_ID, profile)
     signal?.throwIfAborted()
     const image = profile.image ?? opts.defaultImage
@@ -109,7 +129,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
         .getContainer(id)
         .start()
         .catch((err: unknown) => {
-          throw mapStartError(err, image, agent.path)
+          throw mapStartError(err, image, agent.path, agent.volume?.name)
         })
       sandbox = handle(ref, {
         cwd: profile.cwd,
@@ -137,6 +157,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       await sandbox?.close()
       await removeQuietly(id)
       if (signal?.aborted) throw signal.reason
+      if (err instanceof AgentVolumeEmptyError) throw err
       if (err instanceof AppError && err.code !== 'SANDBOX_LOST') throw err
       const mapped = err instanceof AppError ? err : mapCreateError(err, image, engine)
       throw new AppError(
