@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { removeScopeContainers, runSbx, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import { configDir, removeScopeContainers, runSbx, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
 const run = promisify(execFile)
@@ -104,5 +104,17 @@ C`)
       () => 'absent',
     )
     expect(inspected).toBe('absent')
+  }, 300_000)
+
+  test('sbx setup builds (here: finds up to date) the dev image when a profile of the config runs it', async () => {
+    const dir = configDir({ profiles: { py: { provider: 'docker', image: 'sandbox-router/dev:latest' } } })
+    const r = await runSbx(['setup'], { cwd: dir, timeoutMs: 300_000 })
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toContain('setup: profile py runs sandbox-router/dev:latest: building it too')
+    expect(r.stdout).toMatch(/image sandbox-router\/dev:latest (up to date|built)/)
+    // Without such a profile, setup leaves the dev image alone.
+    const plain = await runSbx(['setup'], { cwd: configDir({}), timeoutMs: 300_000 })
+    expect(plain.code, plain.stderr).toBe(0)
+    expect(plain.stdout).not.toContain('sandbox-router/dev')
   }, 300_000)
 })
