@@ -97,6 +97,27 @@ async function sizeIn(container: Docker.Container, path: string): Promise<number
   }
 }
 
+/** A helper container older than this is a leftover of a process that died while filling (ms). */
+const STALE_HELPER_MS = 60_000
+
+/** Removes helper containers that a process which died mid-fill left behind (best effort). */
+async function removeStaleHelpers(docker: Docker): Promise<void> {
+  const helpers = await docker
+    .listContainers({ all: true, filters: { label: [AGENT_VOLUME_LABEL], status: ['created'] } })
+    .catch(() => [])
+  const cutoff = Date.now() / 1000 - STALE_HELPER_MS / 1000
+  await Promise.all(
+    helpers
+      .filter((c) => c.Created < cutoff)
+      .map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+  )
+}
+
 /**
  * Makes sure the engine has the agent volume of `agent`, filled: creates it (idempotent), and when
  * it lacks the binary uploads it through a helper container made from `image` (any image the
@@ -112,6 +133,7 @@ export async function ensureAgentVolume(docker: Docker, agent: AgentBinary, imag
   } catch (err) {
     throw mapEngineError(err, `creating the agent volume ${agent.volume}`)
   }
+  await removeStaleHelpers(docker)
   let helper: Docker.Container
   try {
     helper = await docker.createContainer({
