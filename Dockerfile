@@ -11,7 +11,9 @@
 #
 # The sandboxes themselves run from the base image `sandbox-router/base:latest`, which must exist on
 # the Docker engine the workers use: build it there with `sbx image build` (scripts/setup.sh) from a
-# checkout on that host. This image does not carry the toolchain for that.
+# checkout on that host. This image does not carry the toolchain for that, nor a compiled sbx-agent:
+# its workers use the agent inside the base image; for profiles naming any other image, mount a
+# static sbx-agent into the worker and point SBX_AGENT_BIN at it (README, "Any image").
 
 # Pin by digest in production (node:20-bookworm-slim@sha256:…).
 ARG NODE_IMAGE=node:20-bookworm-slim

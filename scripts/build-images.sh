@@ -7,6 +7,11 @@
 #                                   Dockerfile's NODE_IMAGE build arg points at it.
 #   redis  sandbox-router/redis:7   a Debian rootfs with Debian's redis-server (user `redis`, /data).
 #   all    both (the default).
+#   dev    sandbox-router/dev       the dev sandbox image (the built-in `dev` profile): a Debian rootfs
+#                                   with python3 (venv, pip), git, nodejs, npm, build-essential, curl,
+#                                   ca-certificates, jq, ripgrep, procps, less, unzip, file; user
+#                                   `sandbox` (uid 1000, home /workspace). No sbx-agent inside: the
+#                                   Docker provider brings its own into every container. Not part of `all`.
 # Each image is rebuilt only when its inputs changed: their hash is stored as the image label
 # sandbox-router.inputs (like the base image of scripts/setup.sh). The Debian packages come from this
 # machine's own apt sources (/etc/apt/sources.list*), the Node and npm packages through npm's
@@ -14,12 +19,15 @@
 # Needs root (mmdebstrap), apt-get to install mmdebstrap and docker-compose when absent, npm, and a
 # running engine.
 # Environment: SBX_NODE_IMAGE (default sandbox-router/node:20), SBX_REDIS_IMAGE
-# (default sandbox-router/redis:7), SBX_DEBIAN_SUITE (default: this machine's codename).
+# (default sandbox-router/redis:7), SBX_DEV_IMAGE (default sandbox-router/dev:latest),
+# SBX_DEBIAN_SUITE (default: this machine's codename).
+# A failed build names the step that failed (`step '<name>' failed`); each step logs its duration.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODE_IMAGE=${SBX_NODE_IMAGE:-sandbox-router/node:20}
 REDIS_IMAGE=${SBX_REDIS_IMAGE:-sandbox-router/redis:7}
+DEV_IMAGE=${SBX_DEV_IMAGE:-sandbox-router/dev:latest}
 CACHE_DIR=$ROOT/.sbx/image-cache
 INPUTS_LABEL=sandbox-router.inputs
 
@@ -27,7 +35,7 @@ log() { printf 'build-images: %s\n' "$*"; }
 die() { printf 'build-images: error: %s\n' "$*" >&2; exit 1; }
 
 what=${1:-all}
-case "$what" in node | redis | all) ;; *) die "unknown image '$what'; use node, redis or all" ;; esac
+case "$what" in node | redis | all | dev) ;; *) die "unknown image '$what'; use node, redis, all (both) or dev" ;; esac
 
 docker info >/dev/null 2>&1 || die "the Docker engine does not answer; run scripts/setup.sh (sbx setup) first"
 [ "$(id -u)" = 0 ] || die "mmdebstrap builds the Debian rootfs as root; run this script as root"
@@ -35,7 +43,9 @@ docker info >/dev/null 2>&1 || die "the Docker engine does not answer; run scrip
 # mmdebstrap builds the rootfs; docker-compose (Debian's 1.29) runs the stack, unless `docker compose` exists.
 missing=()
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
-command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+if [ "$what" != dev ]; then
+  command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "missing: ${missing[*]}, and there is no apt-get to install them"
   log "installing ${missing[*]}"
@@ -64,6 +74,17 @@ recipe() { declare -f "$1" debian_rootfs import_image; echo "$SUITE"; }
 
 # The label of an image, or nothing when it is absent.
 current_inputs() { docker image inspect -f "{{ index .Config.Labels \"$INPUTS_LABEL\" }}" "$1" 2>/dev/null || true; }
+
+# step <name> <command…>: runs one build step, logs its duration, and on failure ends the build
+# naming the step.
+step() {
+  local name=$1 started=$SECONDS rc=0
+  shift
+  log "step $name"
+  "$@" || rc=$?
+  [ "$rc" = 0 ] || die "step '$name' failed (exit $rc); its output is above"
+  log "step $name done in $((SECONDS - started)) s"
+}
 
 # mmdebstrap <tarball> <packages> [hooks…]: a minbase rootfs as a tarball.
 debian_rootfs() {
@@ -172,7 +193,41 @@ build_redis() {
   log "image $REDIS_IMAGE built"
 }
 
+# The packages of the dev image (Debian names; the recipe hash covers this list).
+DEV_PACKAGES=python3,python3-venv,python3-pip,git,nodejs,npm,build-essential,curl,ca-certificates,jq,ripgrep,procps,less,unzip,file
+
+build_dev() {
+  local inputs
+  inputs=$({ recipe build_dev; echo "$DEV_PACKAGES"; } | sha256sum | cut -c1-12)-$sources_hash
+  if [ "$(current_inputs "$DEV_IMAGE")" = "$inputs" ]; then
+    log "image $DEV_IMAGE up to date ($inputs)"
+    return
+  fi
+  log "building $DEV_IMAGE (Debian $SUITE minbase + $DEV_PACKAGES; about 80 s and 750 MB on a 2-core machine)"
+  local work started=$SECONDS
+  work=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$work'" RETURN
+  # Home /workspace: the sandbox's writable tmpfs (the root filesystem is read-only), so git config,
+  # pip --user and npm's cache work there.
+  step "mmdebstrap (Debian packages from this machine's apt sources)" \
+    debian_rootfs "$work/rootfs.tar" "$DEV_PACKAGES" \
+    --customize-hook='mkdir -p "$1/workspace"' \
+    --customize-hook='chroot "$1" groupadd --gid 1000 sandbox' \
+    --customize-hook='chroot "$1" useradd --uid 1000 --gid sandbox --shell /bin/bash --home-dir /workspace --no-create-home sandbox' \
+    --customize-hook='chroot "$1" chown 1000:1000 /workspace'
+  step "docker import" import_image "$work/rootfs.tar" "$DEV_IMAGE" "$inputs" \
+    'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin' \
+    'ENV HOME=/workspace' \
+    'ENV LANG=C.UTF-8' \
+    'WORKDIR /workspace' \
+    'USER 1000:1000' \
+    'CMD ["/bin/bash"]'
+  log "image $DEV_IMAGE built in $((SECONDS - started)) s ($(docker image inspect -f '{{.Size}}' "$DEV_IMAGE" | awk '{ printf "%d MB", $1 / 1000000 }'))"
+}
+
 case "$what" in
+  dev) build_dev ;;
   node) build_node ;;
   redis) build_redis ;;
   all) build_node && build_redis ;;

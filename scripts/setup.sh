@@ -4,10 +4,22 @@
 #   2. starts dockerd in the background when `docker info` fails, and waits until it answers;
 #   3. compiles the in-sandbox agent (providers/docker/agent) when the binary is missing or stale;
 #   4. builds the base image (busybox + bash + agent, user `sandbox` uid 1000) with `docker import`,
-#      only when its inputs changed (their hash is stored as an image label).
+#      only when its inputs changed (their hash is stored as an image label);
+#   5. with --dev (or SBX_SETUP_DEV=1): also the dev image sandbox-router/dev (scripts/build-images.sh
+#      dev: Debian packages, about 80 s the first time on a 2-core machine, cached by its inputs after).
+#      `sbx setup` / `sbx image build` pass --dev when a configured profile uses the dev image.
 # Environment: SBX_BASE_IMAGE (default sandbox-router/base:latest), SBX_DOCKERD_LOG
 # (default /var/log/sbx-dockerd.log), SBX_DOCKERD_WAIT_S (default 60).
 set -euo pipefail
+
+build_dev=${SBX_SETUP_DEV:-}
+for arg in "$@"; do
+  case "$arg" in
+    --dev) build_dev=1 ;;
+    *) printf 'setup: error: unknown option %s (usage: setup.sh [--dev])\n' "$arg" >&2; exit 2 ;;
+  esac
+done
+[ "$build_dev" != 0 ] || build_dev=
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 IMAGE=${SBX_BASE_IMAGE:-sandbox-router/base:latest}
@@ -95,8 +107,17 @@ BUSYBOX=/bin/busybox
 BASH_STATIC=/bin/bash-static
 inputs=$(cat "$AGENT_BIN" "${AGENT_SOURCES[@]}" "$BUSYBOX" "$BASH_STATIC" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
 current=$(docker image inspect -f "{{ index .Config.Labels \"$INPUTS_LABEL\" }}" "$IMAGE" 2>/dev/null || true)
+# ---- 5. dev image (when asked) --------------------------------------------------------------
+dev_image() {
+  [ -n "$build_dev" ] || return 0
+  local started=$SECONDS
+  bash "$ROOT/scripts/build-images.sh" dev || die "building the dev image failed (see above); rerun: bash scripts/build-images.sh dev"
+  log "dev image ok in $((SECONDS - started)) s"
+}
+
 if [ "$current" = "$inputs" ]; then
   log "image $IMAGE up to date ($inputs)"
+  dev_image
   exit 0
 fi
 
@@ -141,3 +162,4 @@ tar --numeric-owner "${owner_opts[@]}" -C "$rootfs" -cf - . | docker import \
 # The previous build is now untagged; drop it unless a container still uses it.
 [ -z "$old_id" ] || docker rmi "$old_id" >/dev/null 2>&1 || true
 log "image $IMAGE built"
+dev_image

@@ -47,6 +47,8 @@ export class AgentChannel {
   private closedWith: AppError | undefined
   private stderrTail = ''
   private helloWaiter: ((hello: HelloFrame | AppError) => void) | undefined
+  /** Whether the container has /bin/bash (from the agent's HELLO): without it there is no persistent shell. */
+  hasBash = true
 
   private constructor(
     private readonly socket: Duplex,
@@ -105,7 +107,7 @@ export class AgentChannel {
         throw new AppError(
           'CONFIG_INVALID',
           `sandbox ${opts.sandboxId} has no runnable ${opts.agentPath} (${channel.stderrTail.trim() || `exit ${info.ExitCode}`}); ` +
-            `${SETUP_HINT} and use sandbox-router/base or an image built FROM it`,
+            `${SETUP_HINT} (it compiles .sbx/sbx-agent, which the provider brings into any image) or set SBX_AGENT_BIN`,
         )
       }
       throw hello
@@ -114,9 +116,10 @@ export class AgentChannel {
       channel.fail(new AppError('CONFIG_INVALID', 'agent protocol mismatch'))
       throw new AppError(
         'CONFIG_INVALID',
-        `sandbox ${opts.sandboxId} runs sbx-agent protocol v${hello.version}, expected v${PROTOCOL_VERSION}; ${SETUP_HINT} to rebuild the base image`,
+        `sandbox ${opts.sandboxId} runs sbx-agent protocol v${hello.version}, expected v${PROTOCOL_VERSION}; ${SETUP_HINT} to rebuild the agent (and the base image)`,
       )
     }
+    channel.hasBash = hello.hasBash
     return channel
   }
 

@@ -8,6 +8,16 @@ export { OWNER } from '../../src/sandbox/provider-kit.js'
 /** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
 export const CWD_LABEL = SETTINGS_LABELS.cwd
 export const MAX_EXECS_LABEL = SETTINGS_LABELS.maxExecs
+/** Label holding the agent's path inside the container (so `connect` execs the right binary). */
+export const AGENT_PATH_LABEL = 'sandbox-router.agent-path'
+
+/** Where a container's agent comes from: the image (`path` only) or the agent volume mounted read-only at `dir`. */
+export interface AgentSource {
+  /** The agent's path inside the container. */
+  path: string
+  /** The engine volume holding the agent, mounted read-only at `dir`. */
+  volume?: { name: string; dir: string }
+}
 
 const MiB = 1024 * 1024
 /** Exit code of a container whose agent ended it after `idleTtlMs` + `idleExitSlackMs` with nothing attached. */
@@ -31,13 +41,16 @@ function ownerOptions(user: string): string {
  * The hardened container for a profile: no network (unless the profile opts into `bridge`), all
  * capabilities dropped, no-new-privileges, pids/memory/cpu limits, a read-only root with tmpfs
  * mounts for the workspace (`diskMb`) and /tmp (`tmpMb`), a non-root user, and the agent as the
- * main process. The memory limit is `memoryMb` plus the tmpfs sizes.
+ * main process. The memory limit is `memoryMb` plus the tmpfs sizes. The image's own ENTRYPOINT,
+ * CMD, WORKDIR and USER are overridden (the agent's `--init`, `/`, the profile's `user`), so any
+ * image works; its ENV is kept under the profile's `env`.
  */
 export function buildContainerSpec(
   profile: ResolvedProfile,
   image: string,
   labels: Labels,
   options: ResolvedDockerProviderOptions,
+  agent: AgentSource = { path: options.agentPath },
 ): Docker.ContainerCreateOptions {
   const tmpMb = profile.tmpMb ?? options.tmpSizeMb
   const tmpfs: Record<string, string> = {
@@ -57,12 +70,13 @@ export function buildContainerSpec(
   return {
     Image: image,
     // An agent older than --idle-exit-ms ignores it (and the container lives until destroyed).
-    Cmd: [options.agentPath, '--init', '--idle-exit-ms', String(profile.idleTtlMs + options.idleExitSlackMs)],
+    Entrypoint: [agent.path],
+    Cmd: ['--init', '--idle-exit-ms', String(profile.idleTtlMs + options.idleExitSlackMs)],
     User: profile.user,
     // `/` rather than the cwd: a cwd below the workspace tmpfs does not exist until created.
     WorkingDir: '/',
     Env: Object.entries(profile.env).map(([k, v]) => `${k}=${v}`),
-    Labels: labels,
+    Labels: { ...labels, [AGENT_PATH_LABEL]: agent.path },
     Hostname: 'sandbox',
     NetworkDisabled: profile.network === 'none',
     HostConfig: {
@@ -75,6 +89,18 @@ export function buildContainerSpec(
       NanoCpus: Math.round(profile.cpu * 1e9),
       ReadonlyRootfs: profile.readOnlyRoot,
       Tmpfs: tmpfs,
+      ...(agent.volume
+        ? {
+            Mounts: [
+              {
+                Type: 'volume' as const,
+                Source: agent.volume.name,
+                Target: agent.volume.dir,
+                ReadOnly: true,
+              },
+            ],
+          }
+        : {}),
       Init: false,
       AutoRemove: false,
       RestartPolicy: { Name: 'no' },

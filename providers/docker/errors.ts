@@ -1,3 +1,4 @@
+import type Docker from 'dockerode'
 import { constants } from 'node:os'
 import { AppError } from '../../src/errors.js'
 import { IDLE_EXIT_CODE } from './container-spec.js'
@@ -75,18 +76,80 @@ export function mapEngineError(err: unknown, what: string, sandboxId?: string): 
   return new AppError('INTERNAL', `${what} failed: ${engineMessage(err)}`, { retryable, cause: err })
 }
 
-/** Translates a failed container create: a missing image gets the setup hint. */
-export function mapCreateError(err: unknown, image: string): AppError {
+/** `the Docker engine at unix:///var/run/docker.sock` (or `tcp://host:2376`): which engine an error is about. */
+export function engineName(docker: Docker): string {
+  const m =
+    (docker as unknown as { modem?: { socketPath?: unknown; host?: string; port?: number | string; protocol?: string } })
+      .modem ?? {}
+  // docker-modem's default socketPath is a function that finds the local socket.
+  if (typeof m.socketPath === 'string') return `the Docker engine at unix://${m.socketPath}`
+  if (m.host) return `the Docker engine at ${m.protocol ?? 'http'}://${m.host}${m.port ? `:${m.port}` : ''}`
+  return `the Docker engine at ${process.env['DOCKER_HOST'] || 'unix:///var/run/docker.sock'}`
+}
+
+/** How to get `image` onto the engine: our own images are built here, any other is pulled or loaded. */
+function howToGet(image: string): string {
+  const repo = image.replace(/@.*$/, '').replace(/:[^/:]*$/, '')
+  if (repo === 'sandbox-router/dev') return 'build it here with `sbx image build dev` (scripts/build-images.sh dev)'
+  if (repo === 'sandbox-router/base') return `build it here with \`sbx image build\` (${SETUP_HINT})`
+  return (
+    `get it onto that engine with \`docker pull ${image}\` (from a registry it can reach) or ` +
+    `\`docker load -i <file>.tar\` (from \`docker save\` elsewhere), or build it there; ` +
+    'sandbox-router images are built with `sbx image build` (base) and `sbx image build dev`'
+  )
+}
+
+/** Translates a failed container create: a missing image names the engine and how to get the image. */
+export function mapCreateError(err: unknown, image: string, engine = 'the Docker engine'): AppError {
   if (engineStatus(err) === 404) {
-    return new AppError(
-      'SANDBOX_CREATE_FAILED',
-      `image ${image} not found in the local Docker engine; ${SETUP_HINT} to build sandbox-router/base, ` +
-        `or build your image FROM it (it must contain /usr/local/bin/sbx-agent)`,
-      { cause: err },
-    )
+    return new AppError('SANDBOX_CREATE_FAILED', `image ${image} is not on ${engine}; ${howToGet(image)}`, {
+      cause: err,
+    })
   }
   const mapped = mapEngineError(err, `creating a container from ${image}`)
   return new AppError('SANDBOX_CREATE_FAILED', mapped.message, { retryable: mapped.retryable, cause: err })
+}
+
+/** The agent volume a container mounts has no agent (it was removed, and the engine made an empty one). */
+export class AgentVolumeEmptyError extends AppError {
+  override readonly name = 'AgentVolumeEmptyError'
+  constructor(volume: string, cause: unknown) {
+    super(
+      'SANDBOX_CREATE_FAILED',
+      `the agent volume ${volume} has no sbx-agent (removed while the service ran, e.g. by docker volume prune?); ` +
+        'the next create fills it again: retry',
+      { retryable: true, cause },
+    )
+  }
+}
+
+/**
+ * Translates a failed container start. The runtime's own text (`OCI runtime create failed: … stat
+ * /usr/local/bin/sbx-agent: no such file or directory`) becomes what is wrong and how to fix it.
+ * `volume`: the agent volume the container mounts, if any.
+ */
+export function mapStartError(err: unknown, image: string, agentPath: string, volume?: string): AppError {
+  const message = engineMessage(err)
+  const agentMissing =
+    engineStatus(err) !== undefined && message.includes(agentPath) && /no such file|not found/i.test(message)
+  if (agentMissing && volume) return new AgentVolumeEmptyError(volume, err)
+  if (agentMissing) {
+    return new AppError(
+      'CONFIG_INVALID',
+      `image ${image} has no ${agentPath}, and this service has no agent binary to bring into it; ` +
+        `${SETUP_HINT} (it compiles .sbx/sbx-agent), set SBX_AGENT_BIN, or use an image built FROM sandbox-router/base`,
+      { cause: err },
+    )
+  }
+  if (engineStatus(err) !== undefined && /OCI runtime|runc/i.test(message)) {
+    return new AppError(
+      'SANDBOX_CREATE_FAILED',
+      `the container runtime could not start a sandbox from ${image} (${message.replace(/^.*?: /, '').slice(0, 300)}); ` +
+        'check that the image is a Linux image for this machine\'s architecture',
+      { cause: err },
+    )
+  }
+  return mapEngineError(err, `starting a sandbox from ${image}`)
 }
 
 /** What the agent names in `detail` when a path is not a regular file. */
@@ -210,11 +273,11 @@ export function execError(sandboxId: string, err: ErrFrame): AppError {
         return new AppError(
           'CONFIG_INVALID',
           `sandbox ${sandboxId} has no /bin/bash (${name}), which persistent shells need; run the call ` +
-            `with shell: 'fresh' or use an image built FROM sandbox-router/base`,
+            `with shell: 'fresh' (it uses /bin/sh) or use an image with bash`,
         )
       return new AppError(
         'CONFIG_INVALID',
-        `sandbox ${sandboxId} has neither /bin/bash nor /bin/sh (${name}); use an image built FROM sandbox-router/base`,
+        `sandbox ${sandboxId} has neither /bin/bash nor /bin/sh (${name}), which commands run with; use an image with a shell`,
       )
     default:
       return new AppError('INTERNAL', `sandbox ${sandboxId} agent error (${err.op}: ${name} ${err.detail})`)

@@ -12,7 +12,15 @@ export const DockerProviderOptionsSchema = z
   .object({
     /** Image used when a profile names none. @default `SBX_BASE_IMAGE`, else 'sandbox-router/base:latest' */
     defaultImage: z.string().min(1).default(DEFAULT_IMAGE),
-    /** Path of the agent binary inside the image. @default '/usr/local/bin/sbx-agent' */
+    /**
+     * The static agent binary on this machine that the provider brings into every container (a
+     * read-only volume, see providers/docker/agent-volume.ts), so a profile's `image` may be any
+     * image. `false`: use the agent the image carries at `agentPath` (images built FROM
+     * sandbox-router/base). @default `SBX_AGENT_BIN`, else `.sbx/sbx-agent` (scripts/setup.sh
+     * compiles it) when it exists, else `false`
+     */
+    agentBinary: z.union([z.string().min(1), z.literal(false)]).optional(),
+    /** Path of the agent binary inside images that carry one (used when there is no `agentBinary`). @default '/usr/local/bin/sbx-agent' */
     agentPath: z.string().startsWith('/').default('/usr/local/bin/sbx-agent'),
     /** Value of the `sandbox-router.instance` label on created containers (diagnostics). */
     instanceId: z.string().min(1).optional(),

@@ -234,15 +234,21 @@ export interface HelloFrame {
   pid: number
   uid: number
   maxFrame: number
+  /** Whether the container has an executable /bin/bash (the persistent shell needs it). */
+  hasBash: boolean
 }
 
-/** Decodes a HELLO payload. */
+/** HELLO flag bit: /bin/bash is executable (agent/protocol.h `SBX_HELLO_HAS_BASH`). */
+const HELLO_HAS_BASH = 1
+
+/** Decodes a HELLO payload (an agent without the flags word predates any-image support: it had bash). */
 export function decodeHello(p: Buffer): HelloFrame {
   return {
     version: p.readUInt32BE(0),
     pid: p.readUInt32BE(4),
     uid: p.readUInt32BE(8),
     maxFrame: p.readUInt32BE(12),
+    hasBash: p.length >= 20 ? (p.readUInt32BE(16) & HELLO_HAS_BASH) !== 0 : true,
   }
 }
 

@@ -10,7 +10,10 @@ import {
   type SandboxProvider,
   type SandboxRef,
 } from '../../src/sandbox/types.js'
+import { AGENT_DIR, INJECTED_AGENT_PATH, defaultAgentBinary, ensureAgentVolume, readAgentBinary } from './agent-volume.js'
 import {
+  AGENT_PATH_LABEL,
+  type AgentSource,
   CWD_LABEL,
   MAX_EXECS_LABEL,
   OWNER,
@@ -18,7 +21,15 @@ import {
   buildContainerSpec,
   cwdNeedsMkdir,
 } from './container-spec.js'
-import { engineStatus, mapCreateError, mapEngineError, stoppedState } from './errors.js'
+import {
+  AgentVolumeEmptyError,
+  engineName,
+  engineStatus,
+  mapCreateError,
+  mapEngineError,
+  mapStartError,
+  stoppedState,
+} from './errors.js'
 import { type DockerProviderOptions, DockerProviderOptionsSchema } from './options.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
 import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
@@ -37,21 +48,40 @@ export interface DockerProvider extends SandboxProvider {
 const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
 
 /**
- * Creates the local Docker provider (id `docker`): hardened containers from
- * `sandbox-router/base`, one long-lived agent channel per handle, refs reconnectable from any
- * process that reaches the same engine.
+ * Creates the local Docker provider (id `docker`): hardened containers from any image the engine
+ * has (default `sandbox-router/base`) with the provider's own agent mounted in, one long-lived
+ * agent channel per handle, refs reconnectable from any process that reaches the same engine.
  */
 export function createDockerProvider(options: DockerProviderOptions = {}): DockerProvider {
   const { docker: client, dockerOptions, ...scalars } = options
   const opts = DockerProviderOptionsSchema.parse(scalars)
   const docker = client ?? new Docker(dockerOptions)
   const handles = new Set<DockerSandbox>()
+  const engine = engineName(docker)
+  const agentBinary = opts.agentBinary === false ? undefined : (opts.agentBinary ?? defaultAgentBinary())
+  /** The agent volume, made ready once per provider (again after a failure). */
+  let agentReady: Promise<AgentSource> | undefined
+
+  /** Where the agent of a new container comes from: the agent volume, or the image without a binary. */
+  const agentSource = (image: string): Promise<AgentSource> => {
+    if (!agentBinary) return Promise.resolve({ path: opts.agentPath })
+    agentReady ??= (async () => {
+      const agent = readAgentBinary(agentBinary)
+      await ensureAgentVolume(docker, agent, image)
+      return { path: INJECTED_AGENT_PATH, volume: { name: agent.volume, dir: AGENT_DIR } }
+    })()
+    const ready = agentReady
+    ready.catch(() => {
+      if (agentReady === ready) agentReady = undefined
+    })
+    return ready
+  }
 
   const handle = (
     ref: SandboxRef,
-    settings: Pick<DockerSandboxSettings, 'cwd' | 'user' | 'maxConcurrentExecs'>,
+    settings: Pick<DockerSandboxSettings, 'cwd' | 'user' | 'maxConcurrentExecs' | 'agentPath'>,
   ): DockerSandbox => {
-    const sandbox = new DockerSandbox(docker, ref, { ...settings, ...opts }, (closed) =>
+    const sandbox = new DockerSandbox(docker, ref, { ...opts, ...settings }, (closed) =>
       handles.delete(closed),
     )
     handles.add(sandbox)
@@ -65,27 +95,47 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       .catch(() => undefined)
   }
 
-  async function create(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
+  async function create(profile: ResolvedProfile, options: CreateOptions): Promise<Sandbox> {
+    try {
+      return await createOnce(profile, options)
+    } catch (err) {
+      // The agent volume went away under us (`docker volume prune` between sandboxes): the engine
+      // made an empty one for the mount. Fill it again and try once more.
+      if (!(err instanceof AgentVolumeEmptyError)) throw err
+      agentReady = undefined
+      return createOnce(profile, options)
+    }
+  }
+
+  async function createOnce(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
     assertProfileFor(DOCKER_PROVIDER_ID, profile)
     signal?.throwIfAborted()
     const image = profile.image ?? opts.defaultImage
     const allLabels = ownedLabels(labels, profile, opts.instanceId)
     let id: string
+    let agent: AgentSource
     try {
+      agent = await agentSource(image)
       // No abort signal on the create call itself: an aborted request could still leave a container.
-      id = (await docker.createContainer(buildContainerSpec(profile, image, allLabels, opts))).id
+      id = (await docker.createContainer(buildContainerSpec(profile, image, allLabels, opts, agent))).id
     } catch (err) {
-      throw mapCreateError(err, image)
+      throw mapCreateError(err, image, engine)
     }
     const ref: SandboxRef = { providerId: DOCKER_PROVIDER_ID, id, profile: profile.name, labels: allLabels }
     let sandbox: DockerSandbox | undefined
     try {
       signal?.throwIfAborted()
-      await docker.getContainer(id).start()
+      await docker
+        .getContainer(id)
+        .start()
+        .catch((err: unknown) => {
+          throw mapStartError(err, image, agent.path, agent.volume?.name)
+        })
       sandbox = handle(ref, {
         cwd: profile.cwd,
         user: profile.user,
         maxConcurrentExecs: profile.maxConcurrentExecs,
+        agentPath: agent.path,
       })
       await sandbox.open(signal, false)
       if (cwdNeedsMkdir(profile)) {
@@ -107,8 +157,9 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       await sandbox?.close()
       await removeQuietly(id)
       if (signal?.aborted) throw signal.reason
+      if (err instanceof AgentVolumeEmptyError) throw err
       if (err instanceof AppError && err.code !== 'SANDBOX_LOST') throw err
-      const mapped = err instanceof AppError ? err : mapCreateError(err, image)
+      const mapped = err instanceof AppError ? err : mapCreateError(err, image, engine)
       throw new AppError(
         'SANDBOX_CREATE_FAILED',
         `starting sandbox from ${image} failed: ${mapped.message}`,
@@ -156,6 +207,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
         cwd: labels[CWD_LABEL] ?? WORKSPACE,
         user: info.Config.User,
         maxConcurrentExecs: Number.isInteger(maxExecs) && maxExecs > 0 ? maxExecs : 8,
+        agentPath: labels[AGENT_PATH_LABEL] ?? opts.agentPath,
       },
     )
     try {

@@ -68,13 +68,13 @@ export class DockerSandbox implements Sandbox {
   /** Persistent shell calls run one at a time (the agent refuses a second one while one runs). */
   private readonly shellTurn = new Semaphore(1)
   private readonly container: Docker.Container
-  /** The agent holds one persistent bash per channel. */
-  readonly persistentShell = true
   /** Ports and terminals are streams of the agent channel (agent/ports.c): no container network. */
   readonly ports = true
   readonly terminals = true
   /** Background processes, kept by the agent's supervisors in the container (any handle serves them). */
   readonly processes: SandboxProcesses
+  /** Whether the image has bash (learnt from the agent when the channel opened). */
+  private hasBash = true
 
   constructor(
     docker: Docker,
@@ -85,6 +85,14 @@ export class DockerSandbox implements Sandbox {
     this.container = docker.getContainer(ref.id)
     this.slots = new Semaphore(settings.maxConcurrentExecs)
     this.processes = new AgentProcesses((r, o) => this.exec(r, o), settings.agentPath, ref.id)
+  }
+
+  /**
+   * The agent holds one persistent bash per channel: true where the image has /bin/bash (known once
+   * `create`/`connect` returned the handle); images without bash run every command fresh (`/bin/sh`).
+   */
+  get persistentShell(): boolean {
+    return this.hasBash
   }
 
   /** Opens the channel now (create/connect fail fast instead of on the first command). */
@@ -115,6 +123,7 @@ export class DockerSandbox implements Sandbox {
           helloTimeoutMs: this.settings.helloTimeoutMs,
         })
         if (this.closed) channel.close()
+        this.hasBash = channel.hasBash
         this.current = channel
         return channel
       } finally {
@@ -186,6 +195,12 @@ export class DockerSandbox implements Sandbox {
         )
     }
     const persistent = request.shell === 'persistent'
+    if (persistent && !this.hasBash)
+      throw new AppError(
+        'BAD_REQUEST',
+        `sandbox ${this.ref.id}: its image has no /bin/bash, which the persistent shell needs; run the ` +
+          `command with shell: 'fresh' (it uses /bin/sh), or use an image with bash`,
+      )
     // A persistent call waits for the shell's turn before its slot and timeout start.
     const releaseTurn = persistent ? await this.shellTurn.acquire(opts.signal) : () => {}
     let release: () => void

@@ -7,11 +7,11 @@ import {
   execCommand,
   providersCommand,
   serveCommand,
-  setupCommand,
   workerCommand,
 } from './runtime-commands.js'
 import type { CliIO } from './output.js'
 import { reapDispatch } from './reap-engine.js'
+import { setupCommand } from './setup-command.js'
 
 /** One `sbx` subcommand. `name` may have two words (`extension inspect`). */
 export interface CliCommand {
@@ -75,7 +75,8 @@ export const commands: CliCommand[] = [
   },
   {
     name: 'image build',
-    summary: 'build the base sandbox image (same as setup); --compose: also the compose images',
+    summary:
+      'build the base sandbox image (same as setup); dev: also the dev image; --compose: also the compose images',
     run: setupCommand,
   },
   {

@@ -1,6 +1,4 @@
-import { spawn } from 'node:child_process'
-import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadConfig } from '../config/load.js'
 import type { LoadedConfig } from '../config/load.js'
@@ -13,8 +11,6 @@ import { describeKeySource, resolveApiKeys } from '../runtime/keys.js'
 import { createRuntimeWithRetry, startServer } from '../runtime/serve.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
-
-const ROOT = resolve(fileURLToPath(import.meta.url), '..', '..', '..')
 
 /** Options every runtime command takes. */
 const COMMON = {
@@ -255,44 +251,6 @@ export async function reapCommand(args: readonly string[], io: CliIO): Promise<n
   } finally {
     await runtime.close({ deadlineMs: 1_000 })
   }
-}
-
-/** Runs `bash scripts/<script> [args]` with inherited stdio; resolves with its exit code. */
-function runScript(script: string, args: readonly string[], io: CliIO): Promise<number> {
-  return new Promise((resolveExit) => {
-    const child = spawn('bash', [join(ROOT, 'scripts', script), ...args], { stdio: 'inherit' })
-    child.on('exit', (code) => resolveExit(code ?? 1))
-    child.on('error', (err) => {
-      io.err(`cannot run scripts/${script}: ${err.message}`)
-      resolveExit(1)
-    })
-  })
-}
-
-/**
- * `sbx setup` / `sbx image build`: the idempotent setup script (Docker engine + base image). With
- * `--compose`, then also the images docker-compose.yml runs (scripts/build-images.sh: a Node 20 base
- * and Redis from Debian packages, no image registry), each rebuilt only when its inputs changed.
- */
-export async function setupCommand(args: readonly string[], io: CliIO): Promise<number> {
-  const usage =
-    'usage: sbx image build [--compose]   (or sbx setup [--compose])\n' +
-    '  the Docker engine and the sandbox base image; --compose: also sandbox-router/node:20 and\n' +
-    '  sandbox-router/redis:7 for docker-compose.yml (from Debian packages and npm node@20, no image registry)'
-  let values: { compose?: boolean; help?: boolean }
-  try {
-    ;({ values } = parseArgs({
-      args: [...args],
-      options: { compose: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-    }))
-  } catch (err) {
-    throw new UsageError(`${(err as Error).message}\n${usage}`)
-  }
-  if (values.help) return (io.out(usage), 0)
-  const code = await runScript('setup.sh', [], io)
-  if (code !== 0 || !values.compose) return code
-  return runScript('build-images.sh', ['all'], io)
 }
 
 /** `sbx config check`: validates the config and prints what it resolves to. */

@@ -139,6 +139,13 @@ export const ConfigSchema = z
             maxSandboxes: z.number().int().positive().optional(),
             /** A sandbox nothing used for its profile's idleTtlMs plus this ends itself (ms). @default 60000 */
             idleExitSlackMs: z.number().int().min(1_000).optional(),
+            /**
+             * The static sbx-agent on this machine that the provider brings into every sandbox (so a
+             * profile's image may be any image); `false`: use the image's own
+             * /usr/local/bin/sbx-agent (images built FROM sandbox-router/base).
+             * @default env SBX_AGENT_BIN, else .sbx/sbx-agent (scripts/setup.sh compiles it) when it exists
+             */
+            agentBinary: z.union([z.string().min(1), z.literal(false)]).optional(),
           })
           .strict()
           .default({ enabled: true }),
@@ -191,7 +198,7 @@ export const ConfigSchema = z
       })
       .strict()
       .default({ docker: { enabled: true } }),
-    /** Named sandbox profiles. `default` (docker, hardened) exists unless overridden. */
+    /** Named sandbox profiles. `default` (docker, hardened) and `dev` (docker, the dev image) exist unless overridden. */
     profiles: z.record(z.string().regex(/^[A-Za-z0-9._-]+$/), ProfileSchema).default({}),
     /** The server's own routing policy for tool calls (HTTP /v1/tool-calls, MCP, agent runs). */
     routing: z

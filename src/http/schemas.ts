@@ -32,8 +32,9 @@ export const ExecInputSchema = z
       .optional()
       .openapi({
         description:
-          "'persistent': the session's long-lived shell (keeps cwd, exported variables, functions, aliases); " +
-          "'fresh': a new bash -c. Default: the profile's shell, else 'fresh'",
+          "'persistent': the session's long-lived shell (keeps cwd, exported variables, functions, aliases; " +
+          "needs bash in the image: elsewhere a 400 that says to use 'fresh'); " +
+          "'fresh': a new bash -c (sh -c in an image without bash). Default: the profile's shell, else 'fresh'",
       }),
   })
   .strict()

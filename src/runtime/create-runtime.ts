@@ -131,11 +131,12 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   const registry = new ProviderRegistry()
   if (config.providers.docker.enabled) {
     const dockerOptions = dockerOptionsOf(config.providers.docker.host)
-    const { idleExitSlackMs } = config.providers.docker
+    const { idleExitSlackMs, agentBinary } = config.providers.docker
     registry.register(
       createDockerProvider({
         ...(dockerOptions ? { dockerOptions } : {}),
         ...(idleExitSlackMs !== undefined ? { idleExitSlackMs } : {}),
+        ...(agentBinary !== undefined ? { agentBinary } : {}),
       }),
     )
   }

@@ -85,3 +85,29 @@ export type ResolvedProfile = z.output<typeof ProfileSchema> & { name: string }
 export function resolveProfile(name: string, input: ProfileInput): ResolvedProfile {
   return { ...ProfileSchema.parse(input), name }
 }
+
+/**
+ * The dev image `sbx image build dev` builds (scripts/build-images.sh dev): Debian with python3,
+ * git, node, a C toolchain and the usual command-line tools. `SBX_DEV_IMAGE` names another tag.
+ */
+export const DEV_IMAGE = process.env['SBX_DEV_IMAGE'] || 'sandbox-router/dev:latest'
+
+/**
+ * The built-in `dev` profile (unless the config defines one): the dev image, with room for real
+ * work (2 GiB workspace, 1 GiB memory, 512 processes), still without network (`network: bridge` in
+ * a profile of your own opens it, e.g. for `pip install`).
+ */
+export const DEV_PROFILE: ProfileInput = {
+  provider: 'docker',
+  image: DEV_IMAGE,
+  memoryMb: 1024,
+  diskMb: 2048,
+  tmpMb: 512,
+  pidsLimit: 512,
+  defaultTimeoutMs: 120_000,
+}
+
+/** Whether a profile runs the dev image (so setup must build it). */
+export function usesDevImage(profile: Pick<ResolvedProfile, 'provider' | 'image'>): boolean {
+  return profile.provider === 'docker' && profile.image === DEV_IMAGE
+}

@@ -62,7 +62,7 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
           stdin: job.stdin,
           timeoutMs: job.timeoutMs,
           outputCapBytes: job.outputCapBytes,
-          ...shellOfJob(job, lease.sandbox.persistentShell === true),
+          ...shellOfJob(job, lease.sandbox.persistentShell),
         },
         {
           signal: ctx.signal,
@@ -126,11 +126,14 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
 }
 
 /**
- * The shell a job's command runs in: the one it asks for (`persistent` where the sandbox has none
- * is `BAD_REQUEST`), else its surface default where the sandbox has persistent shells, else fresh.
+ * The shell a job's command runs in: the one it asks for, else its surface default where the
+ * sandbox has persistent shells, else fresh. `persistentShell` is the sandbox's
+ * `Sandbox.persistentShell`: `undefined` (the provider has none) makes an explicit
+ * `persistent` a `BAD_REQUEST` here; `false` (this sandbox has none, e.g. a Docker image without
+ * bash) passes it on, and the sandbox refuses it saying why.
  */
-export function shellOfJob(job: ExecJob, hasPersistentShell: boolean): { shell?: ShellMode } {
-  if (job.shell === 'persistent' && !hasPersistentShell) {
+export function shellOfJob(job: ExecJob, persistentShell: boolean | undefined): { shell?: ShellMode } {
+  if (job.shell === 'persistent' && persistentShell === undefined) {
     throw new AppError(
       'BAD_REQUEST',
       `provider '${job.providerId}' has no persistent shells yet; run the command with shell: 'fresh' ` +
@@ -138,5 +141,5 @@ export function shellOfJob(job: ExecJob, hasPersistentShell: boolean): { shell?:
     )
   }
   if (job.shell) return { shell: job.shell }
-  return job.shellDefault === 'persistent' && hasPersistentShell ? { shell: 'persistent' } : {}
+  return job.shellDefault === 'persistent' && persistentShell === true ? { shell: 'persistent' } : {}
 }

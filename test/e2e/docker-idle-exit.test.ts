@@ -174,7 +174,7 @@ describe('Docker sandboxes end themselves when their fleet is gone', () => {
       const second = (await again.json()) as { state: string; result?: { stdout: string } }
       expect(second.state).toBe('completed')
       expect(second.result?.stdout).toBe(
-        `mark\n/usr/local/bin/sbx-agent --init --idle-exit-ms ${ttl + 1_000} `,
+        `mark\n/.sbx-agent/sbx-agent --init --idle-exit-ms ${ttl + 1_000} `,
       )
     },
   )

@@ -248,7 +248,10 @@ describe('HTTP API (embedded runtime, real Docker)', () => {
     }
     expect(r.providers[0]).toMatchObject({
       id: 'docker',
-      profiles: [expect.objectContaining({ name: 'default', network: 'none' })],
+      profiles: [
+        expect.objectContaining({ name: 'default', network: 'none' }),
+        expect.objectContaining({ name: 'dev', network: 'none' }),
+      ],
     })
   })
 })

@@ -1337,11 +1337,15 @@ int main(int argc, char **argv) {
   set_nonblock(STDIN_FILENO);
   set_nonblock(STDOUT_FILENO);
 
-  frame_head(FR_HELLO, 0, 16);
+  /* Flags: which shells the image has (commands fall back to /bin/sh; the persistent shell needs bash). */
+  uint32_t flags = 0;
+  if (access("/bin/bash", X_OK) == 0) flags |= SBX_HELLO_HAS_BASH;
+  frame_head(FR_HELLO, 0, 20);
   out_u32(SBX_PROTOCOL_VERSION);
   out_u32((uint32_t)getpid());
   out_u32((uint32_t)getuid());
   out_u32(SBX_MAX_FRAME);
+  out_u32(flags);
 
   struct pollfd *pfds = NULL;
   cmd_t **owners = NULL;

@@ -127,14 +127,21 @@ describe('docker provider faults', () => {
     expect((err as Error).message).toContain('/workspace/missing')
   })
 
-  test('a missing image fails with SANDBOX_CREATE_FAILED and says how to build it', async () => {
+  test('a missing image fails with SANDBOX_CREATE_FAILED naming the engine and how to get the image', async () => {
     const profile = resolveProfile('missing-image', {
       provider: 'docker',
       image: 'sandbox-router/does-not-exist:latest',
     })
     const err = await rejectionOf(fx.provider.create(profile, { labels: fx.labels }))
     expect(err).toMatchObject({ code: 'SANDBOX_CREATE_FAILED' })
-    expect((err as Error).message).toContain('npm run setup')
+    const message = (err as Error).message
+    expect(message).toMatch(/^image sandbox-router\/does-not-exist:latest is not on the Docker engine at \S+;/)
+    expect(message).toContain('docker pull sandbox-router/does-not-exist:latest')
+    expect(message).toContain('docker load')
+    expect(message).not.toMatch(/runc|OCI|no such file/)
+    const dev = resolveProfile('missing-dev', { provider: 'docker', image: 'sandbox-router/dev:no-such-tag' })
+    const devErr = await rejectionOf(fx.provider.create(dev, { labels: fx.labels }))
+    expect((devErr as Error).message).toContain('sbx image build dev')
   })
 
   test('connect to a container that does not exist gives SANDBOX_LOST', async () => {

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { loadConfig } from '../../../src/config/index.js'
+import { DEV_IMAGE, usesDevImage } from '../../../src/sandbox/profiles.js'
 
 function dirWith(name: string, text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'sbx-config-'))
@@ -22,6 +23,27 @@ describe('loadConfig', () => {
       readOnlyRoot: true,
       cwd: '/workspace',
     })
+  })
+
+  test('a built-in `dev` profile runs the dev image; a config profile of that name replaces it', () => {
+    const { profiles } = loadConfig({ cwd: mkdtempSync(join(tmpdir(), 'sbx-empty-')), env: {} })
+    expect(profiles.get('dev')).toMatchObject({
+      provider: 'docker',
+      image: DEV_IMAGE,
+      network: 'none',
+      readOnlyRoot: true,
+      user: '1000:1000',
+      diskMb: 2048,
+    })
+    expect(usesDevImage(profiles.get('dev')!)).toBe(true)
+    expect(usesDevImage(profiles.get('default')!)).toBe(false)
+    const own = dirWith(
+      'sandbox-router.config.json',
+      JSON.stringify({ profiles: { dev: { provider: 'docker', cpu: 2 } } }),
+    )
+    const replaced = loadConfig({ cwd: own, env: {} }).profiles.get('dev')
+    expect(replaced?.cpu).toBe(2)
+    expect(replaced?.image).toBeUndefined()
   })
 
   test('JSON and YAML files are found in cwd and validated', () => {

@@ -63,10 +63,13 @@ describe('shell of a routed job', () => {
     const job = router.buildJob(route({ shellDefault: 'persistent' }))
     expect(shellOfJob(job, true)).toEqual({ shell: 'persistent' })
     expect(shellOfJob(job, false)).toEqual({})
+    expect(shellOfJob(job, undefined)).toEqual({})
     const explicit = router.buildJob(route({ shell: 'persistent' }))
+    // A sandbox that says it has none (false) refuses the call itself, saying why.
+    expect(shellOfJob(explicit, false)).toEqual({ shell: 'persistent' })
     let err: unknown
     try {
-      shellOfJob(explicit, false)
+      shellOfJob(explicit, undefined)
     } catch (e) {
       err = e
     }
