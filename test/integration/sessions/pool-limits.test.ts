@@ -82,7 +82,7 @@ describe('session pool: limits and failures (real Docker, real Redis)', () => {
     const t0 = performance.now()
     const err = await pool.acquire(key('no-image', 's')).catch((e: unknown) => e)
     expect(err).toMatchObject({ code: 'SANDBOX_CREATE_FAILED', retryable: false })
-    expect((err as AppError).message).toMatch(/1 attempt\(s\).*not found.*setup/)
+    expect((err as AppError).message).toMatch(/1 attempt\(s\).*is not on the Docker engine at .*sbx image build/)
     expect(performance.now() - t0).toBeLessThan(5_000)
     expect(pool.stats().createFailures).toBe(1)
   })
