@@ -13,6 +13,7 @@ import type { McpShellProfile } from '../http/mcp-schemas.js'
 import { redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createRuntime } from './create-runtime.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
+import { describeNetwork } from '../egress/policy.js'
 
 /** A listening HTTP server of the service. */
 export interface RunningServer {
@@ -76,7 +77,7 @@ export async function startServer(
               name: pr.name,
               cpu: pr.cpu,
               memoryMb: pr.memoryMb,
-              network: pr.network,
+              network: describeNetwork(pr.network),
               defaultTimeoutMs: pr.defaultTimeoutMs,
               maxTimeoutMs: pr.maxTimeoutMs,
             }))
@@ -149,7 +150,7 @@ function shellProfileOf(runtime: Runtime): { shellProfile?: McpShellProfile } {
         name: p.name,
         defaultTimeoutMs: p.defaultTimeoutMs,
         maxTimeoutMs: p.maxTimeoutMs,
-        network: p.network,
+        network: describeNetwork(p.network),
         outputCapBytes: p.outputCapBytes,
         ...(p.shell === 'fresh' || persistent === false
           ? { shell: 'fresh' as const }
