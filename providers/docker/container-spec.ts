@@ -50,11 +50,23 @@ export function buildContainerSpec(
 ): Docker.ContainerCreateOptions {
   const egress = typeof profile.network === 'object' ? profile.network : undefined
   const env = { ...profile.env }
-  const cmd = [options.agentPath, '--init', '--idle-exit-ms', String(profile.idleTtlMs + options.idleExitSlackMs)]
+  const cmd = [
+    options.agentPath,
+    '--init',
+    '--idle-exit-ms',
+    String(profile.idleTtlMs + options.idleExitSlackMs),
+  ]
   if (egress) {
     if (!egressHostDir) throw new Error('an egress-allowlist profile needs the proxy socket folder')
     const proxy = `http://127.0.0.1:${EGRESS_PORT}`
-    Object.assign(env, { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, http_proxy: proxy, https_proxy: proxy, NO_PROXY: '', no_proxy: '' })
+    Object.assign(env, {
+      HTTP_PROXY: proxy,
+      HTTPS_PROXY: proxy,
+      http_proxy: proxy,
+      https_proxy: proxy,
+      NO_PROXY: '',
+      no_proxy: '',
+    })
     for (const name of Object.keys(egress.secrets)) env[name] = secretPlaceholder(name)
     cmd.push('--egress-forward', String(EGRESS_PORT), `${EGRESS_MOUNT}/proxy.sock`)
   }

@@ -117,7 +117,8 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     let id: string
     try {
       // No abort signal on the create call itself: an aborted request could still leave a container.
-      id = (await docker.createContainer(buildContainerSpec(profile, image, allLabels, opts, egressHostDir))).id
+      id = (await docker.createContainer(buildContainerSpec(profile, image, allLabels, opts, egressHostDir)))
+        .id
     } catch (err) {
       await dropEgress(allLabels)
       throw mapCreateError(err, image)
@@ -198,7 +199,11 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       )
     }
     const policyText = labels[EGRESS_POLICY_LABEL]
-    if (policyText !== undefined && labels[EGRESS_DIR_LABEL] && !egress?.proxy.has(egressSocket(labels[EGRESS_DIR_LABEL]))) {
+    if (
+      policyText !== undefined &&
+      labels[EGRESS_DIR_LABEL] &&
+      !egress?.proxy.has(egressSocket(labels[EGRESS_DIR_LABEL]))
+    ) {
       // Another process made it (or this one restarted): take over its proxy socket.
       await listenEgress(info.Id, labels, EgressPolicySchema.parse(JSON.parse(policyText)))
     }

@@ -233,7 +233,9 @@ export const ConfigSchema = z
         /** Host folder for the per-sandbox proxy sockets. @default `<tmpdir>/sbx-egress-<uid>` */
         socketDir: z.string().startsWith('/').optional(),
         /** Per tenant, a cap on egress: a destination must match the profile's rules and these. @default {} */
-        tenants: z.record(z.string(), z.object({ allow: EgressPolicySchema.shape.allow }).strict()).default({}),
+        tenants: z
+          .record(z.string(), z.object({ allow: EgressPolicySchema.shape.allow }).strict())
+          .default({}),
       })
       .strict()
       .default({ tenants: {} }),

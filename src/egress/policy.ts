@@ -26,7 +26,9 @@ export const BrokeredSecretSchema = z
     destinations: ruleList,
   })
   .strict()
-  .refine((s) => (s.env === undefined) !== (s.file === undefined), { message: 'give exactly one of env, file' })
+  .refine((s) => (s.env === undefined) !== (s.file === undefined), {
+    message: 'give exactly one of env, file',
+  })
 
 /**
  * A profile's egress allowlist (`network: { allow: [...] }`): the sandbox keeps no network of its
@@ -41,7 +43,12 @@ export const EgressPolicySchema = z
      * Brokered credentials by the variable name the sandbox sees; the value there is a placeholder
      * the proxy replaces in request headers to the secret's destinations (plain HTTP). @default {}
      */
-    secrets: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), BrokeredSecretSchema).default({}),
+    secrets: z
+      .record(
+        z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'),
+        BrokeredSecretSchema,
+      )
+      .default({}),
   })
   .strict()
 
@@ -81,9 +88,15 @@ export function decideEgress(policy: CompiledEgress, host: string, port: number)
   const dest = `${host}:${port}`
   const rule = policy.allow.find((r) => ruleMatches(r, host, port))
   if (!rule)
-    return { allowed: false, reason: `${dest} matches no rule of the profile's network.allow (${policy.allow.map((r) => r.text).join(', ')})` }
+    return {
+      allowed: false,
+      reason: `${dest} matches no rule of the profile's network.allow (${policy.allow.map((r) => r.text).join(', ')})`,
+    }
   if (policy.cap && !policy.cap.some((r) => ruleMatches(r, host, port)))
-    return { allowed: false, reason: `${dest} is allowed by profile rule '${rule.text}' but outside the tenant's egress cap` }
+    return {
+      allowed: false,
+      reason: `${dest} is allowed by profile rule '${rule.text}' but outside the tenant's egress cap`,
+    }
   return { allowed: true, reason: `allowed by rule '${rule.text}'` }
 }
 

@@ -9,7 +9,7 @@ import type { EgressPolicy } from './policy.js'
  */
 const UNENFORCEABLE: Readonly<Record<string, string>> = {
   daytona:
-    "Daytona can block all egress (networkBlockAll) or allow up to five CIDRs, but not host names, wildcards, ports or brokered secrets",
+    'Daytona can block all egress (networkBlockAll) or allow up to five CIDRs, but not host names, wildcards, ports or brokered secrets',
   e2b: 'E2B offers allowInternetAccess (all or nothing) here; host rules, ports and brokered secrets are not enforced by it',
 }
 

@@ -1,6 +1,12 @@
 import { readFile, unlink, chmod } from 'node:fs/promises'
 import net from 'node:net'
-import { type CompiledEgress, type EgressPolicy, compileEgress, decideEgress, secretPlaceholder } from './policy.js'
+import {
+  type CompiledEgress,
+  type EgressPolicy,
+  compileEgress,
+  decideEgress,
+  secretPlaceholder,
+} from './policy.js'
 import { parseEgressRule, ruleMatches } from './rules.js'
 import { readSni } from './sni.js'
 
@@ -54,7 +60,13 @@ function splitHostPort(authority: string, defaultPort: number): { host: string; 
   if (!m?.[1]) return undefined
   const port = m[2] === undefined ? defaultPort : Number(m[2])
   if (port < 1 || port > 65_535) return undefined
-  return { host: m[1].replace(/^\[|\]$/g, '').toLowerCase().replace(/\.$/, ''), port }
+  return {
+    host: m[1]
+      .replace(/^\[|\]$/g, '')
+      .toLowerCase()
+      .replace(/\.$/, ''),
+    port,
+  }
 }
 
 interface Listener {
@@ -123,7 +135,10 @@ export class EgressProxy {
     await Promise.all([...this.listeners.keys()].map((p) => this.close(p)))
   }
 
-  private audit(ctx: EgressSandboxContext, e: Omit<EgressAuditEvent, 'tenant' | 'session' | 'sandboxId'>): void {
+  private audit(
+    ctx: EgressSandboxContext,
+    e: Omit<EgressAuditEvent, 'tenant' | 'session' | 'sandboxId'>,
+  ): void {
     this.options.onAudit?.({ tenant: ctx.tenant, session: ctx.session, sandboxId: ctx.sandboxId, ...e })
   }
 
@@ -134,7 +149,8 @@ export class EgressProxy {
       buf = Buffer.concat([buf, chunk])
       const end = buf.indexOf('\r\n\r\n')
       if (end < 0) {
-        if (buf.length > MAX_HEAD) reply(client, '431 Request Header Fields Too Large', 'sbx egress: request head over 64 KiB')
+        if (buf.length > MAX_HEAD)
+          reply(client, '431 Request Header Fields Too Large', 'sbx egress: request head over 64 KiB')
         return
       }
       client.off('data', onData)
@@ -173,19 +189,32 @@ export class EgressProxy {
         dest = undefined
       }
     } else if (/^https:\/\//i.test(target)) {
-      reply(client, '400 Bad Request', 'sbx egress: send https:// URLs through CONNECT (set HTTPS_PROXY), not as a plain proxy request')
+      reply(
+        client,
+        '400 Bad Request',
+        'sbx egress: send https:// URLs through CONNECT (set HTTPS_PROXY), not as a plain proxy request',
+      )
       return
     } else {
       const host = headers.find((h) => h.name.toLowerCase() === 'host')?.value
       dest = host === undefined ? undefined : splitHostPort(host, 80)
     }
     if (!method || !dest) {
-      reply(client, '400 Bad Request', `sbx egress: cannot tell the destination of '${requestLine.slice(0, 200)}'`)
+      reply(
+        client,
+        '400 Bad Request',
+        `sbx egress: cannot tell the destination of '${requestLine.slice(0, 200)}'`,
+      )
       return
     }
     const destination = `${dest.host}:${dest.port}`
     const verdict = decideEgress(compiled, dest.host, dest.port)
-    this.audit(ctx, { destination, verdict: verdict.allowed ? 'allow' : 'deny', reason: verdict.reason, method })
+    this.audit(ctx, {
+      destination,
+      verdict: verdict.allowed ? 'allow' : 'deny',
+      reason: verdict.reason,
+      method,
+    })
     if (!verdict.allowed) {
       reply(client, '403 Forbidden', `sbx egress refused ${destination}: ${verdict.reason}`)
       return
@@ -196,7 +225,7 @@ export class EgressProxy {
     }
     const injected: string[] = []
     const out: string[] = [`${method} ${path || '/'} ${version}`]
-    let values: [string, string][] = []
+    const values: [string, string][] = []
     for (const [name, secret] of Object.entries(ctx.policy.secrets)) {
       if (!secret.destinations.some((r) => ruleMatches(parseEgressRule(r), dest.host, dest.port))) continue
       values.push([secretPlaceholder(name), await this.secretValue(name, secret)])
@@ -209,12 +238,18 @@ export class EgressProxy {
       for (const [placeholder, real] of values) value = value.split(placeholder).join(real)
       out.push(`${h.name}: ${value}`)
     }
-    values = []
     out.push(`Host: ${dest.port === 80 ? dest.host : destination}`, 'Connection: close')
     const upstream = await this.dial(dest)
     upstream.write(`${out.join('\r\n')}\r\n\r\n`)
     if (rest.length) upstream.write(rest)
-    if (injected.length) this.audit(ctx, { destination, verdict: 'allow', reason: 'brokered secrets added', method, secrets: injected })
+    if (injected.length)
+      this.audit(ctx, {
+        destination,
+        verdict: 'allow',
+        reason: 'brokered secrets added',
+        method,
+        secrets: injected,
+      })
     this.splice(client, upstream)
   }
 
@@ -230,7 +265,12 @@ export class EgressProxy {
     // Look at the first bytes: a TLS ClientHello must name the host the tunnel was opened for.
     let first = rest
     const deadline = Date.now() + 5_000
-    while (readSni(first) === undefined && first[0] === 0x16 && first.length < MAX_HEAD && Date.now() < deadline) {
+    while (
+      readSni(first) === undefined &&
+      first[0] === 0x16 &&
+      first.length < MAX_HEAD &&
+      Date.now() < deadline
+    ) {
       const more = await new Promise<Buffer | null>((resolve) => {
         client.once('data', resolve)
         client.once('end', () => resolve(null))
@@ -246,7 +286,12 @@ export class EgressProxy {
     if (sni && sni !== dest.host) {
       const v = decideEgress(compiled, sni, dest.port)
       if (!v.allowed) {
-        this.audit(ctx, { destination: `${sni}:${dest.port}`, verdict: 'deny', reason: `TLS SNI '${sni}' differs from CONNECT host ${dest.host}: ${v.reason}`, method: 'CONNECT' })
+        this.audit(ctx, {
+          destination: `${sni}:${dest.port}`,
+          verdict: 'deny',
+          reason: `TLS SNI '${sni}' differs from CONNECT host ${dest.host}: ${v.reason}`,
+          method: 'CONNECT',
+        })
         upstream.destroy()
         client.destroy()
         return
@@ -259,7 +304,8 @@ export class EgressProxy {
   private async secretValue(name: string, s: EgressPolicy['secrets'][string]): Promise<string> {
     if (s.env !== undefined) {
       const v = this.env[s.env]
-      if (v === undefined) throw new Error(`brokered secret ${name} has no value: set ${s.env} in the worker's environment`)
+      if (v === undefined)
+        throw new Error(`brokered secret ${name} has no value: set ${s.env} in the worker's environment`)
       return v
     }
     const text = await readFile(s.file ?? '', 'utf8').catch((err: unknown) => {
@@ -273,7 +319,11 @@ export class EgressProxy {
       const sock = net.connect({ host: dest.host, port: dest.port })
       const timer = setTimeout(() => {
         sock.destroy()
-        reject(new Error(`${dest.host}:${dest.port} did not accept a connection within ${this.connectTimeoutMs} ms`))
+        reject(
+          new Error(
+            `${dest.host}:${dest.port} did not accept a connection within ${this.connectTimeoutMs} ms`,
+          ),
+        )
       }, this.connectTimeoutMs)
       sock.once('connect', () => {
         clearTimeout(timer)

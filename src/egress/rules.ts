@@ -54,7 +54,9 @@ export function parseEgressRule(text: string): EgressRule {
     return { kind: 'cidr', text, list, ports: port === undefined ? 'any' : parsePort(port, text) }
   }
   if (prefix !== undefined)
-    throw new EgressRuleError(`egress rule '${text}': '${ip}' is not an IP address, so it cannot have a /prefix`)
+    throw new EgressRuleError(
+      `egress rule '${text}': '${ip}' is not an IP address, so it cannot have a /prefix`,
+    )
   if (!HOST_RE.test(addr))
     throw new EgressRuleError(
       `egress rule '${text}' is not a host name ('api.example.com'), a wildcard ('*.example.org'), an IP or a CIDR ('10.0.0.0/8'), each optionally with ':port' or ':*'`,

@@ -142,7 +142,9 @@ export function mcpInstructions(opts: { idleMs: number; profile?: McpShellProfil
     'For a server or anything that should keep running, use start_process (then read_process_output, write_process_stdin, kill_process) instead of `&` in bash; background processes end with the session.',
     ...(profile?.network === 'none' ? ['The sandbox has no network access.'] : []),
     ...(profile?.network?.startsWith('allow: ')
-      ? [`The sandbox reaches only these destinations, through the HTTP proxy in HTTP_PROXY / HTTPS_PROXY (${profile.network.slice(7)}); a refused one answers 403 with the reason.`]
+      ? [
+          `The sandbox reaches only these destinations, through the HTTP proxy in HTTP_PROXY / HTTPS_PROXY (${profile.network.slice(7)}); a refused one answers 403 with the reason.`,
+        ]
       : []),
   ].join('\n')
 }

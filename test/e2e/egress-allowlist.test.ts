@@ -58,7 +58,9 @@ beforeAll(async () => {
     env: { EGRESS_TEST_TOKEN: SECRET, LOG_LEVEL: 'info' },
     config: {
       queue: { prefix: scope },
-      egress: { tenants: { default: { allow: [`localhost:${allowed.port}`, `127.0.0.1/32:${allowed.port}`] } } },
+      egress: {
+        tenants: { default: { allow: [`localhost:${allowed.port}`, `127.0.0.1/32:${allowed.port}`] } },
+      },
       profiles: {
         allowlist: {
           provider: 'docker',
@@ -92,16 +94,24 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
   }, 120_000)
 
   test('the sandbox holds only the placeholder: not in its env, files or process list', async () => {
-    const r = await exec('allowlist', 'env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr "\\0" "\\n"; grep -rs . /run/sbx-egress || true')
+    const r = await exec(
+      'allowlist',
+      'env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr "\\0" "\\n"; grep -rs . /run/sbx-egress || true',
+    )
     expect(r.out).toContain('API_TOKEN=sbx-brokered-secret:API_TOKEN')
     expect(r.out).not.toContain(SECRET)
   }, 120_000)
 
   test('a denied destination fails fast inside the sandbox with the rule that refused it', async () => {
     const started = Date.now()
-    const r = await exec('allowlist', rawProxy(`GET http://localhost:${denied.port}/ HTTP/1.1`, `localhost:${denied.port}`))
+    const r = await exec(
+      'allowlist',
+      rawProxy(`GET http://localhost:${denied.port}/ HTTP/1.1`, `localhost:${denied.port}`),
+    )
     expect(r.out).toContain('HTTP/1.1 403 Forbidden')
-    expect(r.out).toContain(`sbx egress refused localhost:${denied.port}: localhost:${denied.port} matches no rule of the profile's network.allow (localhost:${allowed.port})`)
+    expect(r.out).toContain(
+      `sbx egress refused localhost:${denied.port}: localhost:${denied.port} matches no rule of the profile's network.allow (localhost:${allowed.port})`,
+    )
     expect(Date.now() - started).toBeLessThan(5_000)
     const w = await exec('allowlist', `wget -q -O - http://localhost:${denied.port}/`)
     expect(w.exitCode).not.toBe(0)
@@ -111,13 +121,19 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
   test('bypass attempts fail: raw IP, other port, CONNECT elsewhere, DNS to an outside resolver, UDP', async () => {
     const host = hostAddress()
     // the allowed server by its IP instead of its name: a name rule does not cover the address
-    const ip = await exec('allowlist', rawProxy(`GET http://127.0.0.1:${allowed.port}/ HTTP/1.1`, `127.0.0.1:${allowed.port}`))
+    const ip = await exec(
+      'allowlist',
+      rawProxy(`GET http://127.0.0.1:${allowed.port}/ HTTP/1.1`, `127.0.0.1:${allowed.port}`),
+    )
     expect(ip.out).toContain('403 Forbidden')
     // straight to the host, no proxy: the sandbox has no network
     const direct = await exec('allowlist', `echo x > /dev/tcp/${host}/${allowed.port} && echo CONNECTED`)
     expect(direct.out).not.toContain('CONNECTED')
     expect(direct.exitCode).not.toBe(0)
-    const tunnel = await exec('allowlist', rawProxy(`CONNECT localhost:${denied.port} HTTP/1.1`, `localhost:${denied.port}`))
+    const tunnel = await exec(
+      'allowlist',
+      rawProxy(`CONNECT localhost:${denied.port} HTTP/1.1`, `localhost:${denied.port}`),
+    )
     expect(tunnel.out).toContain('403 Forbidden')
     expect(tunnel.out).not.toContain('denied-answer')
     const dns = await exec('allowlist', `nslookup example.com ${host}`)
@@ -131,16 +147,25 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
   test("a profile cannot widen its tenant's cap", async () => {
     const ok = await exec('wide', `wget -q -O - http://localhost:${allowed.port}/`)
     expect(ok.out).toBe('allowed-answer\n')
-    const r = await exec('wide', rawProxy(`GET http://localhost:${denied.port}/ HTTP/1.1`, `localhost:${denied.port}`))
+    const r = await exec(
+      'wide',
+      rawProxy(`GET http://localhost:${denied.port}/ HTTP/1.1`, `localhost:${denied.port}`),
+    )
     expect(r.out).toContain("is allowed by profile rule 'localhost:*' but outside the tenant's egress cap")
   }, 120_000)
 
   test('every decision is an audit log line and a metric; the secret is in neither', async () => {
     const line = await srv.child.next(
-      (l) => l.json?.['msg'] === `egress deny localhost:${denied.port}` && typeof l.json['egress'] === 'object',
+      (l) =>
+        l.json?.['msg'] === `egress deny localhost:${denied.port}` && typeof l.json['egress'] === 'object',
       30_000,
     )
-    expect(line.json?.['egress']).toMatchObject({ tenant: 'default', session: expect.any(String), destination: `localhost:${denied.port}`, verdict: 'deny' })
+    expect(line.json?.['egress']).toMatchObject({
+      tenant: 'default',
+      session: expect.any(String),
+      destination: `localhost:${denied.port}`,
+      verdict: 'deny',
+    })
     expect(srv.child.lines.some((l) => l.text.includes(SECRET))).toBe(false)
     const metrics = await (await srv.fetch('/metrics')).text()
     expect(metrics).toMatch(/sbx_egress_decisions_total\{[^}]*verdict="deny"[^}]*\} [1-9]/)
