@@ -37,9 +37,12 @@ const allowBox = await docker.create(
   resolveProfile('bench-allow', { provider: 'docker', network: { allow: [`localhost:${port}`] } }),
   { labels },
 )
-const bridgeBox = await docker.create(resolveProfile('bench-bridge', { provider: 'docker', network: 'bridge' }), {
-  labels,
-})
+const bridgeBox = await docker.create(
+  resolveProfile('bench-bridge', { provider: 'docker', network: 'bridge' }),
+  {
+    labels,
+  },
+)
 try {
   const inspect = await docker.docker.getContainer(bridgeBox.ref.id).inspect()
   const gateway = inspect.NetworkSettings.Networks['bridge']?.Gateway ?? '172.17.0.1'
@@ -49,7 +52,11 @@ try {
     [`allowlist (proxy) GET http://localhost:${port}/`]: () =>
       allowBox.exec({ command: loop(`http://localhost:${port}/`), timeoutMs: 120_000, outputCapBytes: 4096 }),
     [`bridge (direct) GET http://${gateway}:${port}/`]: () =>
-      bridgeBox.exec({ command: loop(`http://${gateway}:${port}/`), timeoutMs: 120_000, outputCapBytes: 4096 }),
+      bridgeBox.exec({
+        command: loop(`http://${gateway}:${port}/`),
+        timeoutMs: 120_000,
+        outputCapBytes: 4096,
+      }),
   }
   const samples = new Map<string, number[]>(Object.keys(paths).map((k) => [k, []]))
   for (let r = -2; r < rounds; r++)
@@ -68,7 +75,9 @@ try {
     )
   }
   const [viaProxy = NaN, direct = NaN] = p50
-  console.log(`proxy / direct (p50): ${(viaProxy / direct).toFixed(2)}x, +${(viaProxy - direct).toFixed(2)} ms per GET; proxy decisions: ${decisions}`)
+  console.log(
+    `proxy / direct (p50): ${(viaProxy / direct).toFixed(2)}x, +${(viaProxy - direct).toFixed(2)} ms per GET; proxy decisions: ${decisions}`,
+  )
 } finally {
   await docker.destroy(allowBox.ref)
   await docker.destroy(bridgeBox.ref)

@@ -262,25 +262,50 @@ export class EgressProxy {
   ): Promise<void> {
     const upstream = await this.dial(dest)
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
-    // Look at the first bytes: a TLS ClientHello must name the host the tunnel was opened for.
+    // The first bytes decide: a TLS ClientHello must name the host the tunnel was opened for.
+    // Nothing passes until the client has spoken (a whole hello, or anything not TLS) or the
+    // server has (a server-first protocol), so waiting cannot slip a hello past the check.
     let first = rest
-    const deadline = Date.now() + 5_000
+    let serverFirst: Buffer | undefined
+    upstream.pause()
     while (
-      readSni(first) === undefined &&
-      first[0] === 0x16 &&
-      first.length < MAX_HEAD &&
-      Date.now() < deadline
+      serverFirst === undefined &&
+      (first.length === 0 || (first[0] === 0x16 && readSni(first) === undefined))
     ) {
-      const more = await new Promise<Buffer | null>((resolve) => {
-        client.once('data', resolve)
-        client.once('end', () => resolve(null))
+      if (first.length >= MAX_HEAD) {
+        this.audit(ctx, {
+          destination: `${dest.host}:${dest.port}`,
+          verdict: 'deny',
+          reason: 'TLS hello over 64 KiB without a readable server name',
+          method: 'CONNECT',
+        })
+        upstream.destroy()
+        client.destroy()
+        return
+      }
+      const next = await new Promise<{ from: 'client' | 'upstream'; data: Buffer | null }>((resolve) => {
+        const done = (v: { from: 'client' | 'upstream'; data: Buffer | null }): void => {
+          client.off('data', onClient).off('end', onEnd).off('close', onEnd)
+          upstream.off('data', onUpstream).off('end', onEnd).off('close', onEnd)
+          client.pause()
+          upstream.pause()
+          resolve(v)
+        }
+        const onClient = (d: Buffer): void => done({ from: 'client', data: d })
+        const onUpstream = (d: Buffer): void => done({ from: 'upstream', data: d })
+        const onEnd = (): void => done({ from: 'client', data: null })
+        client.on('data', onClient).once('end', onEnd).once('close', onEnd)
+        upstream.on('data', onUpstream).once('end', onEnd).once('close', onEnd)
         client.resume()
+        upstream.resume()
       })
-      client.pause()
-      client.removeAllListeners('data')
-      client.removeAllListeners('end')
-      if (!more) break
-      first = Buffer.concat([first, more])
+      if (next.data === null) {
+        upstream.destroy()
+        client.destroy()
+        return
+      }
+      if (next.from === 'upstream') serverFirst = next.data
+      else first = Buffer.concat([first, next.data])
     }
     const sni = readSni(first)
     if (sni && sni !== dest.host) {
@@ -298,6 +323,7 @@ export class EgressProxy {
       }
     }
     if (first.length) upstream.write(first)
+    if (serverFirst) client.write(serverFirst)
     this.splice(client, upstream)
   }
 
@@ -337,6 +363,7 @@ export class EgressProxy {
   }
 
   private splice(client: net.Socket, upstream: net.Socket): void {
+    upstream.resume()
     upstream.on('error', () => client.destroy())
     client.on('error', () => upstream.destroy())
     client.pipe(upstream)

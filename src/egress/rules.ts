@@ -42,6 +42,10 @@ function splitPort(rule: string): { addr: string; port?: string } {
 export function parseEgressRule(text: string): EgressRule {
   const rule = text.trim().toLowerCase()
   if (!rule) throw new EgressRuleError('egress rule is empty; write a host, *.domain, or a CIDR')
+  if (rule.includes('://'))
+    throw new EgressRuleError(
+      `egress rule '${text}' is a URL; write only the host (and ':port'), e.g. 'api.example.com:443'`,
+    )
   const { addr, port } = splitPort(rule)
   const [ip = '', prefix] = addr.split('/')
   const family = isIP(ip)
