@@ -29,3 +29,17 @@ export function assertEgressEnforceable(
     `profile '${profile}': network.allow cannot be enforced on provider '${provider}': ${why}; use provider docker for an allowlist, or network: none`,
   )
 }
+
+/** What a provider enforces of the egress policy, as `/v1/providers` reports it. */
+export interface EgressSupport {
+  /** `network: { allow }` profiles (rules, tenant caps, brokered secrets over plain HTTP). */
+  allowlist: boolean
+  /** Why not, when `allowlist` is false. */
+  reason?: string
+}
+
+/** What `provider` enforces of the egress policy. */
+export function egressSupport(provider: string): EgressSupport {
+  if (provider === 'docker') return { allowlist: true }
+  return { allowlist: false, reason: UNENFORCEABLE[provider] ?? `provider '${provider}' has no egress proxy` }
+}

@@ -14,6 +14,7 @@ import { redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createRuntime } from './create-runtime.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
 import { describeNetwork } from '../egress/policy.js'
+import { egressSupport } from '../egress/providers.js'
 
 /** A listening HTTP server of the service. */
 export interface RunningServer {
@@ -81,7 +82,7 @@ export async function startServer(
               defaultTimeoutMs: pr.defaultTimeoutMs,
               maxTimeoutMs: pr.maxTimeoutMs,
             }))
-          return { id, health, circuit: await runtime.breaker.state(id), profiles }
+          return { id, health, circuit: await runtime.breaker.state(id), egress: egressSupport(id), profiles }
         }),
       ),
     policies: () =>

@@ -173,6 +173,23 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
   }, 60_000)
 })
 
+describe('what each provider enforces', () => {
+  test('/v1/providers reports the docker provider enforces allowlists and lists the profile policy', async () => {
+    const body = (await (await srv.fetch('/v1/providers')).json()) as {
+      providers: {
+        id: string
+        egress?: { allowlist: boolean }
+        profiles: { name: string; network: string }[]
+      }[]
+    }
+    const docker = body.providers.find((p) => p.id === 'docker')
+    expect(docker?.egress).toEqual({ allowlist: true })
+    expect(docker?.profiles.find((p) => p.name === 'allowlist')?.network).toBe(
+      `allow: localhost:${allowed.port}`,
+    )
+  })
+})
+
 describe('providers that cannot enforce an allowlist', () => {
   test('a daytona profile with network.allow is refused at start-up with the reason', async () => {
     const cwd = configDir({
