@@ -144,6 +144,17 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
     expect(seen.every((h) => h.host !== `localhost:${denied.port}`)).toBe(true)
   }, 120_000)
 
+  test('a killed forwarder comes back (the agent restarts it)', async () => {
+    const r = await exec(
+      'allowlist',
+      // the forwarder is --init's child with the same command line; pid 1 itself stays
+      'for p in /proc/[0-9]*; do [ "${p#/proc/}" != 1 ] && tr "\\0" " " < $p/cmdline 2>/dev/null | grep -q "^/usr/local/bin/sbx-agent --init" && kill ${p#/proc/} && echo KILLED; done; ' +
+        `for i in $(seq 100); do wget -q -O - http://localhost:${allowed.port}/ 2>/dev/null && break; sleep 0.05; done`,
+    )
+    expect(r.out).toContain('KILLED')
+    expect(r.out).toContain('allowed-answer')
+  }, 120_000)
+
   test("a profile cannot widen its tenant's cap", async () => {
     const ok = await exec('wide', `wget -q -O - http://localhost:${allowed.port}/`)
     expect(ok.out).toBe('allowed-answer\n')
