@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { mkdir, rm } from 'node:fs/promises'
+import { chmod, chown, mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import Docker from 'dockerode'
 import { type EgressPolicy, EgressPolicySchema } from '../../src/egress/policy.js'
@@ -110,7 +110,20 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
         )
       const dir = randomUUID()
       egressHostDir = join(egress.socketDir, dir)
-      await mkdir(egressHostDir, { recursive: true, mode: 0o755 })
+      await mkdir(egress.socketDir, { recursive: true, mode: 0o711 })
+      await mkdir(egressHostDir, { mode: 0o700 })
+      // Only the sandbox's user may enter its folder (other host users cannot borrow its egress or
+      // secrets); a service that may not chown (not root) leaves the folder open to all.
+      const owner = /^(\d+)(?::(\d+))?$/.exec(profile.user)
+      const dirPath = egressHostDir
+      const chowned = owner
+        ? await chown(dirPath, Number(owner[1]), Number(owner[2] ?? owner[1])).then(
+            () => true,
+            () => false,
+          )
+        : false
+      // The folder's name is a random UUID: without chown, others may pass through but not list it.
+      if (!chowned) await chmod(dirPath, 0o711)
       allLabels[EGRESS_DIR_LABEL] = dir
       allLabels[EGRESS_POLICY_LABEL] = JSON.stringify(policy)
     }

@@ -185,6 +185,17 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
 })
 
 describe('what each provider enforces', () => {
+  test('sbx config check says how each allowlist profile is enforced', async () => {
+    const cwd = configDir({
+      profiles: { coder: { provider: 'docker', network: { allow: ['api.example.com'] } } },
+    })
+    const r = await runSbx(['config', 'check'], { cwd })
+    expect(r.code).toBe(0)
+    expect(r.stdout).toContain(
+      "egress coder: allow: api.example.com (enforced by docker: the service's egress proxy)",
+    )
+  })
+
   test('/v1/providers reports the docker provider enforces allowlists and lists the profile policy', async () => {
     const body = (await (await srv.fetch('/v1/providers')).json()) as {
       providers: {
@@ -210,5 +221,8 @@ describe('providers that cannot enforce an allowlist', () => {
     const r = await runSbx(['serve', '--port', '0'], { cwd, timeoutMs: 60_000 })
     expect(r.code).not.toBe(0)
     expect(r.stderr).toContain("profile 'remote': network.allow cannot be enforced on provider 'daytona'")
+    const check = await runSbx(['config', 'check'], { cwd })
+    expect(check.code).not.toBe(0)
+    expect(check.stderr).toContain('Daytona can block all egress (networkBlockAll) or allow up to five CIDRs')
   }, 90_000)
 })
