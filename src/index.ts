@@ -80,6 +80,17 @@ export type { LifecycleEvent, LifecycleEventInit, LifecycleHook } from './lifecy
 export { anthropic, openAICompatible } from './agent/models/index.js'
 export type { AnthropicOptions, OpenAICompatibleOptions } from './agent/models/index.js'
 
+// Egress allowlists and brokered credentials (docs/egress.md)
+export {
+  EgressPolicySchema,
+  EgressProxy,
+  EgressRuleError,
+  decideEgress,
+  compileEgress,
+  parseEgressRule,
+} from './egress/index.js'
+export type { EgressAuditEvent, EgressPolicy, EgressPolicyInput, EgressVerdict } from './egress/index.js'
+
 // Sandboxes (the Docker provider is exported from `sandbox-router/docker`, the conformance suite from
 // `sandbox-router/conformance`)
 export { ProviderRegistry, resolveProfile, Semaphore } from './sandbox/index.js'

@@ -28,6 +28,8 @@ export class Metrics {
   readonly agentTokens: Counter<'tenant' | 'kind'>
   readonly agentRuns: Counter<'tenant' | 'finish_reason'>
   readonly httpRequests: Counter<'method' | 'route' | 'status'>
+  /** Egress proxy decisions (docs/egress.md): `allow` or `deny`. */
+  readonly egressDecisions: Counter<'tenant' | 'verdict'>
 
   constructor(sources: MetricsSources = {}) {
     const registers = [this.registry]
@@ -49,6 +51,12 @@ export class Metrics {
       name: 'sbx_agent_runs_total',
       help: 'Finished agent runs',
       labelNames: ['tenant', 'finish_reason'],
+      registers,
+    })
+    this.egressDecisions = new Counter({
+      name: 'sbx_egress_decisions_total',
+      help: 'Egress proxy decisions on sandbox connections',
+      labelNames: ['tenant', 'verdict'],
       registers,
     })
     this.httpRequests = new Counter({

@@ -33,7 +33,8 @@ export function buildCreateParams(
     labels: { ...labels },
     envVars: { ...profile.env },
     public: false,
-    networkBlockAll: profile.network === 'none',
+    // Anything but an explicit 'bridge' blocks all egress (an allowlist never reaches here: refused at start-up).
+    networkBlockAll: profile.network !== 'bridge',
     autoStopInterval: options.autoStopMinutes ?? Math.max(1, Math.ceil(profile.idleTtlMs / MINUTE_MS)),
     autoDeleteInterval: options.autoDeleteMinutes,
     ...(options.ttlMinutes !== undefined ? { ttlMinutes: options.ttlMinutes } : {}),

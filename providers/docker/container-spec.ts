@@ -3,6 +3,7 @@ import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
 import { SETTINGS_LABELS } from '../../src/sandbox/provider-kit.js'
 import type { Labels } from '../../src/sandbox/types.js'
 import type { ResolvedDockerProviderOptions } from './options.js'
+import { secretPlaceholder } from '../../src/egress/policy.js'
 
 export { OWNER } from '../../src/sandbox/provider-kit.js'
 /** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
@@ -18,6 +19,13 @@ export interface AgentSource {
   /** The engine volume holding the agent, mounted read-only at `dir`. */
   volume?: { name: string; dir: string }
 }
+/** Folder name (under the provider's egress socketDir) of an egress-allowlist sandbox's proxy socket. */
+export const EGRESS_DIR_LABEL = 'sandbox-router.egress-dir'
+/** The sandbox's egress policy (rules and secret sources, never values), for `connect` in another process. */
+export const EGRESS_POLICY_LABEL = 'sandbox-router.egress-policy'
+/** Inside the sandbox: the port the agent forwards to the proxy, and where the socket is mounted. */
+export const EGRESS_PORT = 3128
+const EGRESS_MOUNT = '/run/sbx-egress'
 
 const MiB = 1024 * 1024
 /** Exit code of a container whose agent ended it after `idleTtlMs` + `idleExitSlackMs` with nothing attached. */
@@ -51,7 +59,25 @@ export function buildContainerSpec(
   labels: Labels,
   options: ResolvedDockerProviderOptions,
   agent: AgentSource = { path: options.agentPath },
+  egressHostDir?: string,
 ): Docker.ContainerCreateOptions {
+  const egress = typeof profile.network === 'object' ? profile.network : undefined
+  const env = { ...profile.env }
+  const cmd = ['--init', '--idle-exit-ms', String(profile.idleTtlMs + options.idleExitSlackMs)]
+  if (egress) {
+    if (!egressHostDir) throw new Error('an egress-allowlist profile needs the proxy socket folder')
+    const proxy = `http://127.0.0.1:${EGRESS_PORT}`
+    Object.assign(env, {
+      HTTP_PROXY: proxy,
+      HTTPS_PROXY: proxy,
+      http_proxy: proxy,
+      https_proxy: proxy,
+      NO_PROXY: '',
+      no_proxy: '',
+    })
+    for (const name of Object.keys(egress.secrets)) env[name] = secretPlaceholder(name)
+    cmd.push('--egress-forward', String(EGRESS_PORT), `${EGRESS_MOUNT}/proxy.sock`)
+  }
   const tmpMb = profile.tmpMb ?? options.tmpSizeMb
   const tmpfs: Record<string, string> = {
     '/tmp': `rw,nosuid,nodev,exec,size=${tmpMb}m,mode=1777`,
@@ -71,16 +97,19 @@ export function buildContainerSpec(
     Image: image,
     // An agent older than --idle-exit-ms ignores it (and the container lives until destroyed).
     Entrypoint: [agent.path],
-    Cmd: ['--init', '--idle-exit-ms', String(profile.idleTtlMs + options.idleExitSlackMs)],
+    // With an egress allowlist the agent also forwards 127.0.0.1:EGRESS_PORT to the proxy's socket.
+    Cmd: cmd,
     User: profile.user,
     // `/` rather than the cwd: a cwd below the workspace tmpfs does not exist until created.
     WorkingDir: '/',
-    Env: Object.entries(profile.env).map(([k, v]) => `${k}=${v}`),
+    Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
     Labels: { ...labels, [AGENT_PATH_LABEL]: agent.path },
     Hostname: 'sandbox',
     NetworkDisabled: profile.network === 'none',
     HostConfig: {
       NetworkMode: profile.network === 'bridge' ? 'bridge' : 'none',
+      // An allowlist sandbox has no network either: its only way out is the proxy socket.
+      ...(egress ? { Binds: [`${egressHostDir}:${EGRESS_MOUNT}:ro`] } : {}),
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],
       PidsLimit: profile.pidsLimit,

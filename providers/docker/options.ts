@@ -1,5 +1,6 @@
 import type Docker from 'dockerode'
 import { z } from 'zod'
+import type { EgressProxy } from '../../src/egress/proxy.js'
 
 /**
  * The image `scripts/setup.sh` builds: `SBX_BASE_IMAGE` when set (the same variable names the tag
@@ -56,6 +57,17 @@ export type DockerProviderOptions = z.input<typeof DockerProviderOptionsSchema> 
   docker?: Docker
   /** dockerode options (socketPath, host, port, ...); by default dockerode's own (DOCKER_HOST or the local socket). */
   dockerOptions?: Docker.DockerOptions
+  /** The egress proxy for profiles with `network: { allow }`; without it such a profile cannot start. */
+  egress?: DockerEgressOptions
+}
+
+/** Where the Docker provider's egress-allowlist sandboxes get their proxy. */
+export interface DockerEgressOptions {
+  proxy: EgressProxy
+  /** Host folder holding one sub-folder (with the proxy's socket) per sandbox; on the engine's machine. */
+  socketDir: string
+  /** Per tenant, the egress rules no profile can widen (a tenant not listed has no cap). */
+  tenantCaps?: Readonly<Record<string, readonly string[]>>
 }
 
 /** Parsed scalar options. */

@@ -1,4 +1,8 @@
+import { randomUUID } from 'node:crypto'
+import { chmod, chown, mkdir, rm } from 'node:fs/promises'
+import { join } from 'node:path'
 import Docker from 'dockerode'
+import { type EgressPolicy, EgressPolicySchema } from '../../src/egress/policy.js'
 import { AppError } from '../../src/errors.js'
 import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
 import {
@@ -10,7 +14,13 @@ import {
   type SandboxProvider,
   type SandboxRef,
 } from '../../src/sandbox/types.js'
-import { AGENT_DIR, INJECTED_AGENT_PATH, defaultAgentBinary, ensureAgentVolume, readAgentBinary } from './agent-volume.js'
+import {
+  AGENT_DIR,
+  INJECTED_AGENT_PATH,
+  defaultAgentBinary,
+  ensureAgentVolume,
+  readAgentBinary,
+} from './agent-volume.js'
 import {
   AGENT_PATH_LABEL,
   type AgentSource,
@@ -20,6 +30,8 @@ import {
   WORKSPACE,
   buildContainerSpec,
   cwdNeedsMkdir,
+  EGRESS_DIR_LABEL,
+  EGRESS_POLICY_LABEL,
 } from './container-spec.js'
 import {
   AgentVolumeEmptyError,
@@ -53,7 +65,7 @@ const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
  * agent channel per handle, refs reconnectable from any process that reaches the same engine.
  */
 export function createDockerProvider(options: DockerProviderOptions = {}): DockerProvider {
-  const { docker: client, dockerOptions, ...scalars } = options
+  const { docker: client, dockerOptions, egress, ...scalars } = options
   const opts = DockerProviderOptionsSchema.parse(scalars)
   const docker = client ?? new Docker(dockerOptions)
   const handles = new Set<DockerSandbox>()
@@ -95,6 +107,30 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       .catch(() => undefined)
   }
 
+  const egressSocket = (dir: string): string => join(egress?.socketDir ?? '', dir, 'proxy.sock')
+
+  /** Starts (or takes over) the proxy listener of an egress-allowlist sandbox. */
+  async function listenEgress(id: string, labels: Labels, policy: EgressPolicy): Promise<void> {
+    const dir = labels[EGRESS_DIR_LABEL]
+    if (!egress || !dir) return
+    const tenant = labels[LABELS.tenant] ?? ''
+    const cap = egress.tenantCaps?.[tenant]
+    await egress.proxy.listen(egressSocket(dir), {
+      tenant,
+      session: labels[LABELS.session] ?? '',
+      sandboxId: id,
+      policy,
+      ...(cap ? { cap } : {}),
+    })
+  }
+
+  async function dropEgress(labels: Labels | undefined): Promise<void> {
+    const dir = labels?.[EGRESS_DIR_LABEL]
+    if (!egress || !dir) return
+    await egress.proxy.close(egressSocket(dir))
+    await rm(join(egress.socketDir, dir), { recursive: true, force: true })
+  }
+
   async function create(profile: ResolvedProfile, options: CreateOptions): Promise<Sandbox> {
     try {
       return await createOnce(profile, options)
@@ -112,19 +148,53 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     signal?.throwIfAborted()
     const image = profile.image ?? opts.defaultImage
     const allLabels = ownedLabels(labels, profile, opts.instanceId)
+    const policy = typeof profile.network === 'object' ? profile.network : undefined
+    let egressHostDir: string | undefined
+    if (policy) {
+      if (!egress)
+        throw new AppError(
+          'CONFIG_INVALID',
+          `profile '${profile.name}' has an egress allowlist but this Docker provider has no egress proxy; run it through the service (sbx serve / sbx worker), which starts one`,
+        )
+      const dir = randomUUID()
+      egressHostDir = join(egress.socketDir, dir)
+      await mkdir(egress.socketDir, { recursive: true, mode: 0o711 })
+      await mkdir(egressHostDir, { mode: 0o700 })
+      // Only the sandbox's user may enter its folder (other host users cannot borrow its egress or
+      // secrets); a service that may not chown (not root) leaves the folder open to all.
+      const owner = /^(\d+)(?::(\d+))?$/.exec(profile.user)
+      const dirPath = egressHostDir
+      const chowned = owner
+        ? await chown(dirPath, Number(owner[1]), Number(owner[2] ?? owner[1])).then(
+            () => true,
+            () => false,
+          )
+        : false
+      // The folder's name is a random UUID: without chown, others may pass through but not list it.
+      if (!chowned) await chmod(dirPath, 0o711)
+      allLabels[EGRESS_DIR_LABEL] = dir
+      allLabels[EGRESS_POLICY_LABEL] = JSON.stringify(policy)
+    }
     let id: string
     let agent: AgentSource
     try {
       agent = await agentSource(image)
       // No abort signal on the create call itself: an aborted request could still leave a container.
-      id = (await docker.createContainer(buildContainerSpec(profile, image, allLabels, opts, agent))).id
+      id = (
+        await docker.createContainer(
+          buildContainerSpec(profile, image, allLabels, opts, agent, egressHostDir),
+        )
+      ).id
     } catch (err) {
+      await dropEgress(allLabels)
       throw mapCreateError(err, image, engine)
     }
     const ref: SandboxRef = { providerId: DOCKER_PROVIDER_ID, id, profile: profile.name, labels: allLabels }
     let sandbox: DockerSandbox | undefined
     try {
       signal?.throwIfAborted()
+      // The proxy listens before the sandbox runs anything.
+      if (policy) await listenEgress(id, allLabels, policy)
       await docker
         .getContainer(id)
         .start()
@@ -156,6 +226,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     } catch (err) {
       await sandbox?.close()
       await removeQuietly(id)
+      await dropEgress(allLabels)
       if (signal?.aborted) throw signal.reason
       if (err instanceof AgentVolumeEmptyError) throw err
       if (err instanceof AppError && err.code !== 'SANDBOX_LOST') throw err
@@ -200,6 +271,15 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
         `sandbox ${ref.id} is not running (${stoppedState(info.State.Status, info.State.ExitCode)}); destroy it and create a new sandbox`,
       )
     }
+    const policyText = labels[EGRESS_POLICY_LABEL]
+    if (
+      policyText !== undefined &&
+      labels[EGRESS_DIR_LABEL] &&
+      !egress?.proxy.has(egressSocket(labels[EGRESS_DIR_LABEL]))
+    ) {
+      // Another process made it (or this one restarted): take over its proxy socket.
+      await listenEgress(info.Id, labels, EgressPolicySchema.parse(JSON.parse(policyText)))
+    }
     const maxExecs = Number(labels[MAX_EXECS_LABEL])
     const sandbox = handle(
       { providerId: DOCKER_PROVIDER_ID, id: info.Id, profile: labels[LABELS.profile] ?? ref.profile, labels },
@@ -240,6 +320,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   async function destroy(ref: SandboxRef): Promise<void> {
     try {
       await docker.getContainer(ref.id).remove({ force: true, v: true })
+      await dropEgress(ref.labels)
     } catch (err) {
       const status = engineStatus(err)
       if (status === 404) return

@@ -3,6 +3,8 @@ import { parseArgs } from 'node:util'
 import { loadConfig } from '../config/load.js'
 import type { LoadedConfig } from '../config/load.js'
 import { AppError } from '../errors.js'
+import { describeNetwork } from '../egress/policy.js'
+import { assertEgressEnforceable } from '../egress/providers.js'
 import { assertSessionId } from '../sessions/session-id.js'
 import { createLogger } from '../logger.js'
 import { createRuntime } from '../runtime/create-runtime.js'
@@ -259,6 +261,8 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
   const { values } = parse(args, {}, usage)
   if (values.help) return (io.out(usage), 0)
   const loaded = loadFor(values)
+  // The same refusal as start-up: a policy the profile's provider cannot enforce is an error here.
+  for (const [name, p] of loaded.profiles) assertEgressEnforceable(name, p.provider, p.network)
   const summary = {
     file: loaded.file ?? '(none: built-in defaults)',
     queue: loaded.config.queue.driver,
@@ -266,6 +270,15 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
       .filter(([, p]) => p?.enabled)
       .map(([id]) => id),
     profiles: [...loaded.profiles.keys()],
+    /** Per profile with an egress allowlist: how it is enforced. */
+    egress: Object.fromEntries(
+      [...loaded.profiles]
+        .filter(([, p]) => typeof p.network === 'object')
+        .map(([name, p]) => [
+          name,
+          `${describeNetwork(p.network)} (enforced by ${p.provider}: the service's egress proxy)`,
+        ]),
+    ),
     extensions: loaded.config.extensions,
     apiKeys: loaded.config.apiKeys.map((k) => ({ tenant: k.tenant, admin: k.admin })),
   }
@@ -275,6 +288,7 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
     io.out(
       `  queue: ${summary.queue}; providers: ${summary.providers.join(', ')}; profiles: ${summary.profiles.join(', ')}`,
     )
+    for (const [name, how] of Object.entries(summary.egress)) io.out(`  egress ${name}: ${how}`)
     io.out(
       `  extensions: ${summary.extensions.length}; api keys: ${summary.apiKeys.length || 'embedded default'}`,
     )

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { ProfileSchema } from '../sandbox/profiles.js'
 import { CircuitOptionsSchema } from '../routing/circuit-breaker.js'
 import { RoutePolicySchema } from '../routing/policies.js'
+import { EgressPolicySchema } from '../egress/policy.js'
 
 /** One API key and the tenant it maps to. Keys are hashed at load; the plain key is not kept. */
 export const ApiKeySchema = z
@@ -233,6 +234,18 @@ export const ConfigSchema = z
         circuit: { failureThreshold: 5, cooldownMs: 30_000 },
         tenants: {},
       }),
+    /** The egress proxy of profiles with `network: { allow }` (docs/egress.md). */
+    egress: z
+      .object({
+        /** Host folder for the per-sandbox proxy sockets. @default `<tmpdir>/sbx-egress-<uid>` */
+        socketDir: z.string().startsWith('/').optional(),
+        /** Per tenant, a cap on egress: a destination must match the profile's rules and these. @default {} */
+        tenants: z
+          .record(z.string(), z.object({ allow: EgressPolicySchema.shape.allow }).strict())
+          .default({}),
+      })
+      .strict()
+      .default({ tenants: {} }),
     /** Extension module specifiers to load and enable (resolved against the config file's folder). */
     extensions: z.array(z.string().min(1)).default([]),
     /** API keys → tenants. Empty in embedded mode means one built-in key from env SBX_API_KEY. */

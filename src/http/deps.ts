@@ -221,6 +221,8 @@ export interface ProviderView {
   health: SandboxHealth
   /** The provider's circuit (routing policies skip an open one). */
   circuit?: CircuitState
+  /** What the provider enforces of a profile's egress policy. */
+  egress?: { allowlist: boolean; reason?: string }
   profiles: {
     name: string
     cpu: number

@@ -8,7 +8,7 @@ export interface McpShellProfile {
   readonly defaultTimeoutMs: number
   /** The largest `timeoutMs` a call may ask for (ms). */
   readonly maxTimeoutMs: number
-  readonly network?: 'none' | 'bridge'
+  readonly network?: string
   /**
    * The shell `bash` calls run in: `persistent` (one long-lived shell per session keeps cwd and
    * variables) or `fresh` (a new `bash -c` per call). @default unknown: the instructions hedge
@@ -141,5 +141,10 @@ export function mcpInstructions(opts: { idleMs: number; profile?: McpShellProfil
     'Send a progressToken to receive the command\u2019s output live as progress notifications.',
     'For a server or anything that should keep running, use start_process (then read_process_output, write_process_stdin, kill_process) instead of `&` in bash; background processes end with the session.',
     ...(profile?.network === 'none' ? ['The sandbox has no network access.'] : []),
+    ...(profile?.network?.startsWith('allow: ')
+      ? [
+          `The sandbox reaches only these destinations, through the HTTP proxy in HTTP_PROXY / HTTPS_PROXY (${profile.network.slice(7)}); a refused one answers 403 with the reason.`,
+        ]
+      : []),
   ].join('\n')
 }

@@ -1,4 +1,8 @@
 import { randomUUID } from 'node:crypto'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { EgressProxy, type EgressAuditEvent } from '../egress/proxy.js'
+import { assertEgressEnforceable } from '../egress/providers.js'
 import { Redis } from 'ioredis'
 import { createDockerProvider, DOCKER_PROVIDER_ID } from '../../providers/docker/index.js'
 import type { LoadedConfig } from '../config/load.js'
@@ -129,6 +133,14 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   const fleet = config.queue.driver === 'bullmq'
 
   const registry = new ProviderRegistry()
+  // Audits land in the log now and in the metrics once they exist (below).
+  let countEgress: ((e: EgressAuditEvent) => void) | undefined
+  const egressProxy = new EgressProxy({
+    onAudit: (e) => {
+      logger.info({ egress: e }, `egress ${e.verdict} ${e.destination}`)
+      countEgress?.(e)
+    },
+  })
   if (config.providers.docker.enabled) {
     const dockerOptions = dockerOptionsOf(config.providers.docker.host)
     const { idleExitSlackMs, agentBinary } = config.providers.docker
@@ -137,17 +149,23 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         ...(dockerOptions ? { dockerOptions } : {}),
         ...(idleExitSlackMs !== undefined ? { idleExitSlackMs } : {}),
         ...(agentBinary !== undefined ? { agentBinary } : {}),
+        egress: {
+          proxy: egressProxy,
+          socketDir: config.egress.socketDir ?? join(tmpdir(), `sbx-egress-${process.getuid?.() ?? 'user'}`),
+          tenantCaps: Object.fromEntries(Object.entries(config.egress.tenants).map(([t, c]) => [t, c.allow])),
+        },
       }),
     )
   }
   for (const remote of createRemoteProviders(config.providers, opts.env ?? process.env))
     registry.register(remote)
   for (const [name, p] of loaded.profiles) {
+    assertEgressEnforceable(name, p.provider, p.network)
     const { name: _n, ...input } = p
     registry.addProfile(name, input)
   }
 
-  const cleanups: (() => Promise<unknown>)[] = []
+  const cleanups: (() => Promise<unknown>)[] = [() => egressProxy.closeAll()]
   try {
     let redis: Redis | undefined
     if (fleet) {
@@ -256,6 +274,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         }
       },
     })
+    countEgress = (e) => metrics.egressDecisions.inc({ tenant: e.tenant, verdict: e.verdict })
 
     let worker: ExecWorkerHandle | undefined
     if (opts.execWorker ?? role !== 'api') {

@@ -13,6 +13,8 @@ import type { McpShellProfile } from '../http/mcp-schemas.js'
 import { redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createRuntime } from './create-runtime.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
+import { describeNetwork } from '../egress/policy.js'
+import { egressSupport } from '../egress/providers.js'
 
 /** A listening HTTP server of the service. */
 export interface RunningServer {
@@ -76,11 +78,11 @@ export async function startServer(
               name: pr.name,
               cpu: pr.cpu,
               memoryMb: pr.memoryMb,
-              network: pr.network,
+              network: describeNetwork(pr.network),
               defaultTimeoutMs: pr.defaultTimeoutMs,
               maxTimeoutMs: pr.maxTimeoutMs,
             }))
-          return { id, health, circuit: await runtime.breaker.state(id), profiles }
+          return { id, health, circuit: await runtime.breaker.state(id), egress: egressSupport(id), profiles }
         }),
       ),
     policies: () =>
@@ -149,7 +151,7 @@ function shellProfileOf(runtime: Runtime): { shellProfile?: McpShellProfile } {
         name: p.name,
         defaultTimeoutMs: p.defaultTimeoutMs,
         maxTimeoutMs: p.maxTimeoutMs,
-        network: p.network,
+        network: describeNetwork(p.network),
         outputCapBytes: p.outputCapBytes,
         ...(p.shell === 'fresh' || persistent === false
           ? { shell: 'fresh' as const }

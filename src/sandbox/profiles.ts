@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { EgressPolicySchema } from '../egress/policy.js'
 
 /** Schema of one named sandbox profile, as written in config. */
 export const ProfileSchema = z
@@ -22,8 +23,12 @@ export const ProfileSchema = z
     diskMb: z.number().int().min(1).max(1_048_576).default(512),
     /** Size of `/tmp` in MiB. @default the provider's `tmpSizeMb` (256 for Docker) */
     tmpMb: z.number().int().min(1).max(1_048_576).optional(),
-    /** Network access: `none` (default) or `bridge` (an explicit opt-out of isolation). */
-    network: z.enum(['none', 'bridge']).default('none'),
+    /**
+     * Network access: `none` (default), `bridge` (an explicit opt-out of isolation), or an egress
+     * allowlist `{ allow: [...], secrets?: {...} }` enforced by the service's egress proxy (see
+     * docs/egress.md; Docker only — other providers refuse such a profile at start-up).
+     */
+    network: z.union([z.enum(['none', 'bridge']), EgressPolicySchema]).default('none'),
     /** Max processes inside the sandbox. @default 256 */
     pidsLimit: z.number().int().min(8).max(65_536).default(256),
     /** Environment variables for every command. */

@@ -4,6 +4,8 @@
  *   sbx-agent          speak the frame protocol (protocol.h) on stdin/stdout until stdin ends
  *   sbx-agent --init   container main process: reap orphans, exit on SIGTERM/SIGINT
  *   sbx-agent --proc-* background processes of the sandbox (procs.c)
+ *   sbx-agent --init --egress-forward PORT SOCKET
+ *                      ... and forward 127.0.0.1:PORT to the Unix socket SOCKET (forward.c)
  *   sbx-agent --init --idle-exit-ms N
  *                      ... and exit (code SBX_IDLE_EXIT_CODE, taking the container down) once no
  *                      process has been attached from outside the container (a `docker exec`: an
@@ -1266,7 +1268,11 @@ static int attached_from_outside(void) {
 }
 
 /* The container's main process: reaps orphans; with idle_exit_ms > 0, ends when idle that long. */
-static int run_init(long idle_exit_ms) {
+/* The egress forwarder (forward.c): only with --egress-forward PORT SOCKET. */
+#include "forward.c"
+
+static int run_init(long idle_exit_ms, int fwd_port, const char *fwd_socket) {
+  pid_t forwarder = fwd_port > 0 ? start_forwarder(fwd_port, fwd_socket) : -1;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
@@ -1289,7 +1295,10 @@ static int run_init(long idle_exit_ms) {
       continue;
     }
     if (sig == SIGTERM || sig == SIGINT) return 0;
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    pid_t reaped;
+    while ((reaped = waitpid(-1, NULL, WNOHANG)) > 0) {
+      /* A killed forwarder comes back (a sandbox process may kill it; it cannot replace it). */
+      if (reaped == forwarder) forwarder = start_forwarder(fwd_port, fwd_socket);
     }
     if (idle_exit_ms <= 0) continue;
     int64_t now = now_ms();
@@ -1314,9 +1323,14 @@ int main(int argc, char **argv) {
   if (argc > 1 && strncmp(argv[1], "--proc-", 7) == 0) return proc_main(argc, argv);
   if (argc > 1 && strcmp(argv[1], "--init") == 0) {
     long idle_exit_ms = 0;
-    for (int i = 2; i + 1 < argc; i++)
+    int fwd_port = 0;
+    const char *fwd_socket = NULL;
+    for (int i = 2; i + 1 < argc; i++) {
       if (strcmp(argv[i], "--idle-exit-ms") == 0) idle_exit_ms = strtol(argv[i + 1], NULL, 10);
-    return run_init(idle_exit_ms);
+      if (strcmp(argv[i], "--egress-forward") == 0 && i + 2 < argc)
+        fwd_port = (int)strtol(argv[i + 1], NULL, 10), fwd_socket = argv[i + 2];
+    }
+    return run_init(idle_exit_ms, fwd_port, fwd_socket);
   }
 
   signal(SIGPIPE, SIG_IGN);

@@ -17,6 +17,8 @@ const ProvidersSchema = z
             lastError: z.string().optional(),
           })
           .optional(),
+        /** What the provider enforces of a profile's egress policy (docs/egress.md). */
+        egress: z.object({ allowlist: z.boolean(), reason: z.string().optional() }).optional(),
         profiles: z.array(
           z.object({
             name: z.string(),
