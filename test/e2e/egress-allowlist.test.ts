@@ -147,8 +147,9 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
   test('a killed forwarder comes back (the agent restarts it)', async () => {
     const r = await exec(
       'allowlist',
-      // the forwarder is --init's child with the same command line; pid 1 itself stays
-      'for p in /proc/[0-9]*; do [ "${p#/proc/}" != 1 ] && tr "\\0" " " < $p/cmdline 2>/dev/null | grep -q "^/usr/local/bin/sbx-agent --init" && kill ${p#/proc/} && echo KILLED; done; ' +
+      // the forwarder is --init's child with the same command line (the agent comes from the agent
+      // volume, /.sbx-agent, or from an image built FROM the base); pid 1 itself stays
+      'for p in /proc/[0-9]*; do [ "${p#/proc/}" != 1 ] && tr "\\0" " " < $p/cmdline 2>/dev/null | grep -qE "^(/usr/local/bin|/\\.sbx-agent)/sbx-agent --init" && kill ${p#/proc/} && echo KILLED; done; ' +
         `for i in $(seq 100); do wget -q -O - http://localhost:${allowed.port}/ 2>/dev/null && break; sleep 0.05; done`,
     )
     expect(r.out).toContain('KILLED')
