@@ -47,6 +47,8 @@ const CAP_FUNCTIONS = [
     'exec {__sbx_fo}>&1 {__sbx_fe}>&2; ' +
     '__sbx_rd "$1/o" "$2" "$3" <"$1/o" & __sbx_r1=$!; ' +
     '__sbx_rd "$1/e" "$2" "$3" <"$1/e" >&2 & __sbx_r2=$!; ' +
+    // A kill helper given the keep file spares the readers: they end with the command's last writer.
+    '[ -e /tmp/.sbx-shell-keep-$$ ] && builtin printf \' %s %s\' "$__sbx_r1" "$__sbx_r2" >>/tmp/.sbx-shell-keep-$$ 2>/dev/null; ' +
     '__sbx_cd=$1; __sbx_o=$1/o; __sbx_e=$1/e; }',
   // $1: the stream's files; $2: the fd to write its tail to. Prints the dropped count.
   '__sbx_cap_tail() { local n=0; { builtin read -r n <"$1.n"; } 2>/dev/null; [ "$n" -gt 0 ] 2>/dev/null || n=0; ' +
