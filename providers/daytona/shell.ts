@@ -146,6 +146,8 @@ export function daytonaShellTransport(ctx: DaytonaShellContext): ShellTransport<
 
   return {
     sandboxId: ctx.sandboxId,
+    // Every poll downloads a command's whole log: past the cap, only head and tail may reach it.
+    capsInSandbox: true,
     // Records the daemon's two output readers (spared by the kill helper), and ends the `sleep` the
     // daemon leaves behind every command to hold its input FIFO open (the last job it started):
     // one per command would otherwise pile up until the sandbox's process limit.

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
-import { HeadTailSink } from './output-cap.js'
+import { HeadTailSink, outputSplit } from './output-cap.js'
 import type { ResolvedExec } from './exec-request.js'
 import { Semaphore } from './semaphore.js'
 import {
@@ -59,6 +59,12 @@ export interface ShellTransport<S extends RemoteShell> {
   sandboxId: string
   /** Text put into every command line before the command (see {@link ShellLine.prelude}). */
   linePrelude?: string
+  /**
+   * Whether each command's output is capped inside the sandbox (see {@link ShellLine.cap}): for a
+   * transport that reads the shell's output again and again (Daytona's logs), so a flood never
+   * reaches it.
+   */
+  capsInSandbox?: boolean
 }
 
 /** One command for {@link PersistentShellRunner.run}: resolved, plus whether a cwd was asked for (a `cd` that stays). */
@@ -185,6 +191,7 @@ export class PersistentShellRunner<S extends RemoteShell> {
         token: shell.token,
         firstShell: at.firstShell,
         ...(t.linePrelude ? { prelude: t.linePrelude } : {}),
+        ...(t.capsInSandbox ? { cap: outputSplit(cmd.outputCapBytes) } : {}),
       })
       await t.send(shell, line, sink)
       const end = await ended.catch(async (err: unknown) => {
@@ -204,6 +211,10 @@ export class PersistentShellRunner<S extends RemoteShell> {
           'BAD_REQUEST',
           `cannot use working directory ${cmd.cwd} in sandbox ${t.sandboxId}; create it first or pass an existing cwd`,
         )
+      }
+      if (end.mark) {
+        stdout.droppedInSandbox(end.mark.droppedStdout)
+        stderr.droppedInSandbox(end.mark.droppedStderr)
       }
       const status = timedOut ? undefined : end.status
       return {

@@ -16,13 +16,59 @@ export function shellQuote(s: string): string {
 }
 
 /**
+ * The in-sandbox output cap of a command (see {@link ShellLine.cap}), as shell functions.
+ *
+ * `__sbx_cap_open DIR HEAD TAIL` saves the shell's stdout and stderr (the transport's pipes), makes
+ * FIFOs in DIR and starts one reader per stream behind them, as background jobs of the shell: each
+ * copies the first HEAD bytes straight to the saved stream (`dd iflag=count_bytes`, which writes as
+ * it reads, so live output flows; `stdbuf -o0 head -c` with GNU coreutils; `head -c` where dd
+ * lacks the flag), keeps the last TAIL bytes of
+ * the rest (`tail -c`) and counts the rest (`tee` into a FIFO that `wc -c` reads). The command's
+ * group is redirected into the FIFOs (`__sbx_o`, `__sbx_e`), so it still runs in the shell itself.
+ * When DIR cannot be made, the command writes straight to the streams (the client caps then).
+ *
+ * `__sbx_cap_close` (after the command, or from the EXIT trap) points stdout and stderr back at the
+ * saved streams, waits for the readers (they end when the last writer of a FIFO closes it; the kill
+ * helper ends them on a timeout or cancel: they are children of the shell), writes each kept tail
+ * to its stream and sets `__sbx_drop` to ` OUT ERR`, the bytes dropped between head and tail, which
+ * the end marker carries.
+ */
+const CAP_FUNCTIONS = [
+  // `__sbx_sb`: GNU coreutils, whose dd counts a short read from a pipe as a whole block (the
+  // head would come out short) but whose `head -c` writes as it reads when unbuffered.
+  "__sbx_sb=; command -v stdbuf >/dev/null 2>&1 && __sbx_sb=1",
+  // $1: the FIFO; $2: head bytes; $3: tail bytes. Its stdout is the stream the head goes to.
+  '__sbx_rd() { if [ -n "$__sbx_sb" ]; then command stdbuf -o0 head -c "$2"; ' +
+    'else command dd bs=65536 iflag=count_bytes count="$2" 2>/dev/null || command head -c "$2"; fi; ' +
+    'command wc -c <"$1.w" >"$1.n" & command tee "$1.w" 2>/dev/null | command tail -c "$3" >"$1.t"; builtin wait; }',
+  '__sbx_cap_open() { __sbx_cd=; __sbx_o=/dev/fd/1; __sbx_e=/dev/fd/2; __sbx_ck="$3"; ' +
+    'command mkdir -m 700 -- "$1" 2>/dev/null && command mkfifo -- "$1/o" "$1/e" "$1/o.w" "$1/e.w" 2>/dev/null || ' +
+    '{ command rm -rf -- "$1" 2>/dev/null; return 0; }; ' +
+    'exec {__sbx_fo}>&1 {__sbx_fe}>&2; ' +
+    '__sbx_rd "$1/o" "$2" "$3" <"$1/o" & __sbx_r1=$!; ' +
+    '__sbx_rd "$1/e" "$2" "$3" <"$1/e" >&2 & __sbx_r2=$!; ' +
+    // A kill helper given the keep file spares the readers: they end with the command's last writer.
+    '[ -e /tmp/.sbx-shell-keep-$$ ] && builtin printf \' %s %s\' "$__sbx_r1" "$__sbx_r2" >>/tmp/.sbx-shell-keep-$$ 2>/dev/null; ' +
+    '__sbx_cd=$1; __sbx_o=$1/o; __sbx_e=$1/e; }',
+  // $1: the stream's files; $2: the fd to write its tail to. Prints the dropped count.
+  '__sbx_cap_tail() { local n=0; { builtin read -r n <"$1.n"; } 2>/dev/null; [ "$n" -gt 0 ] 2>/dev/null || n=0; ' +
+    '[ "$n" -gt 0 ] && command cat -- "$1.t" >&"$2" 2>/dev/null; ' +
+    '__sbx_n=$(( n > __sbx_ck ? n - __sbx_ck : 0 )); }',
+  '__sbx_cap_close() { [ -n "$__sbx_cd" ] || return 0; exec 1>&"$__sbx_fo" 2>&"$__sbx_fe"; ' +
+    'builtin wait "$__sbx_r1" "$__sbx_r2" 2>/dev/null; ' +
+    '__sbx_cap_tail "$__sbx_cd/o" 1; local o=$__sbx_n; __sbx_cap_tail "$__sbx_cd/e" 2; __sbx_drop=" $o $__sbx_n"; ' +
+    'exec {__sbx_fo}>&- {__sbx_fe}>&-; command rm -rf -- "$__sbx_cd" 2>/dev/null; ' +
+    '__sbx_cd=; __sbx_o=/dev/fd/1; __sbx_e=/dev/fd/2; }',
+]
+
+/**
  * Lines fed once into a new bash: the abort machinery (SIGUSR1 leaves the one-pass loop around the
  * command, returns from a function it is in, and a DEBUG trap skips what is left of the line),
  * the owner check, the end markers, and a `cd` into `cwd`.
  */
 export function shellInitScript(cwd: string): string {
   return [
-    'shopt -s expand_aliases; __sbx_rc=0; __sbx_same=0; __sbx_hex=',
+    'shopt -s expand_aliases; __sbx_rc=0; __sbx_same=0; __sbx_hex=; __sbx_drop=; __sbx_cd=; __sbx_o=/dev/fd/1; __sbx_e=/dev/fd/2',
     "__sbx_skip() { case $BASH_COMMAND in __sbx_*|'builtin printf'*|'builtin trap - DEBUG'*|'builtin shopt -u extdebug'*) return 0;; esac; return 1; }",
     "__sbx_abort() { builtin shopt -s extdebug; builtin trap '__sbx_skip' DEBUG; }",
     "builtin trap '__sbx_abort; break 1000 2>/dev/null; return 143 2>/dev/null' USR1",
@@ -31,9 +77,10 @@ export function shellInitScript(cwd: string): string {
       SHELL_OWNER_FILE +
       '; } 2>/dev/null; if [ "$o" = "$1" ] || { [ -z "$o" ] && [ "$2" = 1 ]; }; then __sbx_same=1; else __sbx_same=0; fi; ' +
       `builtin printf '%s' "$1" >|${SHELL_OWNER_FILE} 2>/dev/null; }`,
-    // $1: the status; $2: 1 when the shell itself is ending.
-    `__sbx_mark() { builtin printf '%s%s %d %d %d\\n' __sbx_end_ "\${__sbx_hex}o" "$1" "$__sbx_same" "$2"; builtin printf '%s%s\\n' __sbx_end_ "\${__sbx_hex}e" >&2; }`,
-    '__sbx_ended() { __sbx_mark "$?" 1; }',
+    // $1: the status; $2: 1 when the shell itself is ending. `__sbx_drop`: the in-sandbox cap's counts.
+    `__sbx_mark() { builtin printf '%s%s %d %d %d%s\\n' __sbx_end_ "\${__sbx_hex}o" "$1" "$__sbx_same" "$2" "$__sbx_drop"; builtin printf '%s%s\\n' __sbx_end_ "\${__sbx_hex}e" >&2; }`,
+    ...CAP_FUNCTIONS,
+    '__sbx_ended() { local s=$?; __sbx_cap_close; __sbx_mark "$s" 1; }',
     `builtin cd -- ${shellQuote(cwd)} 2>/dev/null`,
     '',
   ].join('\n')
@@ -56,12 +103,18 @@ export interface ShellLine {
   firstShell: boolean
   /** Provider-specific text run first (builtins only; it must not print). */
   prelude?: string
+  /**
+   * Caps the command's output inside the sandbox: per stream, the first `head` bytes and the last
+   * `tail` bytes reach the shell's output, and the end marker carries how many were dropped between
+   * (see {@link ShellMark.droppedStdout}). For transports that re-read what the shell printed.
+   */
+  cap?: { head: number; tail: number }
 }
 
 /** The text that runs one command in the shell, ending with its markers (a newline-terminated line). */
 export function shellCommandLine(line: ShellLine): string {
   const parts = [
-    `__sbx_hex=${line.nonce}`,
+    `__sbx_hex=${line.nonce}; __sbx_drop=`,
     "builtin trap '__sbx_ended' EXIT",
     'builtin trap - DEBUG',
     'builtin shopt -u extdebug',
@@ -74,10 +127,15 @@ export function shellCommandLine(line: ShellLine): string {
     : 'if builtin true; then '
   const stdin = shellQuote(line.stdinPath ?? '/dev/null')
   const cleanup = line.stdinPath ? `builtin command rm -f -- ${stdin} 2>/dev/null; ` : ''
+  const open = line.cap
+    ? `__sbx_cap_open /tmp/.sbx-cap-${line.nonce} ${line.cap.head} ${line.cap.tail}; `
+    : ''
+  const into = line.cap ? ' >"$__sbx_o" 2>"$__sbx_e"' : ''
+  const close = line.cap ? '__sbx_cap_close; ' : ''
   return (
-    `${parts.join('; ')}; ${guard}for __sbx_once in 1; do { builtin eval ${shellQuote(line.command)}\n} <${stdin}; done; ` +
+    `${parts.join('; ')}; ${open}${guard}for __sbx_once in 1; do { builtin eval ${shellQuote(line.command)}\n} <${stdin}${into}; done; ` +
     '__sbx_rc=$?; else __sbx_rc=-1; fi; builtin trap - DEBUG; builtin shopt -u extdebug; ' +
-    `${cleanup}__sbx_mark "$__sbx_rc" 0\n`
+    `${cleanup}${close}__sbx_mark "$__sbx_rc" 0\n`
   )
 }
 
@@ -110,6 +168,10 @@ export interface ShellMark {
   continuous: boolean
   /** Whether the shell itself ended (`exit`, `exec` failing). */
   ended: boolean
+  /** Bytes of stdout the in-sandbox cap dropped between head and tail (0 without one). */
+  droppedStdout: number
+  /** The same for stderr. */
+  droppedStderr: number
 }
 
 /** The longest suffix of `text` that is a proper prefix of `marker`. */
@@ -169,7 +231,13 @@ export function shellMarkers(nonce: string): { stdout: string; stderr: string } 
 
 /** Parses what follows the stdout marker; undefined when it is not ours. */
 export function parseShellMark(found: string): ShellMark | undefined {
-  const m = /^ (-?\d+) ([01]) ([01])$/.exec(found)
+  const m = /^ (-?\d+) ([01]) ([01])(?: (\d+) (\d+))?$/.exec(found)
   if (!m) return undefined
-  return { status: Number(m[1]), continuous: m[2] === '1', ended: m[3] === '1' }
+  return {
+    status: Number(m[1]),
+    continuous: m[2] === '1',
+    ended: m[3] === '1',
+    droppedStdout: Number(m[4] ?? 0),
+    droppedStderr: Number(m[5] ?? 0),
+  }
 }

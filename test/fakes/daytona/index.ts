@@ -18,7 +18,7 @@ import { type FakeContext, destroyRecord, handleApi } from './control-plane.js'
 import { sendError } from './http-util.js'
 import type { FakeSandboxRecord } from './records.js'
 import { FakeSessions } from './sessions.js'
-import { type Timings, handleToolbox } from './toolbox.js'
+import { type SentBytes, type Timings, handleToolbox } from './toolbox.js'
 
 /** Label on every container of the fake (value `daytona`), for cleanup by tests. */
 export const FAKE_LABEL = 'sandbox-router.fake'
@@ -67,6 +67,11 @@ export interface FakeDaytona {
   containers(): string[]
   /** Handling time of each toolbox route (ms), e.g. `timings.get('POST /process/execute')`. */
   timings: Timings
+  /**
+   * Response body bytes the toolbox sent per route (session routes by shape, ids as `{id}`), e.g.
+   * `sentBytes.get('GET /process/session/{id}/command/{id}/logs')`.
+   */
+  sentBytes: SentBytes
   /** Removes every container and stops the server. */
   close(): Promise<void>
 }
@@ -77,6 +82,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
   const apiKey = options.apiKey ?? `fake-daytona-${randomUUID()}`
   const docker = createDockerProvider({ instanceId: `fake-daytona-${runId}` })
   const timings: Timings = new Map()
+  const sentBytes: SentBytes = new Map()
   const sessions = new FakeSessions()
   const ctx: FakeContext = {
     apiKey,
@@ -105,7 +111,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     }
     if (!authorised(req, res)) return
     if (url.pathname.startsWith('/api/')) return handleApi(ctx, req, res, url)
-    if (url.pathname.startsWith('/toolbox/')) return handleToolbox(ctx, req, res, url, timings, sessions)
+    if (url.pathname.startsWith('/toolbox/')) return handleToolbox(ctx, req, res, url, timings, sessions, sentBytes)
     sendError(res, req, 404, `fake Daytona: no route ${req.method} ${url.pathname}`)
   }
 
@@ -138,6 +144,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     apiUrl: `${url}/api`,
     apiKey,
     timings,
+    sentBytes,
     faults: {
       rateLimitCreates(count, retryAfterSec = 7) {
         ctx.faults.rateLimitedCreates = count

@@ -16,6 +16,28 @@ const NO_TIMEOUT_MS = 24 * 60 * 60 * 1000
 
 /** Per-route handling times of the toolbox (ms), for the bench. */
 export type Timings = Map<string, number[]>
+/** Per-route bytes of response bodies the toolbox sent (what crossed the wire to the client). */
+export type SentBytes = Map<string, number>
+
+/** Counts what `res` writes, under the route shape `route()` names once the response ends. */
+function countSent(res: ServerResponse, sent: SentBytes, route: () => string): void {
+  let bytes = 0
+  const size = (chunk: unknown): number =>
+    typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk instanceof Uint8Array ? chunk.length : 0
+  const write = res.write.bind(res) as (...args: unknown[]) => boolean
+  const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse
+  res.write = ((chunk: unknown, ...rest: unknown[]) => {
+    bytes += size(chunk)
+    return write(chunk, ...rest)
+  }) as ServerResponse['write']
+  res.end = ((chunk?: unknown, ...rest: unknown[]) => {
+    if (typeof chunk !== 'function') bytes += size(chunk)
+    const key = route()
+    sent.set(key, (sent.get(key) ?? 0) + bytes)
+    bytes = 0
+    return end(chunk, ...rest)
+  }) as ServerResponse['end']
+}
 
 /**
  * `POST /process/execute`: like the daemon, the command is piped to the shell's stdin in a
@@ -140,9 +162,13 @@ export async function handleToolbox(
   url: URL,
   timings: Timings,
   sessions: FakeSessions,
+  sent: SentBytes,
 ): Promise<void> {
   const [, sandboxId, ...rest] = url.pathname.split('/').filter(Boolean)
   const route = `${req.method} /${rest.join('/')}`
+  // Session routes are counted per shape: ids are replaced by placeholders.
+  const shape = `${req.method} /${rest.map((part, i) => (i === 2 || i === 4 ? '{id}' : part)).join('/')}`
+  countSent(res, sent, () => (rest[0] === 'process' && rest[1] === 'session' ? shape : route))
   const record = sandboxId ? ctx.records.get(sandboxId) : undefined
   if (!record || record.state === 'destroyed' || !record.backend) {
     sendError(res, req, 404, `sandbox ${sandboxId} not found`)
@@ -154,8 +180,7 @@ export async function handleToolbox(
   }
   const started = performance.now()
   if (await sessions.handle(record.backend, req, res, rest)) {
-    // Timed per route shape: ids are replaced by placeholders.
-    const shape = `${req.method} /${rest.map((part, i) => (i === 2 || i === 4 ? '{id}' : part)).join('/')}`
+    // Timed per route shape.
     const list = timings.get(shape) ?? []
     list.push(performance.now() - started)
     timings.set(shape, list)

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest'
 import { createDaytonaProvider } from '../../../providers/daytona/index.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import type { Sandbox, SandboxProvider } from '../../../src/sandbox/types.js'
+import { droppedMarker, outputSplit } from '../../../src/sandbox/output-cap.js'
 import { type FakeDaytona, startFakeDaytona } from '../../fakes/daytona/index.js'
 
 // What the Daytona persistent shell must do beyond the conformance suite, against the fake daemon.
@@ -38,3 +39,31 @@ test('output without a final newline comes back exact, though the daemon copies 
   const r = await sandbox.exec({ ...base, command: 'printf "a\\nb"; printf err >&2', shell: 'persistent' })
   expect(r).toMatchObject({ stdout: 'a\nb', stderr: 'err', exitCode: 0 })
 }, 60_000)
+
+test('an output flood is capped inside the sandbox: the logs polled never carry it', async () => {
+  const logs = 'GET /process/session/{id}/command/{id}/logs'
+  const before = fake.sentBytes.get(logs) ?? 0
+  const cap = 64 * 1024
+  const r = await sandbox.exec({
+    ...base,
+    timeoutMs: 60_000,
+    outputCapBytes: cap,
+    command: 'yes flood | head -c 20000000; echo tail >&2; yes err | head -c 20000000 >&2; cd /tmp; (exit 3)',
+    shell: 'persistent',
+  })
+  expect(r).toMatchObject({ exitCode: 3, truncated: true, timedOut: false })
+  const flood = 'flood\n'.repeat(3_333_334).slice(0, 20_000_000)
+  const { head, tail } = outputSplit(cap)
+  expect(r.stdout).toBe(flood.slice(0, head) + droppedMarker(20_000_000 - cap) + flood.slice(-tail))
+  expect(r.stderr.startsWith('tail\nerr\n')).toBe(true)
+  expect(r.stderr).toHaveLength(cap + droppedMarker(20_000_005 - cap).length)
+  // 40 MB were written in the sandbox; each poll downloads the whole log, which holds the two caps.
+  const polled = (fake.sentBytes.get(logs) ?? 0) - before
+  expect(polled).toBeGreaterThan(2 * cap)
+  expect(polled).toBeLessThan(4 * 1024 * 1024)
+  // The shell is the same one: the cd of the flooding call stayed.
+  expect(await sandbox.exec({ ...base, command: 'pwd', shell: 'persistent' })).toMatchObject({
+    stdout: '/tmp\n',
+    shellRestarted: false,
+  })
+}, 120_000)
