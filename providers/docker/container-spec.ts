@@ -31,7 +31,8 @@ function ownerOptions(user: string): string {
  * The hardened container for a profile: no network (unless the profile opts into `bridge`), all
  * capabilities dropped, no-new-privileges, pids/memory/cpu limits, a read-only root with tmpfs
  * mounts for the workspace (`diskMb`) and /tmp (`tmpMb`), a non-root user, and the agent as the
- * main process. The memory limit is `memoryMb` plus the tmpfs sizes.
+ * main process, under the profile's `runtime` (runc, or gVisor's runsc). The memory limit is
+ * `memoryMb` plus the tmpfs sizes.
  */
 export function buildContainerSpec(
   profile: ResolvedProfile,
@@ -67,6 +68,8 @@ export function buildContainerSpec(
     NetworkDisabled: profile.network === 'none',
     HostConfig: {
       NetworkMode: profile.network === 'bridge' ? 'bridge' : 'none',
+      // runsc (gVisor) is an engine runtime registered by scripts/setup-gvisor.sh.
+      Runtime: profile.runtime,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],
       PidsLimit: profile.pidsLimit,

@@ -20,6 +20,7 @@ import {
 } from './container-spec.js'
 import { engineStatus, mapCreateError, mapEngineError, stoppedState } from './errors.js'
 import { type DockerProviderOptions, DockerProviderOptionsSchema } from './options.js'
+import { engineRuntimes, missingRuntimeError } from './runtimes.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
 import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
 
@@ -30,6 +31,8 @@ export const DOCKER_PROVIDER_ID = 'docker'
 export interface DockerProvider extends SandboxProvider {
   readonly docker: Docker
   health(): Promise<SandboxHealth>
+  /** Names of the runtimes the engine offers (`runc`, and `runsc` once gVisor is registered). */
+  runtimes(): Promise<string[]>
   /** Closes every handle this provider opened (their commands are killed); containers stay. */
   close(): Promise<void>
 }
@@ -75,6 +78,12 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       // No abort signal on the create call itself: an aborted request could still leave a container.
       id = (await docker.createContainer(buildContainerSpec(profile, image, allLabels, opts))).id
     } catch (err) {
+      // The engine refuses an unregistered runtime with a 400; say which one and how to install it.
+      if (engineStatus(err) === 400 && profile.runtime !== 'runc') {
+        const offered = await engineRuntimes(docker).catch(() => undefined)
+        if (offered && !offered.includes(profile.runtime))
+          throw missingRuntimeError(profile.name, profile.runtime, offered, err)
+      }
       throw mapCreateError(err, image)
     }
     const ref: SandboxRef = { providerId: DOCKER_PROVIDER_ID, id, profile: profile.name, labels: allLabels }
@@ -232,6 +241,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     id: DOCKER_PROVIDER_ID,
     persistentShells: true,
     docker,
+    runtimes: () => engineRuntimes(docker),
     create,
     connect,
     list,

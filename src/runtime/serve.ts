@@ -77,10 +77,12 @@ export async function startServer(
               cpu: pr.cpu,
               memoryMb: pr.memoryMb,
               network: pr.network,
+              runtime: pr.runtime,
               defaultTimeoutMs: pr.defaultTimeoutMs,
               maxTimeoutMs: pr.maxTimeoutMs,
             }))
-          return { id, health, circuit: await runtime.breaker.state(id), profiles }
+          const runtimes = p.runtimes ? await p.runtimes().catch(() => undefined) : undefined
+          return { id, health, circuit: await runtime.breaker.state(id), profiles, ...(runtimes ? { runtimes } : {}) }
         }),
       ),
     policies: () =>
