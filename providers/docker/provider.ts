@@ -197,6 +197,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   async function destroy(ref: SandboxRef): Promise<void> {
     try {
       await docker.getContainer(ref.id).remove({ force: true, v: true })
+      for (const h of handles) if (h.ref.id === ref.id) h.containerRemoved()
     } catch (err) {
       const status = engineStatus(err)
       if (status === 404) return
