@@ -82,7 +82,13 @@ export async function startServer(
               maxTimeoutMs: pr.maxTimeoutMs,
             }))
           const runtimes = p.runtimes ? await p.runtimes().catch(() => undefined) : undefined
-          return { id, health, circuit: await runtime.breaker.state(id), profiles, ...(runtimes ? { runtimes } : {}) }
+          return {
+            id,
+            health,
+            circuit: await runtime.breaker.state(id),
+            profiles,
+            ...(runtimes ? { runtimes } : {}),
+          }
         }),
       ),
     policies: () =>

@@ -92,7 +92,7 @@ export const ProfileSchema = z
   .refine((p) => p.runtime !== 'runsc' || p.network === 'none', {
     message:
       "runtime 'runsc' takes network 'none' only (the engine runs gVisor with --network=none); " +
-      "drop network: bridge or use runtime: runc",
+      'drop network: bridge or use runtime: runc',
     path: ['runtime'],
   })
 
