@@ -2,6 +2,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { configDir, removeScopeContainers, runSbx, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
+import { startFakeE2B } from '../fakes/e2b/index.js'
 
 interface JobAnswer {
   state: string
@@ -115,4 +116,25 @@ describe('profiles gVisor cannot take are refused with the reason', () => {
     expect(r.stderr).toMatch(/runc/)
     expect(r.stderr).toMatch(/runsc/)
   })
+
+  test('sbx serve refuses to start with a runsc profile on a provider that runs its own isolation', async () => {
+    const e2b = await startFakeE2B()
+    try {
+      const cwd = configDir({
+        queue: { prefix: uniqueName('gvisor-e2b') },
+        profiles: { remote: { provider: 'e2b', runtime: 'runsc' } },
+      })
+      const r = await runSbx(['serve', '--host', '127.0.0.1', '--port', '0'], {
+        cwd,
+        env: { E2B_API_KEY: e2b.apiKey, E2B_API_URL: e2b.apiUrl, E2B_SANDBOX_URL: e2b.sandboxUrl },
+        timeoutMs: 60_000,
+      })
+      expect(r.code).not.toBe(0)
+      expect(r.stderr).toMatch(
+        /profile 'remote' asks for runtime 'runsc'.*provider 'e2b'.*runtime 'runc' only/,
+      )
+    } finally {
+      await e2b.close()
+    }
+  }, 90_000)
 })
