@@ -35,7 +35,8 @@ if [ ! -x "$RUNSC" ]; then
   log "installing runsc (gVisor)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -qq --no-install-recommends runsc >/dev/null 2>&1 ||
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends runsc >/dev/null; }
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends runsc >/dev/null; } ||
+    skip "apt-get install runsc failed; install Debian's package runsc, then run $0 again"
 fi
 log "runsc $("$RUNSC" --version 2>/dev/null | head -n 1 | sed 's/^runsc version //')"
 
@@ -43,7 +44,7 @@ log "runsc $("$RUNSC" --version 2>/dev/null | head -n 1 | sed 's/^runsc version 
 mkdir -p "$(dirname "$CONFIG")"
 [ ! -f "$CONFIG" ] || cp -p "$CONFIG" "$CONFIG.sbx-backup"
 # node (which the service needs anyway) merges the entry into whatever the file holds.
-node - "$CONFIG" "$RUNSC" <<'JS'
+node - "$CONFIG" "$RUNSC" <<'JS' || skip "could not update $CONFIG (not JSON?); add runsc to its runtimes yourself"
 const fs = require('node:fs')
 const [file, path] = process.argv.slice(2)
 const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : ''
