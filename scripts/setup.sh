@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One idempotent setup step for the Docker provider:
 #   1. installs docker.io, busybox-static, bash-static and a C toolchain where absent (Debian, as root);
-#   2. starts dockerd in the background when `docker info` fails, and waits until it answers;
+#   2. starts dockerd in the background when `docker info` fails, and waits until it answers, then
+#      registers gVisor's runtime runsc with it (scripts/setup-gvisor.sh: SIGHUP, no restart);
 #   3. compiles the in-sandbox agent (providers/docker/agent) when the binary is missing or stale;
 #   4. builds the base image (busybox + bash + agent, user `sandbox` uid 1000) with `docker import`,
 #      only when its inputs changed (their hash is stored as an image label);
@@ -86,6 +87,10 @@ if ! docker info >/dev/null 2>&1; then
   done
 fi
 log "docker engine ok ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'))"
+
+# ---- 2b. gVisor -----------------------------------------------------------------------------
+# The engine runtime `runsc` for profiles with `runtime: runsc` (SBX_GVISOR=0 skips it).
+"$ROOT/scripts/setup-gvisor.sh"
 
 # ---- 3. agent -------------------------------------------------------------------------------
 mkdir -p "$STATE_DIR"

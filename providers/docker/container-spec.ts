@@ -46,12 +46,27 @@ function ownerOptions(user: string): string {
 }
 
 /**
+ * Host tasks a runsc sandbox holds per process allowed inside it. gVisor's ptrace platform backs
+ * every address space inside the sandbox with a host stub process traced by each of the sentry's
+ * threads, and the engine's pids cgroup counts them all: an idle sandbox holds about 40, a dozen
+ * concurrent commands several hundred, and past the cgroup limit the sentry panics (the sandbox
+ * ends) instead of failing the fork inside.
+ */
+export const RUNSC_HOST_TASKS_PER_PROCESS = 64
+
+/** The engine's pids limit: the profile's `pidsLimit`, scaled for runsc's host tasks. */
+export function hostPidsLimit(profile: ResolvedProfile): number {
+  return profile.runtime === 'runsc' ? profile.pidsLimit * RUNSC_HOST_TASKS_PER_PROCESS : profile.pidsLimit
+}
+
+/**
  * The hardened container for a profile: no network (unless the profile opts into `bridge`), all
  * capabilities dropped, no-new-privileges, pids/memory/cpu limits, a read-only root with tmpfs
  * mounts for the workspace (`diskMb`) and /tmp (`tmpMb`), a non-root user, and the agent as the
- * main process. The memory limit is `memoryMb` plus the tmpfs sizes. The image's own ENTRYPOINT,
- * CMD, WORKDIR and USER are overridden (the agent's `--init`, `/`, the profile's `user`), so any
- * image works; its ENV is kept under the profile's `env`.
+ * main process, under the profile's `runtime` (runc, or gVisor's runsc). The memory limit is
+ * `memoryMb` plus the tmpfs sizes. The image's own ENTRYPOINT, CMD, WORKDIR and USER are overridden
+ * (the agent's `--init`, `/`, the profile's `user`), so any image works; its ENV is kept under the
+ * profile's `env`.
  */
 export function buildContainerSpec(
   profile: ResolvedProfile,
@@ -110,9 +125,17 @@ export function buildContainerSpec(
       NetworkMode: profile.network === 'bridge' ? 'bridge' : 'none',
       // An allowlist sandbox has no network either: its only way out is the proxy socket.
       ...(egress ? { Binds: [`${egressHostDir}:${EGRESS_MOUNT}:ro`] } : {}),
+      // runsc (gVisor) is an engine runtime registered by scripts/setup-gvisor.sh.
+      Runtime: profile.runtime,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],
-      PidsLimit: profile.pidsLimit,
+      PidsLimit: hostPidsLimit(profile),
+      // Inside gVisor RLIMIT_NPROC counts the sandbox's own kernel's processes only: it is what stops
+      // a fork bomb there (failing the fork) before the host pids limit above would end the sandbox.
+      // Not under runc, where it would count every host process of the same uid.
+      ...(profile.runtime === 'runsc'
+        ? { Ulimits: [{ Name: 'nproc', Soft: profile.pidsLimit, Hard: profile.pidsLimit }] }
+        : {}),
       Memory: memory,
       MemorySwap: memory,
       NanoCpus: Math.round(profile.cpu * 1e9),

@@ -79,8 +79,11 @@ export function mapEngineError(err: unknown, what: string, sandboxId?: string): 
 /** `the Docker engine at unix:///var/run/docker.sock` (or `tcp://host:2376`): which engine an error is about. */
 export function engineName(docker: Docker): string {
   const m =
-    (docker as unknown as { modem?: { socketPath?: unknown; host?: string; port?: number | string; protocol?: string } })
-      .modem ?? {}
+    (
+      docker as unknown as {
+        modem?: { socketPath?: unknown; host?: string; port?: number | string; protocol?: string }
+      }
+    ).modem ?? {}
   // docker-modem's default socketPath is a function that finds the local socket.
   if (typeof m.socketPath === 'string') return `the Docker engine at unix://${m.socketPath}`
   if (m.host) return `the Docker engine at ${m.protocol ?? 'http'}://${m.host}${m.port ? `:${m.port}` : ''}`
@@ -90,7 +93,8 @@ export function engineName(docker: Docker): string {
 /** How to get `image` onto the engine: our own images are built here, any other is pulled or loaded. */
 function howToGet(image: string): string {
   const repo = image.replace(/@.*$/, '').replace(/:[^/:]*$/, '')
-  if (repo === 'sandbox-router/dev') return 'build it here with `sbx image build dev` (scripts/build-images.sh dev)'
+  if (repo === 'sandbox-router/dev')
+    return 'build it here with `sbx image build dev` (scripts/build-images.sh dev)'
   if (repo === 'sandbox-router/base') return `build it here with \`sbx image build\` (${SETUP_HINT})`
   return (
     `get it onto that engine with \`docker pull ${image}\` (from a registry it can reach) or ` +
@@ -145,7 +149,7 @@ export function mapStartError(err: unknown, image: string, agentPath: string, vo
     return new AppError(
       'SANDBOX_CREATE_FAILED',
       `the container runtime could not start a sandbox from ${image} (${message.replace(/^.*?: /, '').slice(0, 300)}); ` +
-        'check that the image is a Linux image for this machine\'s architecture',
+        "check that the image is a Linux image for this machine's architecture",
       { cause: err },
     )
   }

@@ -43,6 +43,7 @@ import {
   stoppedState,
 } from './errors.js'
 import { type DockerProviderOptions, DockerProviderOptionsSchema } from './options.js'
+import { engineRuntimes, missingRuntimeError } from './runtimes.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
 import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
 
@@ -53,6 +54,8 @@ export const DOCKER_PROVIDER_ID = 'docker'
 export interface DockerProvider extends SandboxProvider {
   readonly docker: Docker
   health(): Promise<SandboxHealth>
+  /** Names of the runtimes the engine offers (`runc`, and `runsc` once gVisor is registered). */
+  runtimes(): Promise<string[]>
   /** Closes every handle this provider opened (their commands are killed); containers stay. */
   close(): Promise<void>
 }
@@ -187,6 +190,12 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       ).id
     } catch (err) {
       await dropEgress(allLabels)
+      // The engine refuses an unregistered runtime with a 400; say which one and how to install it.
+      if (engineStatus(err) === 400 && profile.runtime !== 'runc') {
+        const offered = await engineRuntimes(docker).catch(() => undefined)
+        if (offered && !offered.includes(profile.runtime))
+          throw missingRuntimeError(profile.name, profile.runtime, offered, err)
+      }
       throw mapCreateError(err, image, engine)
     }
     const ref: SandboxRef = { providerId: DOCKER_PROVIDER_ID, id, profile: profile.name, labels: allLabels }
@@ -321,6 +330,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     try {
       await docker.getContainer(ref.id).remove({ force: true, v: true })
       await dropEgress(ref.labels)
+      for (const h of handles) if (h.ref.id === ref.id) h.containerRemoved()
     } catch (err) {
       const status = engineStatus(err)
       if (status === 404) return
@@ -365,6 +375,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     id: DOCKER_PROVIDER_ID,
     persistentShells: true,
     docker,
+    runtimes: () => engineRuntimes(docker),
     create,
     connect,
     list,

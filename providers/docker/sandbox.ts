@@ -341,6 +341,17 @@ export class DockerSandbox implements Sandbox {
     }
   }
 
+  /**
+   * The container was removed: ends the channel so running and later calls fail with
+   * `SANDBOX_LOST` at once. (runc's engine ends a removed container's exec streams itself; with
+   * gVisor's runsc they stay open until the command's own timeout.)
+   */
+  containerRemoved(): void {
+    this.current?.close(
+      new AppError('SANDBOX_LOST', `sandbox ${this.ref.id} was destroyed; create a new sandbox`),
+    )
+  }
+
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true

@@ -228,9 +228,13 @@ export interface ProviderView {
     cpu: number
     memoryMb: number
     network: string
+    /** `runc` or `runsc` (gVisor). */
+    runtime: string
     defaultTimeoutMs: number
     maxTimeoutMs: number
   }[]
+  /** Runtimes the provider's engine offers (Docker: its registered runtimes); absent when unknown. */
+  runtimes?: string[]
 }
 
 /** A routing policy for `GET /v1/providers` (config `routing.policies`). */

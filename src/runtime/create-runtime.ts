@@ -34,6 +34,7 @@ import { RedisSessionStore } from '../sessions/store/redis.js'
 import { startExecWorker } from '../worker/exec-worker.js'
 import type { ExecWorkerHandle } from '../worker/exec-worker.js'
 import { dockerOptionsOf } from './docker-options.js'
+import { assertProfileRuntimes } from './runtime-check.js'
 import { QueueExecService } from './exec-service.js'
 import { createRemoteProviders } from './remote-providers.js'
 import { MemorySessionDirectory, RedisSessionDirectory, ensureSessionRecord } from './session-directory.js'
@@ -167,6 +168,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
 
   const cleanups: (() => Promise<unknown>)[] = [() => egressProxy.closeAll()]
   try {
+    await assertProfileRuntimes(registry, logger)
     let redis: Redis | undefined
     if (fleet) {
       // Sessions, the session directory and agent runs. While Redis is away a command waits for one

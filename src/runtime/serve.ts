@@ -79,10 +79,19 @@ export async function startServer(
               cpu: pr.cpu,
               memoryMb: pr.memoryMb,
               network: describeNetwork(pr.network),
+              runtime: pr.runtime,
               defaultTimeoutMs: pr.defaultTimeoutMs,
               maxTimeoutMs: pr.maxTimeoutMs,
             }))
-          return { id, health, circuit: await runtime.breaker.state(id), egress: egressSupport(id), profiles }
+          const runtimes = p.runtimes ? await p.runtimes().catch(() => undefined) : undefined
+          return {
+            id,
+            health,
+            circuit: await runtime.breaker.state(id),
+            egress: egressSupport(id),
+            profiles,
+            ...(runtimes ? { runtimes } : {}),
+          }
         }),
       ),
     policies: () =>

@@ -18,8 +18,8 @@ export type {
   SandboxProvider,
   SandboxRef,
 } from './types.js'
-export { ProfileSchema, resolveProfile } from './profiles.js'
-export type { ProfileInput, ResolvedProfile } from './profiles.js'
+export { ProfileSchema, resolveProfile, SANDBOX_RUNTIMES } from './profiles.js'
+export type { ProfileInput, ResolvedProfile, SandboxRuntime } from './profiles.js'
 export { ProviderRegistry } from './registry.js'
 export type { ResolvedRoute } from './registry.js'
 export { Semaphore } from './semaphore.js'

@@ -1,6 +1,14 @@
 import { z } from 'zod'
 import { EgressPolicySchema } from '../egress/policy.js'
 
+/**
+ * Container runtimes a profile may name: `runc` (the engine's default, a shared host kernel) and
+ * `runsc` (gVisor).
+ */
+export const SANDBOX_RUNTIMES = ['runc', 'runsc'] as const
+/** One of {@link SANDBOX_RUNTIMES}. */
+export type SandboxRuntime = (typeof SANDBOX_RUNTIMES)[number]
+
 /** Schema of one named sandbox profile, as written in config. */
 export const ProfileSchema = z
   .object({
@@ -29,6 +37,13 @@ export const ProfileSchema = z
      * docs/egress.md; Docker only — other providers refuse such a profile at start-up).
      */
     network: z.union([z.enum(['none', 'bridge']), EgressPolicySchema]).default('none'),
+    /**
+     * Kernel boundary of a Docker sandbox: `runc` (the host kernel, namespaces and cgroups) or
+     * `runsc` (gVisor: a user-space kernel between the sandbox and the host; needs the engine
+     * runtime `scripts/setup-gvisor.sh` registers, and `network: none`). Other providers take only
+     * `runc` (their own isolation). @default 'runc'
+     */
+    runtime: z.enum(SANDBOX_RUNTIMES).default('runc'),
     /** Max processes inside the sandbox. @default 256 */
     pidsLimit: z.number().int().min(8).max(65_536).default(256),
     /** Environment variables for every command. */
@@ -78,6 +93,12 @@ export const ProfileSchema = z
   .refine((p) => p.defaultTimeoutMs <= p.maxTimeoutMs, {
     message: 'defaultTimeoutMs must not exceed maxTimeoutMs',
     path: ['defaultTimeoutMs'],
+  })
+  .refine((p) => p.runtime !== 'runsc' || p.network === 'none', {
+    message:
+      "runtime 'runsc' takes network 'none' only (the engine runs gVisor with --network=none); " +
+      'drop network: bridge or use runtime: runc',
+    path: ['runtime'],
   })
 
 /** A profile as written by users (defaults optional). */

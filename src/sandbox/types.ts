@@ -206,6 +206,12 @@ export interface SandboxProvider {
   destroy(ref: SandboxRef): Promise<void>
   /** Whether the provider's backend answers (engine ping, API reachability). */
   health?(): Promise<SandboxHealth>
+  /**
+   * Container runtimes (kernel boundaries) the backend offers, for profiles' `runtime` (Docker:
+   * the engine's registered runtimes, e.g. `runc`, `runsc`). A provider without it takes only
+   * profiles with the default `runtime: 'runc'`.
+   */
+  runtimes?(): Promise<string[]>
   /** Releases clients and channels held by the provider. */
   close?(): Promise<void>
 }

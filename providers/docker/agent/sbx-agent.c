@@ -435,6 +435,21 @@ static void shell_teardown(void) {
   shell.pid = 0, shell.alive = 0;
 }
 
+/* The parent pid in /proc/<pid>/stat (the field after the `)` that ends the command name), or -1. */
+static pid_t parent_of(const char *pid) {
+  char path[300], buf[512];
+  snprintf(path, sizeof path, "/proc/%s/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *end = strrchr(buf, ')');
+  int ppid;
+  return end && sscanf(end + 1, " %*c %d", &ppid) == 1 ? (pid_t)ppid : -1;
+}
+
 /* Kills the descendants of `pid` (children first, so none re-parents out of reach), and `pid` too when `self`. */
 static void kill_tree(pid_t pid, int sig, int self) {
   char path[64];
@@ -444,6 +459,14 @@ static void kill_tree(pid_t pid, int sig, int self) {
     int child;
     while (fscanf(f, "%d", &child) == 1) kill_tree(child, sig, 1);
     fclose(f);
+  } else {
+    /* No `children` file (gVisor's /proc has none): find them by their parent pid. */
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+      if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && parent_of(e->d_name) == pid)
+        kill_tree((pid_t)atoi(e->d_name), sig, 1);
+    if (d) closedir(d);
   }
   if (self) kill(pid, sig);
 }

@@ -25,10 +25,14 @@ const ProvidersSchema = z
             cpu: z.number(),
             memoryMb: z.number(),
             network: z.string(),
+            /** Kernel boundary: `runc` or `runsc` (gVisor). */
+            runtime: z.string(),
             defaultTimeoutMs: z.number(),
             maxTimeoutMs: z.number(),
           }),
         ),
+        /** Runtimes the provider's engine offers (Docker: `docker info` runtimes); absent when it cannot say. */
+        runtimes: z.array(z.string()).optional(),
       }),
     ),
     /** Routing policies (config `routing.policies`): a name `routeTo` / `provider` may give instead of a provider. */
