@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import { CommandExitError, Sandbox } from 'e2b'
+import { CommandExitError, Sandbox, TimeoutError } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { BLOCK_REASON } from './fixtures/e2b-block-policy.js'
 import { removeScope, scopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
@@ -131,6 +131,37 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
     } finally {
       await sbx.kill()
     }
+  }, 120_000)
+
+  test('the filesystem RPC: exists, makeDir, list, remove', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      expect(await sbx.files.exists('/tmp/nothing-here')).toBe(false)
+      expect(await sbx.files.makeDir('/tmp/d/sub')).toBe(true)
+      expect(await sbx.files.makeDir('/tmp/d/sub')).toBe(false)
+      await sbx.files.write('/tmp/d/f.txt', 'abc')
+      const entries = await sbx.files.list('/tmp/d')
+      expect(entries.map((e) => [e.name, e.type, e.path])).toEqual([
+        ['f.txt', 'file', '/tmp/d/f.txt'],
+        ['sub', 'dir', '/tmp/d/sub'],
+      ])
+      expect(entries[0]).toMatchObject({ size: 3 })
+      expect((await sbx.files.list('/tmp/d', { depth: 2 })).length).toBe(2)
+      expect(await sbx.files.exists('/tmp/d/f.txt')).toBe(true)
+      await sbx.files.remove('/tmp/d')
+      expect(await sbx.files.exists('/tmp/d')).toBe(false)
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
+  test('a sandbox killed while a command runs: the SDK reports it gone', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    const cmd = await sbx.commands.run('sleep 60', { background: true })
+    await sbx.kill()
+    const err = await cmd.wait().catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(TimeoutError)
+    expect((err as Error).message).toContain('sandbox was killed or reached its end of life')
   }, 120_000)
 
   test('the server policy: a block reaches the SDK as an error, a modify is applied', async () => {

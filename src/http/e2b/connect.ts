@@ -11,6 +11,7 @@ export type ConnectCode =
   | 'invalid_argument'
   | 'deadline_exceeded'
   | 'not_found'
+  | 'already_exists'
   | 'permission_denied'
   | 'resource_exhausted'
   | 'failed_precondition'
@@ -26,6 +27,7 @@ const HTTP_STATUS: Record<ConnectCode, number> = {
   invalid_argument: 400,
   deadline_exceeded: 504,
   not_found: 404,
+  already_exists: 409,
   permission_denied: 403,
   resource_exhausted: 429,
   failed_precondition: 400,
@@ -92,6 +94,8 @@ export interface ServerStream {
   send(message: unknown): boolean
   /** Sends the end-stream envelope (with an error when given); later calls are ignored. */
   end(error?: { code: ConnectCode; message: string }): void
+  /** Breaks the stream without an end envelope (the client sees the connection drop). */
+  drop(): void
   readonly ended: boolean
   /** Aborted when the stream ends for any reason (end(), client disconnect). */
   readonly signal: AbortSignal
@@ -116,6 +120,11 @@ export function openStream(): { response: Response; stream: ServerStream } {
       if (done.signal.aborted) return false
       controller.enqueue(envelope(0, { event: message }))
       return true
+    },
+    drop() {
+      if (done.signal.aborted) return
+      controller.error(new Error('stream dropped'))
+      done.abort()
     },
     end(error) {
       if (done.signal.aborted) return

@@ -19,6 +19,7 @@ import {
 } from './connect.js'
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
+import { unaryFilesystem } from './filesystem-rpc.js'
 import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './process-rpc.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
@@ -113,7 +114,7 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
     rest((s, c) => writeFiles(deps, s, c)),
   )
 
-  app.post('/process.Process/:method', async (c, next) => {
+  app.post('/:service{process\\.Process|filesystem\\.Filesystem}/:method', async (c, next) => {
     if (!c.req.header('e2b-sandbox-id')) return next()
     const streaming = isStreaming(c.req.header('content-type'))
     const method = c.req.param('method')
@@ -122,6 +123,11 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
       const raw = new Uint8Array(await c.req.arrayBuffer())
       if (streaming) {
         const message = parseEnvelopedRequest(raw) as Record<string, unknown>
+        if (c.req.param('service') !== 'process.Process')
+          throw new ConnectRpcError(
+            'unimplemented',
+            `${c.req.param('service')}/${method} (streaming) is not implemented by sandbox-router`,
+          )
         if (method === 'Start') return await startProcess(deps, s, message, c.req.raw.headers)
         if (method === 'Connect') return await connectProcess(deps, s, message, c.req.raw.headers)
         throw new ConnectRpcError(
@@ -135,7 +141,11 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
       } catch {
         throw new ConnectRpcError('invalid_argument', 'request body is not JSON')
       }
-      return unaryResponse(await unaryProcess(deps, s, method, message))
+      return unaryResponse(
+        c.req.param('service') === 'process.Process'
+          ? await unaryProcess(deps, s, method, message)
+          : await unaryFilesystem(deps, s, method, message),
+      )
     } catch (err) {
       const e =
         err instanceof E2BApiError

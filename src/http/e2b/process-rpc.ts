@@ -136,6 +136,7 @@ async function pump(
       maxBytes: 65_536,
       waitMs: 5_000,
     })
+    if (s.killed) return stream.drop()
     if (!out) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
     if (out.stdout.data)
       stream.send({ data: { stdout: Buffer.from(out.stdout.data, 'utf8').toString('base64') } })
@@ -150,6 +151,16 @@ async function pump(
       return
     }
   }
+}
+
+/**
+ * Ends a process stream on an error. A sandbox killed meanwhile drops the stream, as E2B's does: the
+ * SDK then probes `/health` (502 now) and reports the sandbox gone.
+ */
+function endOnError(s: E2BSandbox, stream: ServerStream, err: unknown): void {
+  if (s.killed) return stream.drop()
+  const e = connectErrorOf(err)
+  stream.end({ code: e.code, message: e.message })
 }
 
 /** Keepalive pings (the SDK asks with `Keepalive-Ping-Interval`, seconds) and the call's deadline. */
@@ -201,10 +212,7 @@ export async function startProcess(
     () => void svc.signal(s.tenant, s.sandboxId, info.id, 'SIGKILL', 0).catch(() => undefined),
   )
   void pump(deps, s, info.id, stream, { stdout: 0, stderr: 0 })
-    .catch((err: unknown) => {
-      const e = connectErrorOf(err)
-      stream.end({ code: e.code, message: e.message })
-    })
+    .catch((err: unknown) => endOnError(s, stream, err))
     .finally(() => trackedOf(s).delete(info.pid))
   return response
 }
@@ -222,10 +230,9 @@ export async function connectProcess(
   const { response, stream } = openStream()
   stream.send({ start: { pid } })
   timers(headers, stream, () => undefined)
-  void pump(deps, s, t.id, stream, { stdout: p.stdoutBytes, stderr: p.stderrBytes }).catch((err: unknown) => {
-    const e = connectErrorOf(err)
-    stream.end({ code: e.code, message: e.message })
-  })
+  void pump(deps, s, t.id, stream, { stdout: p.stdoutBytes, stderr: p.stderrBytes }).catch((err: unknown) =>
+    endOnError(s, stream, err),
+  )
   return response
 }
 

@@ -19,6 +19,8 @@ export interface E2BSandbox {
   readonly accessToken: string
   readonly startedAt: Date
   endAt: Date
+  /** Set once killed (or timed out): streams of its processes drop instead of ending. */
+  killed?: boolean
   timer?: NodeJS.Timeout
 }
 
@@ -83,6 +85,7 @@ export class E2BSandboxStore {
     const s = this.byId.get(sandboxId)
     if (!s) return undefined
     if (s.timer) clearTimeout(s.timer)
+    s.killed = true
     this.byId.delete(sandboxId)
     return s
   }
