@@ -65,6 +65,9 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
     await sbx.commands.run('for i in 1 2 3; do echo line$i; done', { onStdout: (d) => void streamed.push(d) })
     expect(streamed.join('')).toBe('line1\nline2\nline3\n')
 
+    // Without `stdin: true` a command reads EOF at once, as under envd.
+    expect((await sbx.commands.run('cat; echo eof')).stdout).toBe('eof\n')
+
     const env = await sbx.commands.run('echo "$GREETING"', { envs: { GREETING: 'hello e2b' } })
     expect(env.stdout).toBe('hello e2b\n')
 

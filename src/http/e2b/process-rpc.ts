@@ -119,10 +119,14 @@ function endEvent(p: ProcessInfo): Json {
   }
 }
 
-/** Streams a process's output from the given offsets to its end (or until the stream ends). */
+/**
+ * Streams a process's output from the given offsets to its end (or until the stream ends). At its
+ * end the process is forgotten (here at once, in the sandbox 30 s later).
+ */
 async function pump(
   deps: E2BRouteDeps,
   s: E2BSandbox,
+  pid: number,
   id: string,
   stream: ServerStream,
   from: { stdout: number; stderr: number },
@@ -148,6 +152,9 @@ async function pump(
     if (p.state !== 'running' && stdout >= p.stdoutBytes && stderr >= p.stderrBytes) {
       stream.send(endEvent(p))
       stream.end()
+      if (trackedOf(s).get(pid)?.id === id) trackedOf(s).delete(pid)
+      // Kept a while for another stream still reading it (envd keeps an exited pid 30 s).
+      setTimeout(() => void svc.remove(s.tenant, s.sandboxId, id).catch(() => undefined), 30_000).unref()
       return
     }
   }
@@ -191,14 +198,15 @@ export async function startProcess(
   const verdict = await deps.e2b.policy(s.tenant, s.sandboxId, commandLineOf(config))
   if (verdict.kind === 'block')
     throw new ConnectRpcError('permission_denied', `blocked by policy: ${verdict.reason}`)
+  // Without `stdin: true` the command reads EOF, as under envd: redirected here rather than by a
+  // second call that closes stdin (one agent round trip less per command).
+  const stdin = message.stdin === true
   const info = await svc.start(s.tenant, s.sandboxId, {
-    command: verdict.command,
+    command: stdin ? verdict.command : `{ ${verdict.command}\n} </dev/null`,
     env: { ...s.envVars, ...config.envs },
     ...(config.cwd ? { cwd: config.cwd } : {}),
   })
   if (!info) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
-  if (message.stdin !== true)
-    await svc.writeStdin(s.tenant, s.sandboxId, info.id, new Uint8Array(), true).catch(() => undefined)
   trackedOf(s).set(info.pid, {
     id: info.id,
     config,
@@ -211,9 +219,9 @@ export async function startProcess(
     stream,
     () => void svc.signal(s.tenant, s.sandboxId, info.id, 'SIGKILL', 0).catch(() => undefined),
   )
-  void pump(deps, s, info.id, stream, { stdout: 0, stderr: 0 })
-    .catch((err: unknown) => endOnError(s, stream, err))
-    .finally(() => trackedOf(s).delete(info.pid))
+  void pump(deps, s, info.pid, info.id, stream, { stdout: 0, stderr: 0 }).catch((err: unknown) =>
+    endOnError(s, stream, err),
+  )
   return response
 }
 
@@ -230,8 +238,8 @@ export async function connectProcess(
   const { response, stream } = openStream()
   stream.send({ start: { pid } })
   timers(headers, stream, () => undefined)
-  void pump(deps, s, t.id, stream, { stdout: p.stdoutBytes, stderr: p.stderrBytes }).catch((err: unknown) =>
-    endOnError(s, stream, err),
+  void pump(deps, s, pid, t.id, stream, { stdout: p.stdoutBytes, stderr: p.stderrBytes }).catch(
+    (err: unknown) => endOnError(s, stream, err),
   )
   return response
 }
