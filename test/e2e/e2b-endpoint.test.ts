@@ -29,7 +29,7 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
         ],
         extensions: [join(import.meta.dirname, 'fixtures', 'e2b-block-policy.ts')],
         e2b: { templates: { base: 'default', python: 'default' } },
-        quotas: { requestsPerSecond: 1000 },
+        quotas: { requestsPerSecond: 1000, maxSandboxes: 2 },
       },
       env: { SBX_API_KEY: ACME, E2BEP_ACME_KEY: ACME, E2BEP_GLOBEX_KEY: GLOBEX },
     })
@@ -194,6 +194,24 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
     } finally {
       await sbx.kill()
     }
+  }, 120_000)
+
+  test("the tenant's sandbox quota applies to E2B creates", async () => {
+    const a = await Sandbox.create('base', { metadata: { suite: scope } })
+    const b = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      await a.commands.run('true')
+      await b.commands.run('true')
+      await expect(Sandbox.create('base', { metadata: { suite: scope } })).rejects.toThrow(
+        /quota|maxSandboxes/i,
+      )
+    } finally {
+      await a.kill()
+      await b.kill()
+    }
+    const c = await Sandbox.create('base', { metadata: { suite: scope } })
+    expect((await c.commands.run('echo room again')).stdout).toBe('room again\n')
+    await c.kill()
   }, 120_000)
 
   test('clear errors: unknown template, bad key, pause on Docker', async () => {

@@ -2,6 +2,7 @@
  * E2B's error shapes: the control plane answers `{ code, message }` with the HTTP status as `code`
  * (the SDK shows `message`); our AppErrors map to their usual statuses.
  */
+import { AppError } from '../../errors.js'
 import { toErrorResponse } from '../errors.js'
 
 /** An E2B control-plane or `/files` error with its HTTP status. */
@@ -24,6 +25,12 @@ export function e2bErrorResponse(err: unknown): Response {
       { status: err.status, headers: err.headers },
     )
   const { status, body } = toErrorResponse(err)
-  const headers: Record<string, string> = status === 429 ? { 'retry-after': '1' } : {}
+  // As E2B: a rate limit says when to retry (the SDK waits and retries); a full concurrency quota
+  // does not (the SDK fails at once, and the message says what to free).
+  const retryAfterS =
+    err instanceof AppError && err.code === 'RATE_LIMITED' && 'retryAfterS' in err
+      ? Number(err.retryAfterS)
+      : undefined
+  const headers: Record<string, string> = retryAfterS ? { 'retry-after': String(retryAfterS) } : {}
   return Response.json({ code: status, message: body.error.message }, { status, headers })
 }
