@@ -170,7 +170,12 @@ export function createApp(deps: AppDeps): App {
   registerProcessRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
   if (deps.e2b)
-    registerE2BRoutes(app, { ...deps, e2b: deps.e2b, fileLimitBytes, admitRequest: (p) => admit(limiter, p) })
+    registerE2BRoutes(app, {
+      ...deps,
+      e2b: deps.e2b,
+      fileLimitBytes,
+      admitRequest: (tenant) => admit(limiter, tenant),
+    })
   if (deps.admin) registerAdminRoutes(app, { keyring: deps.keyring, logger: deps.logger, ...deps.admin })
   const mcp = deps.mcp
   if (mcp) app.all('/mcp', (c) => mcp.handle(c.req.raw, c.get('principal')))
@@ -221,9 +226,9 @@ const requireUtf8Body: MiddlewareHandler<HttpEnv> = async (c, next) => {
   await next()
 }
 
-/** Counts one request of the principal's tenant; throws RATE_LIMITED past the rate. */
-function admit(limiter: RateLimiter, principal: Principal): void {
-  const verdict = limiter.take(principal.tenant)
+/** Counts one request of the tenant; throws RATE_LIMITED past the rate. */
+function admit(limiter: RateLimiter, tenant: string): void {
+  const verdict = limiter.take(tenant)
   if (!verdict.ok) throw new RateLimitedError(verdict.retryAfterMs)
 }
 

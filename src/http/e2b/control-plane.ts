@@ -35,7 +35,7 @@ export function principalOf(c: Context, deps: E2BRouteDeps): Principal {
       'Invalid API key: it matches no sandbox-router API key (apiKeys or SBX_API_KEY)',
     )
   }
-  deps.admitRequest(principal)
+  deps.admitRequest(principal.tenant)
   return principal
 }
 

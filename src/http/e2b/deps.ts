@@ -1,5 +1,5 @@
 import type { Logger } from '../../logger.js'
-import type { Keyring, Principal } from '../keyring.js'
+import type { Keyring } from '../keyring.js'
 import type { ProcessService, SessionService } from '../deps.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
@@ -24,7 +24,7 @@ export interface E2BRouteDeps {
   logger: Logger
   sessions: SessionService
   processes?: ProcessService
-  /** Per-tenant request limiter shared with the rest of the API. */
-  admitRequest(principal: Principal): void
+  /** Counts one request of the tenant against the limiter of the rest of the API (RATE_LIMITED past it). */
+  admitRequest(tenant: string): void
   fileLimitBytes: number
 }

@@ -24,12 +24,13 @@ import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './pr
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
 /** The sandbox an envd request names, or the error answer (502 unknown, 401 bad token). */
-function sandboxOf(c: Context, store: E2BSandboxStore): E2BSandbox {
+function sandboxOf(c: Context, store: E2BSandboxStore, deps: E2BRouteDeps): E2BSandbox {
   const id = c.req.header('e2b-sandbox-id') ?? ''
   const found = store.byToken(id, c.req.header('x-access-token'))
   if (found === 'unknown') throw new E2BApiError(502, `The sandbox ${id} was not found`)
   if (found === 'bad-token')
     throw new E2BApiError(401, 'invalid or missing X-Access-Token (the envdAccessToken create returned)')
+  deps.admitRequest(found.tenant)
   return found
 }
 
@@ -96,7 +97,7 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
     async (c: Context, next: () => Promise<void>): Promise<Response | void> => {
       if (!c.req.header('e2b-sandbox-id')) return next()
       try {
-        return await fn(sandboxOf(c, store), c)
+        return await fn(sandboxOf(c, store, deps), c)
       } catch (err) {
         return e2bErrorResponse(err)
       }
@@ -119,7 +120,7 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
     const streaming = isStreaming(c.req.header('content-type'))
     const method = c.req.param('method')
     try {
-      const s = sandboxOf(c, store)
+      const s = sandboxOf(c, store, deps)
       const raw = new Uint8Array(await c.req.arrayBuffer())
       if (streaming) {
         const message = parseEnvelopedRequest(raw) as Record<string, unknown>
