@@ -127,6 +127,12 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
       expect(ended).toMatchObject({ exitCode: -1 })
       expect((await sbx.commands.list()).map((p) => p.pid)).not.toContain(h.pid)
 
+      // The call's deadline kills the process, as envd does since March 2025.
+      await expect(sbx.commands.run('sleep 30', { timeoutMs: 1_000 })).rejects.toThrow(/deadline|timeout/i)
+      await expect
+        .poll(async () => (await sbx.commands.list()).map((p) => p.args.join(' ')), { timeout: 10_000 })
+        .not.toContain('-l -c sleep 30')
+
       const cat = await sbx.commands.run('cat', { background: true, stdin: true })
       await sbx.commands.sendStdin(cat.pid, 'from stdin\n')
       await sbx.commands.closeStdin(cat.pid)

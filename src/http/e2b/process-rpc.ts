@@ -170,20 +170,26 @@ function endOnError(s: E2BSandbox, stream: ServerStream, err: unknown): void {
   stream.end({ code: e.code, message: e.message })
 }
 
-/** Keepalive pings (the SDK asks with `Keepalive-Ping-Interval`, seconds) and the call's deadline. */
-function timers(headers: Headers, stream: ServerStream, onDeadline: () => void): void {
+/** Keepalive pings (the SDK asks with `Keepalive-Ping-Interval`, seconds) and the end of the stream at the call's deadline. */
+function timers(headers: Headers, stream: ServerStream): void {
   const handles: NodeJS.Timeout[] = []
   const keepaliveS = Number(headers.get('keepalive-ping-interval'))
   if (keepaliveS > 0) handles.push(setInterval(() => stream.send({ keepalive: {} }), keepaliveS * 1000))
-  const deadline = Number(headers.get('connect-timeout-ms'))
-  if (deadline > 0)
+  const deadline = deadlineOf(headers)
+  if (deadline)
     handles.push(
-      setTimeout(() => {
-        onDeadline()
-        stream.end({ code: 'deadline_exceeded', message: `deadline of ${deadline} ms exceeded` })
-      }, deadline),
+      setTimeout(
+        () => stream.end({ code: 'deadline_exceeded', message: `deadline of ${deadline} ms exceeded` }),
+        deadline,
+      ),
     )
   stream.signal.addEventListener('abort', () => handles.forEach((h) => clearTimeout(h)), { once: true })
+}
+
+/** The call's `Connect-Timeout-Ms`, when it sets one. */
+function deadlineOf(headers: Headers): number | undefined {
+  const ms = Number(headers.get('connect-timeout-ms'))
+  return ms > 0 ? ms : undefined
 }
 
 /** `Start`: policy, then the process, then its events. */
@@ -214,11 +220,15 @@ export async function startProcess(
   })
   const { response, stream } = openStream()
   stream.send({ start: { pid: info.pid } })
-  timers(
-    headers,
-    stream,
-    () => void svc.signal(s.tenant, s.sandboxId, info.id, 'SIGKILL', 0).catch(() => undefined),
-  )
+  timers(headers, stream)
+  // The process dies at the call's deadline, as under envd (since March 2025), whether or not the
+  // caller is still reading: the timer outlives the stream (a finished process ignores the signal).
+  const deadline = deadlineOf(headers)
+  if (deadline)
+    setTimeout(
+      () => void svc.signal(s.tenant, s.sandboxId, info.id, 'SIGKILL', 0).catch(() => undefined),
+      deadline,
+    ).unref()
   void pump(deps, s, info.pid, info.id, stream, { stdout: 0, stderr: 0 }).catch((err: unknown) =>
     endOnError(s, stream, err),
   )
@@ -237,7 +247,7 @@ export async function connectProcess(
   if (!p) throw new ConnectRpcError('not_found', `process with pid ${pid} not found`)
   const { response, stream } = openStream()
   stream.send({ start: { pid } })
-  timers(headers, stream, () => undefined)
+  timers(headers, stream)
   void pump(deps, s, pid, t.id, stream, { stdout: p.stdoutBytes, stderr: p.stderrBytes }).catch(
     (err: unknown) => endOnError(s, stream, err),
   )
