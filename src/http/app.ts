@@ -14,6 +14,7 @@ import { keyFromProtocols } from './ws-protocols.js'
 import { registerAdminRoutes } from './admin.js'
 import { DOCS_SCRIPT_PATH, registerDocsScript } from './local-assets.js'
 import { registerAgentRunRoutes } from './routes/agent-runs.js'
+import { registerE2BRoutes } from './e2b/index.js'
 import { registerExecRoutes } from './routes/exec.js'
 import { registerPortRoutes } from './routes/ports.js'
 import { registerTerminalRoutes } from './routes/terminal.js'
@@ -168,6 +169,13 @@ export function createApp(deps: AppDeps): App {
   registerTerminalRoutes(app, deps)
   registerProcessRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
+  if (deps.e2b)
+    registerE2BRoutes(app, {
+      ...deps,
+      e2b: deps.e2b,
+      fileLimitBytes,
+      admitRequest: (tenant) => admit(limiter, tenant),
+    })
   if (deps.admin) registerAdminRoutes(app, { keyring: deps.keyring, logger: deps.logger, ...deps.admin })
   const mcp = deps.mcp
   if (mcp) app.all('/mcp', (c) => mcp.handle(c.req.raw, c.get('principal')))
@@ -216,6 +224,12 @@ const requireUtf8Body: MiddlewareHandler<HttpEnv> = async (c, next) => {
   }
   c.req.raw = new Request(raw, { body: bytes })
   await next()
+}
+
+/** Counts one request of the tenant; throws RATE_LIMITED past the rate. */
+function admit(limiter: RateLimiter, tenant: string): void {
+  const verdict = limiter.take(tenant)
+  if (!verdict.ok) throw new RateLimitedError(verdict.retryAfterMs)
 }
 
 /** 429 with a `Retry-After` (seconds). */

@@ -4,6 +4,7 @@ import type { ExecResult, ProcessInfo, ProcessOutput, SandboxHealth } from '../s
 import type { CircuitState } from '../routing/circuit-breaker.js'
 import type { SessionStreamService } from '../runtime/session-streams.js'
 import type { AdminRoutesOptions } from './admin.js'
+import type { E2BEndpointDeps } from './e2b/index.js'
 import type { Keyring, Principal } from './keyring.js'
 
 /** A command submitted over the API. */
@@ -337,6 +338,8 @@ export interface AppDeps {
     /** Refuses (403 FORBIDDEN) a `Host` or `Origin` that is not allowed; runs before authentication. */
     checkHeaders?(headers: Headers): void
   }
+  /** The E2B-compatible endpoint (`/v2/sandboxes`, envd); absent: not served. */
+  e2b?: E2BEndpointDeps
   limits?: {
     bodyLimitBytes?: number
     fileLimitBytes?: number

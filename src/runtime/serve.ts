@@ -12,6 +12,7 @@ import { chooseProtocol } from '../http/ws-protocols.js'
 import type { McpShellProfile } from '../http/mcp-schemas.js'
 import { redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createRuntime } from './create-runtime.js'
+import { e2bCommandPolicy } from './e2b-policy.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
 import { describeNetwork } from '../egress/policy.js'
 import { egressSupport } from '../egress/providers.js'
@@ -101,6 +102,12 @@ export async function startServer(
       }),
     readiness: () => runtime.readiness(),
     metrics: (scope) => runtime.metrics.text(scope),
+    e2b: {
+      templates: config.e2b.templates,
+      providerOf: (profile) => runtime.registry.profile(profile).provider,
+      policy: (tenant, sandboxId, command) =>
+        e2bCommandPolicy(runtime.chains.toolCall, tenant, sandboxId, command),
+    },
     limits: {
       bodyLimitBytes: config.server.bodyLimitBytes,
       fileLimitBytes: config.server.fileLimitBytes,

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs E2B's own JS-SDK tests (a checkout of e2b-dev/E2B, packages/js-sdk/tests) against sandbox-router's
+# E2B-compatible endpoint. Nothing of theirs is kept in this repository: the tests are copied into a
+# temporary directory, their `../src` imports pointed at the installed `e2b` package, and run with
+# E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY aimed at a `sbx serve` started here (docs/e2b-endpoint.md).
+#
+#   scripts/e2b-upstream-tests.sh <path to an e2b-dev/E2B checkout> [vitest args…]
+set -euo pipefail
+src=${1:?usage: $0 <e2b-dev/E2B checkout> [vitest args…]}
+shift
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/e2b-upstream-XXXXXX)
+# The files run against the fake in ../shared/research/fake-fidelity.md §4.2 (sandboxes, commands, files).
+files=(setup.ts template.ts cmdHelper.ts
+  sandbox/create.test.ts sandbox/connect.test.ts sandbox/kill.test.ts sandbox/timeout.test.ts sandbox/host.test.ts
+  sandbox/commands/run.test.ts sandbox/commands/kill.test.ts sandbox/commands/list.test.ts
+  sandbox/commands/envVars.test.ts sandbox/commands/sendStdin.test.ts sandbox/commands/connect.test.ts
+  sandbox/commands/sandboxKilledDuringRun.test.ts
+  sandbox/files/read.test.ts sandbox/files/write.test.ts sandbox/files/exists.test.ts sandbox/files/list.test.ts
+  sandbox/files/makeDir.test.ts sandbox/files/remove.test.ts)
+for f in "${files[@]}"; do
+  mkdir -p "$work/tests/$(dirname "$f")"
+  if [ -d "$src/.git" ] || [ -f "$src/.git" ]; then
+    git -C "$src" show "HEAD:packages/js-sdk/tests/$f" > "$work/tests/$f"
+  elif [ -f "$src/HEAD" ]; then
+    git --git-dir="$src" show "HEAD:packages/js-sdk/tests/$f" > "$work/tests/$f"
+  else
+    cp "$src/packages/js-sdk/tests/$f" "$work/tests/$f"
+  fi
+done
+# `../src…` → the installed SDK; ProcessExitError is CommandExitError in the pinned release.
+find "$work/tests" -name '*.ts' -exec sed -i -E \
+  -e "s#from '(\.\./)+src[^']*'#from 'e2b'#" \
+  -e 's/\bProcessExitError\b/CommandExitError/g' {} +
+ln -s "$root/node_modules" "$work/node_modules"
+cat > "$work/vitest.config.mts" <<'CFG'
+import { defineConfig } from 'vitest/config'
+export default defineConfig({ test: { include: ['tests/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 60_000, fileParallelism: false } })
+CFG
+scope="e2bup-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
+key="sbx_e2bup_$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+mkdir -p "$work/srv"
+echo "{\"queue\":{\"prefix\":\"$scope\"},\"quotas\":{\"requestsPerSecond\":1000}}" > "$work/srv/sandbox-router.config.json"
+(cd "$work/srv" && SBX_API_KEY=$key exec node "$root/bin/sbx.js" serve --host 127.0.0.1 --port "$port") > "$work/serve.log" 2>&1 &
+srv=$!
+cleanup() {
+  kill "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  ids=$(docker ps -aq --filter "label=sandbox-router.scope=$scope")
+  [ -z "$ids" ] || docker rm -f $ids > /dev/null
+}
+trap cleanup EXIT
+for _ in $(seq 1 240); do grep -q 'listening on' "$work/serve.log" && break; sleep 0.5; done
+grep -q 'listening on' "$work/serve.log" || { cat "$work/serve.log"; exit 1; }
+cd "$work"
+E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$port" E2B_API_KEY=$key \
+  npx vitest run --config vitest.config.mts "$@"

@@ -1,0 +1,256 @@
+/**
+ * E2B's REST control plane over our sessions, at the paths the pinned `e2b` SDK calls (and the v1
+ * ones): create (`POST /v2/sandboxes`, `/sandboxes`), list with metadata filter, states and paging
+ * (`GET /v2/sandboxes`, `GET /sandboxes`), get, kill, timeout, connect, refresh, and pause/resume
+ * (refused: no provider of ours can pause). The key comes as `X-API-Key` (the SDK's header) or as
+ * a bearer token; it is one of our API keys, so tenants, quotas and rate limits are ours.
+ */
+import type { Context } from 'hono'
+import type { App } from '../app.js'
+import type { Principal } from '../keyring.js'
+import type { E2BRouteDeps } from './deps.js'
+import { E2BApiError, e2bErrorResponse } from './errors.js'
+import { E2BSandboxStore, type E2BSandbox } from './sandboxes.js'
+
+/** The envd version we report: the SDK enables features by it (0.6.x: octet-stream uploads, file metadata). */
+export const ENVD_VERSION = '0.6.4'
+/** E2B's default sandbox lifetime (s). */
+const DEFAULT_TIMEOUT_S = 300
+/** The longest lifetime one call may set (s): E2B's Pro tier limit, 24 h. */
+const MAX_TIMEOUT_S = 86_400
+
+type Json = Record<string, unknown>
+
+/** Verifies the E2B API key of a control-plane request; 401 in E2B's words otherwise. */
+export function principalOf(c: Context, deps: E2BRouteDeps): Principal {
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '')?.[1]
+  const key = c.req.header('x-api-key') ?? bearer
+  if (!key)
+    throw new E2BApiError(401, 'missing API key: send X-API-Key (E2B_API_KEY) with a sandbox-router API key')
+  const principal = deps.keyring.verify(key)
+  if (!principal) {
+    deps.logger.warn({ path: c.req.path }, 'rejected an unknown API key (E2B endpoint)')
+    throw new E2BApiError(
+      401,
+      'Invalid API key: it matches no sandbox-router API key (apiKeys or SBX_API_KEY)',
+    )
+  }
+  deps.admitRequest(principal.tenant)
+  return principal
+}
+
+async function jsonBody(c: Context): Promise<Json> {
+  const raw = await c.req.text()
+  if (!raw.trim()) return {}
+  try {
+    const parsed = JSON.parse(raw) as unknown
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Json
+  } catch {
+    // below
+  }
+  throw new E2BApiError(400, 'request body must be a JSON object')
+}
+
+function stringRecord(value: unknown, field: string): Record<string, string> {
+  if (value === undefined || value === null) return {}
+  if (typeof value !== 'object' || Array.isArray(value))
+    throw new E2BApiError(400, `${field} must be an object of strings`)
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(value)) {
+    if (typeof v !== 'string') throw new E2BApiError(400, `${field}.${k} must be a string`)
+    out[k] = v
+  }
+  return out
+}
+
+function timeoutSeconds(value: unknown): number {
+  if (value === undefined || value === null) return DEFAULT_TIMEOUT_S
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_TIMEOUT_S)
+    throw new E2BApiError(400, `timeout must be an integer number of seconds from 0 to ${MAX_TIMEOUT_S}`)
+  return value
+}
+
+function sandboxJson(s: E2BSandbox) {
+  return {
+    sandboxID: s.sandboxId,
+    templateID: s.templateId,
+    clientID: 'sandbox-router',
+    envdVersion: ENVD_VERSION,
+    envdAccessToken: s.accessToken,
+    trafficAccessToken: null,
+    domain: null,
+  }
+}
+
+function listedJson(s: E2BSandbox) {
+  return {
+    sandboxID: s.sandboxId,
+    templateID: s.templateId,
+    alias: s.profile,
+    clientID: 'sandbox-router',
+    cpuCount: 1,
+    memoryMB: 512,
+    diskSizeMB: 1024,
+    envdVersion: ENVD_VERSION,
+    metadata: s.metadata,
+    startedAt: s.startedAt.toISOString(),
+    endAt: s.endAt.toISOString(),
+    state: 'running',
+  }
+}
+
+function detailJson(s: E2BSandbox) {
+  return {
+    ...listedJson(s),
+    envdAccessToken: s.accessToken,
+    domain: null,
+    allowInternetAccess: null,
+    lifecycle: { onTimeout: 'kill', autoResume: false },
+  }
+}
+
+const notFound = (id: string) =>
+  new E2BApiError(404, `sandbox "${id}" doesn't exist or you don't have access to it`)
+
+/** The `metadata` query: `k=v&…`, each side URL-encoded once more by the SDK. */
+function metadataFilter(raw: string | undefined): Record<string, string> {
+  const filter: Record<string, string> = {}
+  if (!raw) return filter
+  for (const [k, v] of new URLSearchParams(raw)) filter[decodeURIComponent(k)] = decodeURIComponent(v)
+  return filter
+}
+
+/** Registers the control-plane routes; `store` holds the E2B side of the sessions. */
+export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSandboxStore): void {
+  const handle =
+    (fn: (c: Context, p: Principal) => Promise<Response>) =>
+    async (c: Context): Promise<Response> => {
+      try {
+        return await fn(c, principalOf(c, deps))
+      } catch (err) {
+        return e2bErrorResponse(err)
+      }
+    }
+  const own = (p: Principal, id: string): E2BSandbox => {
+    const s = store.get(p.tenant, id)
+    if (!s) throw notFound(id)
+    return s
+  }
+
+  const create = handle(async (c, p) => {
+    const body = await jsonBody(c)
+    const templateId = typeof body.templateID === 'string' && body.templateID ? body.templateID : ''
+    if (!templateId) throw new E2BApiError(400, 'templateID is required')
+    const profile = deps.e2b.templates[templateId]
+    if (!profile) {
+      const known = Object.keys(deps.e2b.templates).join(', ') || '(none)'
+      throw new E2BApiError(
+        404,
+        `template '${templateId}' not found; known templates: ${known} (map more in config e2b.templates)`,
+      )
+    }
+    const provider = deps.e2b.providerOf(profile)
+    if (body.autoPause === true && !deps.e2b.canPause?.(provider))
+      throw new E2BApiError(
+        400,
+        `autoPause is not supported: provider '${provider}' (profile '${profile}') cannot pause sandboxes; create without autoPause`,
+      )
+    const metadata = stringRecord(body.metadata, 'metadata')
+    const envVars = stringRecord(body.envVars, 'envVars')
+    const timeoutS = timeoutSeconds(body.timeout)
+    const sandboxId = E2BSandboxStore.newId()
+    await deps.sessions.create(p.tenant, { id: sandboxId, provider, profile }, { admit: true })
+    const s = store.add(
+      sandboxId,
+      { tenant: p.tenant, templateId, profile, provider, metadata, envVars },
+      timeoutS * 1000,
+    )
+    deps.logger.info({ tenant: p.tenant, sandboxId, templateId, profile }, 'e2b sandbox created')
+    return c.json(sandboxJson(s), 201)
+  })
+  app.post('/v2/sandboxes', create)
+  app.post('/sandboxes', create)
+
+  const list = (paged: boolean) =>
+    handle(async (c, p) => {
+      const filter = metadataFilter(c.req.query('metadata'))
+      const states = (c.req.query('state') ?? 'running,paused').split(',')
+      const matching = store
+        .list(p.tenant)
+        .filter(() => states.includes('running'))
+        .filter((s) => Object.entries(filter).every(([k, v]) => s.metadata[k] === v))
+      if (!paged) return c.json(matching.map(listedJson))
+      const limitRaw = c.req.query('limit')
+      const limit = limitRaw === undefined ? 100 : Number(limitRaw)
+      if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+        throw new E2BApiError(400, 'limit must be an integer from 1 to 100')
+      const token = c.req.query('nextToken')
+      const offset = token === undefined || token === '' ? 0 : Number(token)
+      if (!Number.isInteger(offset) || offset < 0)
+        throw new E2BApiError(400, 'nextToken is not one this server gave out; list again without it')
+      const page = matching.slice(offset, offset + limit)
+      if (offset + limit < matching.length) c.header('x-next-token', String(offset + limit))
+      return c.json(page.map(listedJson))
+    })
+  app.get('/v2/sandboxes', list(true))
+  app.get('/sandboxes', list(false))
+
+  for (const prefix of ['/sandboxes/:id', '/v2/sandboxes/:id']) {
+    app.get(
+      prefix,
+      handle(async (c, p) => c.json(detailJson(own(p, c.req.param('id') ?? '')))),
+    )
+    app.delete(
+      prefix,
+      handle(async (c, p) => {
+        const id = c.req.param('id') ?? ''
+        own(p, id)
+        store.remove(id)
+        await deps.sessions.delete(p.tenant, id)
+        deps.logger.info({ tenant: p.tenant, sandboxId: id }, 'e2b sandbox killed')
+        return c.body(null, 204)
+      }),
+    )
+    app.post(
+      `${prefix}/timeout`,
+      handle(async (c, p) => {
+        const s = own(p, c.req.param('id') ?? '')
+        store.setTimeout(s, timeoutSeconds((await jsonBody(c)).timeout) * 1000)
+        return c.body(null, 204)
+      }),
+    )
+    app.post(
+      `${prefix}/refreshes`,
+      handle(async (c, p) => {
+        const s = own(p, c.req.param('id') ?? '')
+        const duration = (await jsonBody(c)).duration
+        if (duration !== undefined) store.setTimeout(s, timeoutSeconds(duration) * 1000)
+        return c.body(null, 204)
+      }),
+    )
+    app.post(
+      `${prefix}/connect`,
+      handle(async (c, p) => {
+        const s = own(p, c.req.param('id') ?? '')
+        const ms = timeoutSeconds((await jsonBody(c)).timeout) * 1000
+        // Connect only ever extends a running sandbox's lifetime.
+        if (Date.now() + ms > s.endAt.getTime()) store.setTimeout(s, ms)
+        return c.json(sandboxJson(s), 200)
+      }),
+    )
+    for (const action of ['pause', 'resume'] as const) {
+      app.post(
+        `${prefix}/${action}`,
+        handle(async (_c, p) => {
+          const s = own(p, _c.req.param('id') ?? '')
+          // Not 409: the SDK reads a 409 on pause as "already paused" and returns false.
+          throw new E2BApiError(
+            501,
+            `${action} is not supported: provider '${s.provider}' (template '${s.templateId}', profile '${s.profile}') ` +
+              'cannot pause sandboxes; keep the sandbox running (setTimeout) or kill it',
+          )
+        }),
+      )
+    }
+  }
+}

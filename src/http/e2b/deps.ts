@@ -1,0 +1,30 @@
+import type { Logger } from '../../logger.js'
+import type { Keyring } from '../keyring.js'
+import type { ProcessService, SessionService } from '../deps.js'
+
+/** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
+export type E2BCommandVerdict = { kind: 'run'; command: string } | { kind: 'block'; reason: string }
+
+/** What the E2B-compatible endpoint needs beyond the services every route uses. */
+export interface E2BEndpointDeps {
+  /** E2B template → our profile (config `e2b.templates`). */
+  templates: Readonly<Record<string, string>>
+  /** The provider of a profile; throws UNKNOWN_PROFILE naming the known ones. */
+  providerOf(profile: string): string
+  /** Whether the provider can pause and resume sandboxes (none of ours can yet). */
+  canPause?(provider: string): boolean
+  /** Runs `command` through the server's tool-call interceptors as a `bash` call. */
+  policy(tenant: string, sandboxId: string, command: string): Promise<E2BCommandVerdict>
+}
+
+/** Everything the E2B routes use. */
+export interface E2BRouteDeps {
+  e2b: E2BEndpointDeps
+  keyring: Keyring
+  logger: Logger
+  sessions: SessionService
+  processes?: ProcessService
+  /** Counts one request of the tenant against the limiter of the rest of the API (RATE_LIMITED past it). */
+  admitRequest(tenant: string): void
+  fileLimitBytes: number
+}

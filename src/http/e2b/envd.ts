@@ -1,0 +1,164 @@
+/**
+ * envd's API for every sandbox on our one port: the SDK names the sandbox in the `E2b-Sandbox-Id`
+ * header (when `E2B_SANDBOX_URL` points at us) and authenticates with the `X-Access-Token` create
+ * gave it. `/health`, `/files` (read; write as multipart — the SDK's default — or octet-stream,
+ * gzip decoded) and `process.Process/*` over Connect JSON. An unknown sandbox is a 502, as E2B's
+ * sandbox proxy answers.
+ */
+import { gunzipSync } from 'node:zlib'
+import { posix } from 'node:path'
+import type { Context } from 'hono'
+import type { App } from '../app.js'
+import {
+  ConnectRpcError,
+  isStreaming,
+  openStream,
+  parseEnvelopedRequest,
+  unaryError,
+  unaryResponse,
+} from './connect.js'
+import type { E2BRouteDeps } from './deps.js'
+import { E2BApiError, e2bErrorResponse } from './errors.js'
+import { unaryFilesystem } from './filesystem-rpc.js'
+import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './process-rpc.js'
+import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
+
+/** The sandbox an envd request names, or the error answer (502 unknown, 401 bad token). */
+function sandboxOf(c: Context, store: E2BSandboxStore, deps: E2BRouteDeps): E2BSandbox {
+  const id = c.req.header('e2b-sandbox-id') ?? ''
+  const found = store.byToken(id, c.req.header('x-access-token'))
+  if (found === 'unknown') throw new E2BApiError(502, `The sandbox ${id} was not found`)
+  if (found === 'bad-token')
+    throw new E2BApiError(401, 'invalid or missing X-Access-Token (the envdAccessToken create returned)')
+  deps.admitRequest(found.tenant)
+  return found
+}
+
+async function readFile(deps: E2BRouteDeps, s: E2BSandbox, c: Context): Promise<Response> {
+  const path = c.req.query('path') ?? ''
+  if (!path) throw new E2BApiError(400, 'path is required')
+  const data = await deps.sessions.readFile(s.tenant, s.sandboxId, path).catch((err: unknown) => {
+    const e = err as { code?: string; message?: string }
+    if (e.code === 'NOT_FOUND') throw new E2BApiError(404, `path '${path}' does not exist`)
+    throw err
+  })
+  if (!data) throw new E2BApiError(502, `The sandbox ${s.sandboxId} was not found`)
+  return new Response(data, { status: 200, headers: { 'content-type': 'application/octet-stream' } })
+}
+
+async function writeOne(deps: E2BRouteDeps, s: E2BSandbox, path: string, data: Uint8Array) {
+  if (!path) throw new E2BApiError(400, 'path is required (query path, or the multipart file name)')
+  if (data.length > deps.fileLimitBytes)
+    throw new E2BApiError(
+      413,
+      `file over ${deps.fileLimitBytes} bytes; send less or raise server.fileLimitBytes`,
+    )
+  const r = await deps.sessions.writeFile(s.tenant, s.sandboxId, path, data)
+  if (!r) throw new E2BApiError(502, `The sandbox ${s.sandboxId} was not found`)
+  return { name: posix.basename(path), type: 'file', path }
+}
+
+async function writeFiles(deps: E2BRouteDeps, s: E2BSandbox, c: Context): Promise<Response> {
+  const type = c.req.header('content-type') ?? ''
+  const queryPath = c.req.query('path') ?? ''
+  const written = []
+  if (type.startsWith('multipart/form-data')) {
+    const form = await c.req.raw.formData()
+    for (const entry of form.getAll('file')) {
+      if (typeof entry === 'string') throw new E2BApiError(400, 'multipart field "file" must be a file')
+      written.push(
+        await writeOne(deps, s, queryPath || entry.name, new Uint8Array(await entry.arrayBuffer())),
+      )
+    }
+    if (written.length === 0) throw new E2BApiError(400, 'multipart upload has no "file" field')
+  } else if (type.startsWith('application/octet-stream') || type === '') {
+    let data = new Uint8Array(await c.req.arrayBuffer())
+    if ((c.req.header('content-encoding') ?? '').toLowerCase() === 'gzip') {
+      try {
+        data = new Uint8Array(gunzipSync(data))
+      } catch {
+        throw new E2BApiError(400, 'Content-Encoding is gzip but the body is not gzip data')
+      }
+    }
+    written.push(await writeOne(deps, s, queryPath, data))
+  } else {
+    throw new E2BApiError(
+      400,
+      `unsupported upload type '${type}': send multipart/form-data or application/octet-stream`,
+    )
+  }
+  return Response.json(written)
+}
+
+/** Registers envd's routes (they answer only requests carrying `E2b-Sandbox-Id`). */
+export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStore): void {
+  const rest =
+    (fn: (s: E2BSandbox, c: Context) => Promise<Response>) =>
+    async (c: Context, next: () => Promise<void>): Promise<Response | void> => {
+      if (!c.req.header('e2b-sandbox-id')) return next()
+      try {
+        return await fn(sandboxOf(c, store, deps), c)
+      } catch (err) {
+        return e2bErrorResponse(err)
+      }
+    }
+  app.get(
+    '/health',
+    rest(async () => new Response(null, { status: 204 })),
+  )
+  app.get(
+    '/files',
+    rest((s, c) => readFile(deps, s, c)),
+  )
+  app.post(
+    '/files',
+    rest((s, c) => writeFiles(deps, s, c)),
+  )
+
+  app.post('/:service{process\\.Process|filesystem\\.Filesystem}/:method', async (c, next) => {
+    if (!c.req.header('e2b-sandbox-id')) return next()
+    const streaming = isStreaming(c.req.header('content-type'))
+    const method = c.req.param('method')
+    try {
+      const s = sandboxOf(c, store, deps)
+      const raw = new Uint8Array(await c.req.arrayBuffer())
+      if (streaming) {
+        const message = parseEnvelopedRequest(raw) as Record<string, unknown>
+        if (c.req.param('service') !== 'process.Process')
+          throw new ConnectRpcError(
+            'unimplemented',
+            `${c.req.param('service')}/${method} (streaming) is not implemented by sandbox-router`,
+          )
+        if (method === 'Start') return await startProcess(deps, s, message, c.req.raw.headers)
+        if (method === 'Connect') return await connectProcess(deps, s, message, c.req.raw.headers)
+        throw new ConnectRpcError(
+          'unimplemented',
+          `process.Process/${method} (streaming) is not implemented by sandbox-router`,
+        )
+      }
+      let message: Record<string, unknown> = {}
+      try {
+        message = JSON.parse(Buffer.from(raw).toString('utf8') || '{}') as Record<string, unknown>
+      } catch {
+        throw new ConnectRpcError('invalid_argument', 'request body is not JSON')
+      }
+      return unaryResponse(
+        c.req.param('service') === 'process.Process'
+          ? await unaryProcess(deps, s, method, message)
+          : await unaryFilesystem(deps, s, method, message),
+      )
+    } catch (err) {
+      const e =
+        err instanceof E2BApiError
+          ? new ConnectRpcError(err.status === 401 ? 'unauthenticated' : 'unavailable', err.message)
+          : connectErrorOf(err)
+      if (err instanceof E2BApiError && err.status === 502 && !streaming) return e2bErrorResponse(err)
+      if (streaming) {
+        const { response, stream } = openStream()
+        stream.end({ code: e.code, message: e.message })
+        return response
+      }
+      return unaryError(e.code, e.message)
+    }
+  })
+}

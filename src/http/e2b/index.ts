@@ -1,0 +1,30 @@
+/**
+ * The E2B-compatible endpoint (docs/e2b-endpoint.md): E2B's control plane and envd on the service's
+ * own port, backed by our sessions and background processes, so an app using the `e2b` SDK runs on
+ * sandbox-router with `E2B_API_URL`, `E2B_SANDBOX_URL` and `E2B_API_KEY` pointed at us.
+ */
+import type { App } from '../app.js'
+import { registerControlPlane } from './control-plane.js'
+import type { E2BRouteDeps } from './deps.js'
+import { registerEnvd } from './envd.js'
+import { E2BSandboxStore } from './sandboxes.js'
+
+export type { E2BEndpointDeps, E2BCommandVerdict, E2BRouteDeps } from './deps.js'
+
+/** Registers the E2B routes on `app`; returns the store of E2B sandboxes (for shutdown). */
+export function registerE2BRoutes(app: App, deps: E2BRouteDeps): E2BSandboxStore {
+  const store = new E2BSandboxStore(async (s) => {
+    deps.logger.info(
+      { tenant: s.tenant, sandboxId: s.sandboxId },
+      'e2b sandbox timed out; deleting its session',
+    )
+    await deps.sessions
+      .delete(s.tenant, s.sandboxId)
+      .catch((err: unknown) =>
+        deps.logger.warn({ err, sandboxId: s.sandboxId }, 'could not delete a timed-out e2b sandbox'),
+      )
+  })
+  registerEnvd(app, deps, store)
+  registerControlPlane(app, deps, store)
+  return store
+}

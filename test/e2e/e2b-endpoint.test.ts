@@ -1,0 +1,237 @@
+import { join } from 'node:path'
+import { CommandExitError, Sandbox, TimeoutError } from 'e2b'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { BLOCK_REASON } from './fixtures/e2b-block-policy.js'
+import { removeScope, scopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import type { SbxServer } from '../support/sbx-cli.js'
+
+const ACME = `acme_e2b_${'a'.repeat(24)}`
+const GLOBEX = `globex_e2b_${'g'.repeat(24)}`
+
+/**
+ * The E2B-compatible endpoint of `node bin/sbx.js serve`, driven by the real `e2b` SDK with only its
+ * connection settings (E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY) pointed at it: each sandbox is one
+ * of our Docker sessions; commands pass the server's tool-call policy; tenants stay apart.
+ */
+describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
+  const scope = uniqueName('e2bep')
+  let srv: SbxServer
+  let conn: { apiUrl: string; sandboxUrl: string; apiKey: string }
+  const saved = { ...process.env }
+
+  beforeAll(async () => {
+    srv = await startSbxServer('serve', {
+      config: {
+        queue: { prefix: scope },
+        apiKeys: [
+          { keyEnv: 'E2BEP_ACME_KEY', tenant: 'acme' },
+          { keyEnv: 'E2BEP_GLOBEX_KEY', tenant: 'globex' },
+        ],
+        extensions: [join(import.meta.dirname, 'fixtures', 'e2b-block-policy.ts')],
+        e2b: { templates: { base: 'default', python: 'default' } },
+        quotas: { requestsPerSecond: 1000, maxSandboxes: 2 },
+      },
+      env: { SBX_API_KEY: ACME, E2BEP_ACME_KEY: ACME, E2BEP_GLOBEX_KEY: GLOBEX },
+    })
+    // The app's only change: where E2B is, and which key.
+    process.env['E2B_API_URL'] = srv.url
+    process.env['E2B_SANDBOX_URL'] = srv.url
+    process.env['E2B_API_KEY'] = ACME
+    conn = { apiUrl: srv.url, sandboxUrl: srv.url, apiKey: ACME }
+  }, 180_000)
+
+  afterAll(async () => {
+    for (const k of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
+      if (saved[k] === undefined) delete process.env[k]
+      else process.env[k] = saved[k]
+    }
+    await srv?.stop()
+    await removeScope(scope)
+  }, 120_000)
+
+  test('create, run (stdout, stderr, exit code), files, list by metadata, kill', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope, role: 'main' } })
+    expect(sbx.sandboxId).toMatch(/^e2b-/)
+    const hi = await sbx.commands.run('echo hi')
+    expect(hi).toMatchObject({ stdout: 'hi\n', stderr: '', exitCode: 0 })
+    // The sandbox is one of our sessions: its Docker container carries the server's scope label.
+    expect(await scopeContainers(scope)).toHaveLength(1)
+
+    const failed = await sbx.commands.run('echo out; echo err >&2; exit 3').catch((e: unknown) => e)
+    expect(failed).toBeInstanceOf(CommandExitError)
+    expect(failed).toMatchObject({ exitCode: 3, stdout: 'out\n', stderr: 'err\n' })
+
+    const streamed: string[] = []
+    await sbx.commands.run('for i in 1 2 3; do echo line$i; done', { onStdout: (d) => void streamed.push(d) })
+    expect(streamed.join('')).toBe('line1\nline2\nline3\n')
+
+    // Without `stdin: true` a command reads EOF at once, as under envd.
+    expect((await sbx.commands.run('cat; echo eof')).stdout).toBe('eof\n')
+
+    const env = await sbx.commands.run('echo "$GREETING"', { envs: { GREETING: 'hello e2b' } })
+    expect(env.stdout).toBe('hello e2b\n')
+
+    await sbx.files.write('/tmp/multi.txt', 'multipart body')
+    expect(await sbx.files.read('/tmp/multi.txt')).toBe('multipart body')
+    await sbx.files.write('/tmp/octet.txt', 'octet body', { useOctetStream: true })
+    expect(await sbx.files.read('/tmp/octet.txt')).toBe('octet body')
+    expect((await sbx.commands.run('cat /tmp/multi.txt /tmp/octet.txt')).stdout).toBe(
+      'multipart bodyoctet body',
+    )
+    await expect(sbx.files.read('/tmp/none.txt')).rejects.toThrow(/does not exist|not found/i)
+
+    const other = await Sandbox.create('python', { metadata: { suite: scope, role: 'other' } })
+    const mine = await Sandbox.list({ query: { metadata: { suite: scope, role: 'main' } } }).nextItems()
+    expect(mine.map((s) => s.sandboxId)).toEqual([sbx.sandboxId])
+    expect(mine[0]).toMatchObject({
+      templateId: 'base',
+      metadata: { suite: scope, role: 'main' },
+      state: 'running',
+    })
+    const paged = Sandbox.list({ query: { metadata: { suite: scope } }, limit: 1 })
+    const pages = [await paged.nextItems()]
+    expect(paged.hasNext).toBe(true)
+    pages.push(await paged.nextItems())
+    expect(paged.hasNext).toBe(false)
+    expect(
+      pages
+        .flat()
+        .map((s) => s.sandboxId)
+        .sort(),
+    ).toEqual([sbx.sandboxId, other.sandboxId].sort())
+
+    const info = await sbx.getInfo()
+    expect(info).toMatchObject({ sandboxId: sbx.sandboxId, templateId: 'base' })
+    await sbx.setTimeout(120_000)
+    expect((await sbx.getInfo()).endAt.getTime()).toBeGreaterThan(Date.now() + 100_000)
+
+    const again = await Sandbox.connect(sbx.sandboxId)
+    expect((await again.commands.run('cat /tmp/multi.txt')).stdout).toBe('multipart body')
+
+    await sbx.kill()
+    await other.kill()
+    expect(await Sandbox.kill(sbx.sandboxId)).toBe(false)
+    expect(await Sandbox.list({ query: { metadata: { suite: scope } } }).nextItems()).toEqual([])
+    expect(await scopeContainers(scope)).toEqual([])
+  }, 120_000)
+
+  test('a background command: list, stdin, kill, and wait reports the kill', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      const h = await sbx.commands.run('sleep 60', { background: true })
+      expect(h.pid).toBeGreaterThan(0)
+      expect((await sbx.commands.list()).map((p) => p.pid)).toContain(h.pid)
+      expect(await h.kill()).toBe(true)
+      const ended = await h.wait().catch((e: unknown) => e)
+      expect(ended).toBeInstanceOf(CommandExitError)
+      expect(ended).toMatchObject({ exitCode: -1 })
+      expect((await sbx.commands.list()).map((p) => p.pid)).not.toContain(h.pid)
+
+      // The call's deadline kills the process, as envd does since March 2025.
+      await expect(sbx.commands.run('sleep 30', { timeoutMs: 1_000 })).rejects.toThrow(/deadline|timeout/i)
+      await expect
+        .poll(async () => (await sbx.commands.list()).map((p) => p.args.join(' ')), { timeout: 10_000 })
+        .not.toContain('-l -c sleep 30')
+
+      const cat = await sbx.commands.run('cat', { background: true, stdin: true })
+      await sbx.commands.sendStdin(cat.pid, 'from stdin\n')
+      await sbx.commands.closeStdin(cat.pid)
+      expect((await cat.wait()).stdout).toBe('from stdin\n')
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
+  test('the filesystem RPC: exists, makeDir, list, remove', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      expect(await sbx.files.exists('/tmp/nothing-here')).toBe(false)
+      expect(await sbx.files.makeDir('/tmp/d/sub')).toBe(true)
+      expect(await sbx.files.makeDir('/tmp/d/sub')).toBe(false)
+      await sbx.files.write('/tmp/d/f.txt', 'abc')
+      const entries = await sbx.files.list('/tmp/d')
+      expect(entries.map((e) => [e.name, e.type, e.path])).toEqual([
+        ['f.txt', 'file', '/tmp/d/f.txt'],
+        ['sub', 'dir', '/tmp/d/sub'],
+      ])
+      expect(entries[0]).toMatchObject({ size: 3 })
+      expect((await sbx.files.list('/tmp/d', { depth: 2 })).length).toBe(2)
+      expect(await sbx.files.exists('/tmp/d/f.txt')).toBe(true)
+      await sbx.files.remove('/tmp/d')
+      expect(await sbx.files.exists('/tmp/d')).toBe(false)
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
+  test('a sandbox killed while a command runs: the SDK reports it gone', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    const cmd = await sbx.commands.run('sleep 60', { background: true })
+    await sbx.kill()
+    const err = await cmd.wait().catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(TimeoutError)
+    expect((err as Error).message).toContain('sandbox was killed or reached its end of life')
+  }, 120_000)
+
+  test('the server policy: a block reaches the SDK as an error, a modify is applied', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      await expect(sbx.commands.run('forbidden-tool --all')).rejects.toThrow(BLOCK_REASON)
+      expect((await sbx.commands.run('say-old')).stdout).toBe('rewritten\n')
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
+  test("another tenant's key neither sees nor kills nor enters the sandbox", async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope, owner: 'acme' } })
+    try {
+      const globex = { ...conn, apiKey: GLOBEX }
+      expect(await Sandbox.list({ ...globex, query: { metadata: { suite: scope } } }).nextItems()).toEqual([])
+      await expect(Sandbox.connect(sbx.sandboxId, globex)).rejects.toThrow(/doesn't exist|not found/i)
+      await expect(Sandbox.getInfo(sbx.sandboxId, globex)).rejects.toThrow(/doesn't exist|not found/i)
+      expect(await Sandbox.kill(sbx.sandboxId, globex)).toBe(false)
+      expect((await sbx.commands.run('echo still here')).stdout).toBe('still here\n')
+      // envd without the sandbox's access token (what create gave acme) is refused.
+      const r = await fetch(`${srv.url}/files?path=/etc/hostname`, {
+        headers: { 'E2b-Sandbox-Id': sbx.sandboxId },
+      })
+      expect(r.status).toBe(401)
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
+  test("the tenant's sandbox quota applies to E2B creates", async () => {
+    const a = await Sandbox.create('base', { metadata: { suite: scope } })
+    const b = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      await a.commands.run('true')
+      await b.commands.run('true')
+      await expect(Sandbox.create('base', { metadata: { suite: scope } })).rejects.toThrow(
+        /quota|maxSandboxes/i,
+      )
+    } finally {
+      await a.kill()
+      await b.kill()
+    }
+    const c = await Sandbox.create('base', { metadata: { suite: scope } })
+    expect((await c.commands.run('echo room again')).stdout).toBe('room again\n')
+    await c.kill()
+  }, 120_000)
+
+  test('clear errors: unknown template, bad key, pause on Docker', async () => {
+    await expect(Sandbox.create('no-such-template')).rejects.toThrow(
+      /template 'no-such-template' not found; known templates: base, python/,
+    )
+    await expect(Sandbox.create('base', { apiKey: 'sbx_wrong_key_0123456789abcdef' })).rejects.toThrow(
+      /Invalid API key/,
+    )
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      await expect(sbx.pause()).rejects.toThrow(/pause is not supported: provider 'docker'/)
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+})
