@@ -13,12 +13,13 @@
  *
  *   npx tsx bench/redis-commands.ts                     # needs the Docker engine and redis-server
  *   npx tsx bench/redis-commands.ts --iterations 500
+ *   npx tsx bench/redis-commands.ts --trace             # also prints a MONITOR trace of one routed command
  */
 import { once } from 'node:events'
 import { createConnection, createServer } from 'node:net'
 import type { Socket } from 'node:net'
 import { parseArgs } from 'node:util'
-import { RedisServer, freePort } from '../test/fault/fixtures/redis-server.js'
+import { RedisServer, freePort, redisCommand } from '../test/fault/fixtures/redis-server.js'
 import {
   fleetConfig,
   removeScopeContainers,
@@ -30,6 +31,7 @@ import {
 const { values: flags } = parseArgs({
   options: {
     iterations: { type: 'string', default: '300' },
+    trace: { type: 'boolean', default: false },
   },
 })
 const iterations = Math.max(20, Number(flags.iterations) || 300)
@@ -46,7 +48,8 @@ async function countingProxy(target: number): Promise<{
   let trips = 0
   const sockets = new Set<Socket>()
   const server = createServer((client) => {
-    const upstream = createConnection({ host: '127.0.0.1', port: target })
+    const upstream = createConnection({ host: '127.0.0.1', port: target, noDelay: true })
+    client.setNoDelay(true)
     sockets.add(client).add(upstream)
     client.on('data', (d) => {
       trips++
@@ -113,7 +116,7 @@ const total = (m: Map<string, number>): number => [...m.values()].reduce((s, v) 
 
 const redis = await RedisServer.start()
 // The fixture fsyncs every write; latency here is about the Redis path, not this machine's disk.
-await rawCommand(redis.port, 'CONFIG SET appendfsync everysec').catch(() => undefined)
+await redisCommand(redis.port, 'CONFIG SET appendfsync everysec')
 const proxy = await countingProxy(redis.port)
 const prefix = uniqueName('rcmd')
 const config = fleetConfig(prefix, {
@@ -129,8 +132,30 @@ const exec = async (): Promise<void> => {
   if (res.status !== 200 || job.state !== 'completed') throw new Error(`exec: ${res.status} ${JSON.stringify(job)}`)
 }
 
+/** Prints what MONITOR sees during one routed command (commands inside scripts marked `lua`). */
+async function traceOne(): Promise<void> {
+  const mon = createConnection({ host: '127.0.0.1', port: redis.port })
+  const lines: string[] = []
+  let buf = ''
+  mon.on('data', (d: Buffer) => {
+    buf += d.toString('utf8')
+    let nl: number
+    while ((nl = buf.indexOf('\r\n')) >= 0) {
+      lines.push(buf.slice(0, nl))
+      buf = buf.slice(nl + 2)
+    }
+  })
+  mon.write('MONITOR\r\n')
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  await exec()
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  mon.destroy()
+  for (const l of lines.slice(1)) console.log(l.replace(/^\+\d+\.\d+ /, '').slice(0, 200))
+}
+
 try {
   for (let i = 0; i < 20; i++) await exec() // the session's sandbox is created and warm
+  if (flags.trace) await traceOne()
   // Idle background over the same wall time the loop takes (measured first, with a short loop).
   const latencies: number[] = []
   const before = await commandStats(redis.port)
