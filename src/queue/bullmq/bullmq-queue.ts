@@ -81,11 +81,13 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   const watches = new Map<string, Watch>()
   // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
   let subscriber: Promise<Subscriber> | undefined
+  let subscriberClient: Redis | undefined
   // A failed start (Redis away) is not cached: the next caller tries again.
   const getSubscriber = (): Promise<Subscriber> =>
     (subscriber ??= (async () => {
       const client = createRedisClient(redisUrl, 'subscriber', `sbx-sub:${queueName}`)
       await connectRedis(client, redisUrl, connectTimeoutMs)
+      subscriberClient = client
       return new Subscriber(client, fences.keys.jobChannelPrefix)
     })().catch((err: unknown) => {
       subscriber = undefined
@@ -122,6 +124,9 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
             }
         for (const w of waiters.get(jobId) ?? []) w(outcome)
       })
+      // An add that found its job already there (a racing resubmission): a watch opened before that
+      // add skipped its check, so check now.
+      qe.on('duplicated', ({ jobId }) => watches.get(jobId)?.check())
       qe.on('failed', ({ jobId, failedReason }) => {
         for (const w of waiters.get(jobId) ?? []) w({ result: queueGaveUp(failedReason) })
       })
@@ -180,7 +185,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
    * accepted job runs once Redis is back) and the job is checked again each time the connection
    * comes back.
    */
-  const openWatch = async (jobId: string): Promise<Watch> => {
+  const openWatch = async (jobId: string, fresh = false): Promise<Watch> => {
     const open = watches.get(jobId)
     if (open) {
       open.refs += 1
@@ -240,8 +245,10 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         if (!set) waiters.set(jobId, (set = new Set()))
         set.add(waiter)
         rechecks.add(recheck)
-        check()
+        // A watch opened before its job was added, with both paths listening, misses nothing: no check.
+        if (!(fresh && offDone && eventsClient)) check()
       })(),
+      check,
       follow(f) {
         followers.add(f)
         if (outcome) f(outcome)
@@ -278,6 +285,14 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         // its reply (one round trip, not two): Redis runs them in order, so a job in the queue is
         // listed for its tenant. Should the index write alone fail, it is retried once in the
         // background; the job is accepted either way.
+        // With the result paths already open, the job's watch starts before its add: the wait that
+        // follows (the caller's, the tenant slot's) then needs no read of the job. Never opened here
+        // otherwise, so an add fails fast while Redis is away.
+        const prewatch =
+          eventsClient?.status === 'ready' && subscriberClient?.status === 'ready'
+            ? await openWatch(job.jobId, true)
+            : undefined
+        if (prewatch) setTimeout(() => prewatch.release(), PREWATCH_HOLD_MS).unref()
         const indexed = index.add(job)
         const [listed, added] = await Promise.allSettled([
           indexed,
@@ -420,6 +435,9 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   }
 }
 
+/** How long a watch opened at submit waits for a wait to join it (ms). */
+const PREWATCH_HOLD_MS = 10_000
+
 type Outcome = { result: ExecJobResult } | { error: unknown }
 type Waiter = (outcome: Outcome) => void
 type Follower = Waiter
@@ -429,6 +447,8 @@ interface Watch {
   refs: number
   /** Resolves once the listeners are in place and the first check was sent. */
   readonly ready: Promise<void>
+  /** Reads the job's result now (its add found the job already there: it may have finished). */
+  check(): void
   /** Adds a follower; called at once when the outcome is already known. */
   follow(f: Follower): void
   unfollow(f: Follower): void
