@@ -19,7 +19,7 @@ import { once } from 'node:events'
 import { createConnection, createServer } from 'node:net'
 import type { Socket } from 'node:net'
 import { parseArgs } from 'node:util'
-import { RedisServer, freePort, redisCommand } from '../test/fault/fixtures/redis-server.js'
+import { RedisServer, commandCalls, freePort, redisCommand } from '../test/fault/fixtures/redis-server.js'
 import {
   fleetConfig,
   removeScopeContainers,
@@ -78,35 +78,6 @@ async function countingProxy(target: number): Promise<{
   }
 }
 
-/** `INFO commandstats` as command → calls (the INFO calls of this bench left out). */
-async function commandStats(port: number): Promise<Map<string, number>> {
-  const text = await rawCommand(port, 'INFO commandstats')
-  const out = new Map<string, number>()
-  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-    if (m[1] === 'info') continue
-    out.set(m[1] as string, Number(m[2]))
-  }
-  return out
-}
-
-/** One inline command over a fresh connection; resolves with the whole (bulk) reply. */
-function rawCommand(port: number, command: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = createConnection({ host: '127.0.0.1', port })
-    let buf = ''
-    socket.on('connect', () => socket.write(`${command}\r\n`))
-    socket.on('data', (d: Buffer) => {
-      buf += d.toString('utf8')
-      const m = /^\$(\d+)\r\n/.exec(buf)
-      if (m && Buffer.byteLength(buf) >= m[0].length + Number(m[1]) + 2) {
-        socket.end()
-        resolve(buf.slice(m[0].length))
-      }
-    })
-    socket.on('error', reject)
-  })
-}
-
 const diff = (a: Map<string, number>, b: Map<string, number>): Map<string, number> => {
   const out = new Map<string, number>()
   for (const [k, v] of b) if (v - (a.get(k) ?? 0) > 0) out.set(k, v - (a.get(k) ?? 0))
@@ -158,7 +129,7 @@ try {
   if (flags.trace) await traceOne()
   // Idle background over the same wall time the loop takes (measured first, with a short loop).
   const latencies: number[] = []
-  const before = await commandStats(redis.port)
+  const before = await commandCalls(redis.port)
   const trips0 = proxy.trips()
   const t0 = performance.now()
   for (let i = 0; i < iterations; i++) {
@@ -167,12 +138,12 @@ try {
     latencies.push(performance.now() - t)
   }
   const wall = performance.now() - t0
-  const after = await commandStats(redis.port)
+  const after = await commandCalls(redis.port)
   const trips = proxy.trips() - trips0
-  const idleBefore = await commandStats(redis.port)
+  const idleBefore = await commandCalls(redis.port)
   const idleTrips0 = proxy.trips()
   await new Promise((resolve) => setTimeout(resolve, wall)) // idle window: nothing routed
-  const idle = diff(idleBefore, await commandStats(redis.port))
+  const idle = diff(idleBefore, await commandCalls(redis.port))
   const idleTrips = proxy.trips() - idleTrips0
   const used = diff(before, after)
   console.log(

@@ -185,7 +185,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
    * accepted job runs once Redis is back) and the job is checked again each time the connection
    * comes back.
    */
-  const openWatch = async (jobId: string, fresh = false): Promise<Watch> => {
+  const openWatch = async (jobId: string, beforeAdd = false): Promise<Watch> => {
     const open = watches.get(jobId)
     if (open) {
       open.refs += 1
@@ -218,6 +218,12 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         .then(check)
     }
     let stopped = false
+    let listening = false
+    const arm = (checkNow: boolean): void => {
+      if (stopped) return
+      rechecks.add(recheck)
+      if (checkNow) check()
+    }
     const watch: Watch = {
       refs: 1,
       ready: (async () => {
@@ -244,10 +250,14 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         let set = waiters.get(jobId)
         if (!set) waiters.set(jobId, (set = new Set()))
         set.add(waiter)
-        rechecks.add(recheck)
-        // A watch opened before its job was added, with both paths listening, misses nothing: no check.
-        if (!(fresh && offDone && eventsClient)) check()
+        listening = offDone !== undefined && eventsClient !== undefined
+        // A watch opened before its job's add reads nothing until the submit arms it after the add.
+        if (!beforeAdd) arm(true)
       })(),
+      arm,
+      get listening() {
+        return listening
+      },
       check,
       follow(f) {
         followers.add(f)
@@ -299,6 +309,8 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
           queue.add('exec', job, { jobId: job.jobId }),
         ])
         if (added.status === 'rejected') throw added.reason
+        // Both result paths listened before the add: nothing can have been missed. Otherwise read now.
+        prewatch?.arm(!prewatch.listening)
         if (listed.status === 'rejected') void index.add(job).catch(() => undefined)
       } catch (err) {
         throw new AppError(
@@ -445,10 +457,14 @@ type Follower = Waiter
 /** The shared wait of one job in one process (see `openWatch`). */
 interface Watch {
   refs: number
+  /** Whether both result paths (job channel, event stream) were listening once `ready` resolved. */
+  readonly listening: boolean
   /** Resolves once the listeners are in place and the first check was sent. */
   readonly ready: Promise<void>
   /** Reads the job's result now (its add found the job already there: it may have finished). */
   check(): void
+  /** Starts rechecks after reconnects and, with `checkNow`, reads the job's result now. */
+  arm(checkNow: boolean): void
   /** Adds a follower; called at once when the outcome is already known. */
   follow(f: Follower): void
   unfollow(f: Follower): void
