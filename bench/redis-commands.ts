@@ -39,7 +39,7 @@ const iterations = Math.max(20, Number(flags.iterations) || 300)
 const percentile = (s: number[], p: number): number =>
   [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
-/** A TCP proxy in front of Redis that counts client writes (round trips) per process tag. */
+/** A TCP proxy in front of Redis that counts client writes (round trips) of every connection through it. */
 async function countingProxy(target: number): Promise<{
   port: number
   trips: () => number
@@ -98,9 +98,15 @@ const api = await startSbxServer('api', { config })
 const worker = await startSbxWorker({ config })
 const sessionId = 'rc-warm'
 const exec = async (): Promise<void> => {
-  const res = await api.post('/v1/exec', { provider: 'docker', profile: 'default', sessionId, command: 'echo hi' })
+  const res = await api.post('/v1/exec', {
+    provider: 'docker',
+    profile: 'default',
+    sessionId,
+    command: 'echo hi',
+  })
   const job = (await res.json()) as { state?: string; result?: { stdout?: string } }
-  if (res.status !== 200 || job.state !== 'completed') throw new Error(`exec: ${res.status} ${JSON.stringify(job)}`)
+  if (res.status !== 200 || job.state !== 'completed')
+    throw new Error(`exec: ${res.status} ${JSON.stringify(job)}`)
 }
 
 /** Prints what MONITOR sees during one routed command (commands inside scripts marked `lua`). */
@@ -127,7 +133,7 @@ async function traceOne(): Promise<void> {
 try {
   for (let i = 0; i < 20; i++) await exec() // the session's sandbox is created and warm
   if (flags.trace) await traceOne()
-  // Idle background over the same wall time the loop takes (measured first, with a short loop).
+  // The timed loop, then an idle window of the same wall time (background: heartbeats, stalled checks).
   const latencies: number[] = []
   const before = await commandCalls(redis.port)
   const trips0 = proxy.trips()
@@ -149,7 +155,9 @@ try {
   console.log(
     `# sbx api + 1 sbx worker, own redis-server, warm session, ${iterations} × echo hi (${(wall / 1000).toFixed(1)} s)`,
   )
-  console.log('| per routed command | commands (commandstats) | round trips (api + worker) | p50 ms | p99 ms |')
+  console.log(
+    '| per routed command | commands (commandstats) | round trips (api + worker) | p50 ms | p99 ms |',
+  )
   console.log('|---|---:|---:|---:|---:|')
   console.log(
     `| measured | ${(total(used) / iterations).toFixed(1)} | ${(trips / iterations).toFixed(1)} | ${percentile(latencies, 50).toFixed(2)} | ${percentile(latencies, 99).toFixed(2)} |`,

@@ -89,10 +89,12 @@ describe('fleet: the Redis path of a routed command', () => {
   }, 60_000)
 
   test('streamed output still reaches the caller over the pattern subscription', async () => {
-    const res = await api.post(
-      '/v1/exec?wait=false',
-      { provider: 'docker', profile: 'default', sessionId: 'warm', command: 'echo streamed' },
-    )
+    const res = await api.post('/v1/exec?wait=false', {
+      provider: 'docker',
+      profile: 'default',
+      sessionId: 'warm',
+      command: 'echo streamed',
+    })
     expect(res.status).toBe(202)
     const { id } = (await res.json()) as JobBody
     const events = await api.fetch(`/v1/jobs/${id}/events`)
