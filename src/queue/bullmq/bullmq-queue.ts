@@ -81,13 +81,11 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   const watches = new Map<string, Watch>()
   // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
   let subscriber: Promise<Subscriber> | undefined
-  let subscriberClient: Redis | undefined
   // A failed start (Redis away) is not cached: the next caller tries again.
   const getSubscriber = (): Promise<Subscriber> =>
     (subscriber ??= (async () => {
       const client = createRedisClient(redisUrl, 'subscriber', `sbx-sub:${queueName}`)
       await connectRedis(client, redisUrl, connectTimeoutMs)
-      subscriberClient = client
       return new Subscriber(client, fences.keys.jobChannelPrefix)
     })().catch((err: unknown) => {
       subscriber = undefined
@@ -124,9 +122,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
             }
         for (const w of waiters.get(jobId) ?? []) w(outcome)
       })
-      // An add that found its job already there (a racing resubmission): a watch opened before that
-      // add skipped its check, so check now.
-      qe.on('duplicated', ({ jobId }) => watches.get(jobId)?.check())
       qe.on('failed', ({ jobId, failedReason }) => {
         for (const w of waiters.get(jobId) ?? []) w({ result: queueGaveUp(failedReason) })
       })
@@ -185,7 +180,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
    * accepted job runs once Redis is back) and the job is checked again each time the connection
    * comes back.
    */
-  const openWatch = async (jobId: string, beforeAdd = false): Promise<Watch> => {
+  const openWatch = async (jobId: string): Promise<Watch> => {
     const open = watches.get(jobId)
     if (open) {
       open.refs += 1
@@ -218,12 +213,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         .then(check)
     }
     let stopped = false
-    let listening = false
-    const arm = (checkNow: boolean): void => {
-      if (stopped) return
-      rechecks.add(recheck)
-      if (checkNow) check()
-    }
     const watch: Watch = {
       refs: 1,
       ready: (async () => {
@@ -250,15 +239,9 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         let set = waiters.get(jobId)
         if (!set) waiters.set(jobId, (set = new Set()))
         set.add(waiter)
-        listening = offDone !== undefined && eventsClient !== undefined
-        // A watch opened before its job's add reads nothing until the submit arms it after the add.
-        if (!beforeAdd) arm(true)
+        rechecks.add(recheck)
+        check()
       })(),
-      arm,
-      get listening() {
-        return listening
-      },
-      check,
       follow(f) {
         followers.add(f)
         if (outcome) f(outcome)
@@ -295,22 +278,12 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         // its reply (one round trip, not two): Redis runs them in order, so a job in the queue is
         // listed for its tenant. Should the index write alone fail, it is retried once in the
         // background; the job is accepted either way.
-        // With the result paths already open, the job's watch starts before its add: the wait that
-        // follows (the caller's, the tenant slot's) then needs no read of the job. Never opened here
-        // otherwise, so an add fails fast while Redis is away.
-        const prewatch =
-          eventsClient?.status === 'ready' && subscriberClient?.status === 'ready'
-            ? await openWatch(job.jobId, true)
-            : undefined
-        if (prewatch) setTimeout(() => prewatch.release(), PREWATCH_HOLD_MS).unref()
         const indexed = index.add(job)
         const [listed, added] = await Promise.allSettled([
           indexed,
           queue.add('exec', job, { jobId: job.jobId }),
         ])
         if (added.status === 'rejected') throw added.reason
-        // Both result paths listened before the add: nothing can have been missed. Otherwise read now.
-        prewatch?.arm(!prewatch.listening)
         if (listed.status === 'rejected') void index.add(job).catch(() => undefined)
       } catch (err) {
         throw new AppError(
@@ -447,9 +420,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   }
 }
 
-/** How long a watch opened at submit waits for a wait to join it (ms). */
-const PREWATCH_HOLD_MS = 10_000
-
 type Outcome = { result: ExecJobResult } | { error: unknown }
 type Waiter = (outcome: Outcome) => void
 type Follower = Waiter
@@ -457,14 +427,8 @@ type Follower = Waiter
 /** The shared wait of one job in one process (see `openWatch`). */
 interface Watch {
   refs: number
-  /** Whether both result paths (job channel, event stream) were listening once `ready` resolved. */
-  readonly listening: boolean
   /** Resolves once the listeners are in place and the first check was sent. */
   readonly ready: Promise<void>
-  /** Reads the job's result now (its add found the job already there: it may have finished). */
-  check(): void
-  /** Starts rechecks after reconnects and, with `checkNow`, reads the job's result now. */
-  arm(checkNow: boolean): void
   /** Adds a follower; called at once when the outcome is already known. */
   follow(f: Follower): void
   unfollow(f: Follower): void
