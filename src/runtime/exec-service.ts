@@ -15,6 +15,8 @@ import { sessionKeyOf } from '../worker/exec-processor.js'
 
 /** After a wait that got no result, the job's current state is read for up to this long more (ms). */
 const FINAL_READ_GRACE_MS = 5_000
+/** How long a job this process added is remembered for the wait that follows its submit (ms). */
+const ADDED_MEMORY_MS = 30_000
 
 /**
  * {@link ExecService} on the job queue: every lookup checks the job's tenant (another tenant's job is
@@ -88,11 +90,28 @@ export class QueueExecService implements ExecService {
           .finally(release)
       }
     }
-    // Accepted: from here on the answer is the job, even if Redis went away just now.
+    // Accepted: from here on the answer is the job, even if Redis went away just now. A job this call
+    // added is queued (its id hashes the tenant, so it is this tenant's): no read. A resubmission is
+    // described as it is now.
+    if (!existing) {
+      this.remember(job)
+      return jobView({ job, state: 'waiting' })
+    }
     const info = await this.queue.inspect(job.jobId).catch(() => undefined)
     if (info && info.job.tenant !== tenant)
       throw new AppError('CONFLICT', 'job id collision; retry with another key')
-    return info ? jobView(info) : jobView({ job: existing?.job ?? job, state: 'waiting' })
+    return info ? jobView(info) : jobView({ job: existing.job, state: 'waiting' })
+  }
+
+  /**
+   * Jobs this process just added, by id, for the caller's wait that follows at once: it then needs no
+   * lookup of the job (it is the tenant's and unfinished when added; the wait checks for the result).
+   */
+  private readonly added = new Map<string, ExecJob>()
+
+  private remember(job: ExecJob): void {
+    this.added.set(job.jobId, job)
+    setTimeout(() => this.added.delete(job.jobId), ADDED_MEMORY_MS).unref()
   }
 
   async list(tenant: string, filter: { sessionId?: string; limit: number }): Promise<JobView[]> {
@@ -129,9 +148,14 @@ export class QueueExecService implements ExecService {
             },
           )
         : err
-    const info = await this.retrying(() => this.owned(tenant, id), deadline, signal).catch((err: unknown) => {
-      throw stayedAway(err)
-    })
+    const added = this.added.get(id)
+    this.added.delete(id)
+    const info: JobInfo | undefined =
+      added && added.tenant === tenant
+        ? { job: added, state: 'waiting' }
+        : await this.retrying(() => this.owned(tenant, id), deadline, signal).catch((err: unknown) => {
+            throw stayedAway(err)
+          })
     if (!info) return undefined
     if (info.result) return jobView(info)
     let result: ExecJobResult | undefined

@@ -20,6 +20,8 @@ export interface SessionDirectory {
   get(tenant: string, id: string): Promise<SessionRecord | undefined>
   list(tenant: string): Promise<SessionRecord[]>
   delete(tenant: string, id: string): Promise<boolean>
+  /** Creates the record unless one exists (which is kept); resolves with nothing, so it is one write. */
+  ensure?(record: SessionRecord): Promise<void>
 }
 
 function conflict(id: string): AppError {
@@ -80,6 +82,9 @@ export class RedisSessionDirectory implements SessionDirectory {
   async delete(tenant: string, id: string): Promise<boolean> {
     return (await this.redis.hdel(this.key(tenant), id)) === 1
   }
+  async ensure(record: SessionRecord): Promise<void> {
+    await this.redis.hsetnx(this.key(record.tenant), record.id, JSON.stringify(record))
+  }
 }
 
 /**
@@ -93,5 +98,7 @@ export async function ensureSessionRecord(
   target: { provider: string; profile: string },
 ): Promise<void> {
   if (!sessionId) return
-  await directory.create({ id: sessionId, tenant, ...target, createdAt: Date.now() }, { ifAbsent: true })
+  const record = { id: sessionId, tenant, ...target, createdAt: Date.now() }
+  if (directory.ensure) await directory.ensure(record)
+  else await directory.create(record, { ifAbsent: true })
 }

@@ -11,6 +11,17 @@ export interface LiveLease {
   /** Session hash; absent for an ephemeral sandbox. */
   readonly session?: string
   readonly idleTtlMs: number
+  /** The session's idle deadline written when this lease was taken, if it was. */
+  readonly idleDeadline?: number
+}
+
+/**
+ * A lease that ends within this long of the idle deadline it wrote (at most 1 s, and at most 1% of the
+ * profile's `idleTtlMs`) leaves that deadline as it is: one script step instead of five on the hot path,
+ * and the session's idle time counts from its call's start rather than its end, the difference bounded.
+ */
+export function idleRefreshSlackMs(idleTtlMs: number): number {
+  return Math.min(1_000, idleTtlMs / 100)
 }
 
 /** The {@link Lease} given to callers; `release` runs once, later calls return the same promise. */
@@ -109,7 +120,11 @@ export class LeaseBook {
     }
     if (outcome === 'ok') {
       const idleDeadline = Date.now() + live.idleTtlMs
-      await core.store.endLease(live.ref.id, live.leaseId, { session: live.session, idleDeadline })
+      const fresh =
+        live.idleDeadline !== undefined &&
+        idleDeadline - live.idleDeadline <= idleRefreshSlackMs(live.idleTtlMs)
+      if (fresh) await core.store.endLease(live.ref.id, live.leaseId)
+      else await core.store.endLease(live.ref.id, live.leaseId, { session: live.session, idleDeadline })
       return
     }
     await core.store.endLease(live.ref.id, live.leaseId)

@@ -195,7 +195,8 @@ export class SandboxSessionPool implements SessionPool {
       const now = Date.now()
       const lock = { name: `bind:${session}`, token: `${opts.instanceId}:${leaseId}`, ttlMs: opts.lockTtlMs }
       const lease = { leaseId, expiresAt: now + opts.leaseTtlMs }
-      const r = await store.useOrLock(session, lease, now + t.profile.idleTtlMs, lock)
+      const idleDeadline = now + t.profile.idleTtlMs
+      const r = await store.useOrLock(session, lease, idleDeadline, lock)
       if ('binding' in r) {
         const b = r.binding
         let used = false
@@ -212,6 +213,7 @@ export class SandboxSessionPool implements SessionPool {
             slots: b.slots,
             session,
             idleTtlMs: t.profile.idleTtlMs,
+            idleDeadline,
           }
           return this.leases.open(t.key, sandbox, outcome !== 'created', live, r.replaced)
         } catch (err) {

@@ -78,6 +78,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   queue.on('error', () => undefined)
 
   const waiters = new Map<string, Set<Waiter>>()
+  const watches = new Map<string, Watch>()
   // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
   let subscriber: Promise<Subscriber> | undefined
   // A failed start (Redis away) is not cached: the next caller tries again.
@@ -85,7 +86,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     (subscriber ??= (async () => {
       const client = createRedisClient(redisUrl, 'subscriber', `sbx-sub:${queueName}`)
       await connectRedis(client, redisUrl, connectTimeoutMs)
-      return new Subscriber(client)
+      return new Subscriber(client, fences.keys.jobChannelPrefix)
     })().catch((err: unknown) => {
       subscriber = undefined
       throw err
@@ -170,6 +171,101 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
 
   const consumers = new Set<Consumer>()
   const pendingWaits = new Set<(err: unknown) => void>()
+
+  /**
+   * Opens (or joins) the watch of a job: two paths to its result, the fence's 'done' publish on the job
+   * channel (first, usually; the process's one pattern subscription carries it) and BullMQ's event
+   * stream (also covers jobs BullMQ gave up on). Both listen before the job is checked, since it may
+   * have finished before. While Redis is away they may not start: the watch goes on regardless (an
+   * accepted job runs once Redis is back) and the job is checked again each time the connection
+   * comes back.
+   */
+  const openWatch = async (jobId: string): Promise<Watch> => {
+    const open = watches.get(jobId)
+    if (open) {
+      open.refs += 1
+      await open.ready
+      return open
+    }
+    const followers = new Set<Follower>()
+    let outcome: Outcome | undefined
+    const settle = (o: Outcome): void => {
+      if (outcome) return
+      outcome = o
+      for (const f of [...followers]) f(o)
+    }
+    const waiter: Waiter = settle
+    let offDone: Unsubscribe | undefined
+    const check = (): void => {
+      finishedResult(jobId).then(
+        (r) => {
+          if (r) settle({ result: r })
+        },
+        (err: unknown) => {
+          // Redis away: keep waiting; the job is checked again when the connection is back.
+          if (!isRedisUnreachable(err)) settle({ error: queueUnavailable(err, `Waiting for job ${jobId}`) })
+        },
+      )
+    }
+    const recheck = (): void => {
+      void getEvents()
+        .catch(() => undefined)
+        .then(check)
+    }
+    let stopped = false
+    const watch: Watch = {
+      refs: 1,
+      ready: (async () => {
+        const [, sub] = await Promise.all([
+          getEvents().catch(() => undefined),
+          getSubscriber().catch(() => undefined),
+        ])
+        const onDone = (message: string): void => {
+          if (message[0] !== 'd') return
+          let raw: unknown
+          try {
+            raw = JSON.parse(message.slice(1))
+          } catch {
+            return
+          }
+          const parsed = ExecJobResultSchema.safeParse(raw)
+          if (parsed.success) settle({ result: parsed.data })
+        }
+        offDone = await sub?.on(fences.keys.jobChannel(jobId), onDone).catch(() => undefined)
+        if (stopped) {
+          void offDone?.().catch(() => undefined)
+          return
+        }
+        let set = waiters.get(jobId)
+        if (!set) waiters.set(jobId, (set = new Set()))
+        set.add(waiter)
+        rechecks.add(recheck)
+        check()
+      })(),
+      follow(f) {
+        followers.add(f)
+        if (outcome) f(outcome)
+      },
+      unfollow(f) {
+        followers.delete(f)
+      },
+      release() {
+        watch.refs -= 1
+        if (watch.refs > 0) return
+        stopped = true
+        if (watches.get(jobId) === watch) watches.delete(jobId)
+        const set = waiters.get(jobId)
+        set?.delete(waiter)
+        if (set?.size === 0) waiters.delete(jobId)
+        rechecks.delete(recheck)
+        // Off the caller's path: the result is already in hand.
+        offDone?.().catch(() => undefined)
+      },
+    }
+    watches.set(jobId, watch)
+    await watch.ready
+    return watch
+  }
   let closed = false
 
   return {
@@ -202,70 +298,22 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     },
 
     async wait(jobId, opts) {
-      // Two paths to the result: the fence's 'done' publish on the job channel (first, usually), and
-      // BullMQ's event stream (also covers jobs BullMQ gave up on). Both listen before the check below.
-      // While Redis is away they may not start: the wait goes on regardless (an accepted job runs once
-      // Redis is back) and the job is checked again each time the connection comes back.
-      const [, sub] = await Promise.all([
-        getEvents().catch(() => undefined),
-        getSubscriber().catch(() => undefined),
-      ])
-      const onDone = (resolve: (r: ExecJobResult) => void) => (message: string) => {
-        if (message[0] !== 'd') return
-        let raw: unknown
-        try {
-          raw = JSON.parse(message.slice(1))
-        } catch {
-          return
-        }
-        const parsed = ExecJobResultSchema.safeParse(raw)
-        if (parsed.success) resolve(parsed.data)
-      }
-      let resolveEarly: ((r: ExecJobResult) => void) | undefined
-      const offDone: Unsubscribe | undefined = await sub
-        ?.on(
-          fences.keys.jobChannel(jobId),
-          onDone((r) => resolveEarly?.(r)),
-        )
-        .catch(() => undefined)
+      opts.signal?.throwIfAborted()
+      // Every wait of one job in this process shares one watch (listeners, the check, rechecks): the
+      // API's answer and the tenant's job-slot release cost Redis one check, not two.
+      const watch = await openWatch(jobId)
       try {
         return await boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
-          resolveEarly = resolve
-          const waiter: Waiter = (o) => ('result' in o ? resolve(o.result) : reject(o.error))
-          let set = waiters.get(jobId)
-          if (!set) waiters.set(jobId, (set = new Set()))
-          set.add(waiter)
+          const follower: Follower = (o) => ('result' in o ? resolve(o.result) : reject(o.error))
           pendingWaits.add(reject)
-          // The job may have finished before the listeners existed.
-          const check = (): void => {
-            finishedResult(jobId).then(
-              (r) => {
-                if (r) resolve(r)
-              },
-              (err: unknown) => {
-                // Redis away: keep waiting; the job is checked again when the connection is back.
-                if (!isRedisUnreachable(err)) reject(queueUnavailable(err, `Waiting for job ${jobId}`))
-              },
-            )
-          }
-          const recheck = (): void => {
-            void getEvents()
-              .catch(() => undefined)
-              .then(check)
-          }
-          rechecks.add(recheck)
-          check()
+          watch.follow(follower)
           return () => {
-            set.delete(waiter)
-            if (set.size === 0 && waiters.get(jobId) === set) waiters.delete(jobId)
+            watch.unfollow(follower)
             pendingWaits.delete(reject)
-            rechecks.delete(recheck)
           }
         })
       } finally {
-        resolveEarly = undefined
-        // Off the caller's path: the result is already in hand.
-        offDone?.().catch(() => undefined)
+        watch.release()
       }
     },
 
@@ -372,7 +420,21 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   }
 }
 
-type Waiter = (outcome: { result: ExecJobResult } | { error: AppError }) => void
+type Outcome = { result: ExecJobResult } | { error: unknown }
+type Waiter = (outcome: Outcome) => void
+type Follower = Waiter
+
+/** The shared wait of one job in one process (see `openWatch`). */
+interface Watch {
+  refs: number
+  /** Resolves once the listeners are in place and the first check was sent. */
+  readonly ready: Promise<void>
+  /** Adds a follower; called at once when the outcome is already known. */
+  follow(f: Follower): void
+  unfollow(f: Follower): void
+  /** Drops one reference; the last one removes the listeners. */
+  release(): void
+}
 
 function queueGaveUp(failedReason: string): ExecJobResult {
   return interruptedResult({ cause: failedReason })

@@ -107,7 +107,11 @@ export class FenceKeys {
    * (stderr), see output-log.ts; `d<resultJson>` once it finished.
    */
   jobChannel(jobId: string): string {
-    return `${this.base}:job:${jobId}`
+    return `${this.jobChannelPrefix}${jobId}`
+  }
+  /** What every {@link jobChannel} starts with (one pattern subscription covers them all). */
+  get jobChannelPrefix(): string {
+    return `${this.base}:job:`
   }
   /** Cancel broadcast to every consumer: messages are `<jobId>\n<reason>`. */
   get cancelChannel(): string {

@@ -11,16 +11,28 @@ export interface Subscription {
   off(): Promise<void>
 }
 
+/** Escapes Redis glob characters so a literal prefix can start a PSUBSCRIBE pattern. */
+function globLiteral(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`)
+}
+
 /**
  * One pub/sub connection shared by a queue's job channels (output, results) and its consumers'
- * cancel listener. Channels are subscribed on first use and unsubscribed when their last handler leaves.
+ * cancel listener. Channels are subscribed on first use and unsubscribed when their last handler leaves;
+ * channels under `patternPrefix` (the per-job channels) share one PSUBSCRIBE made on first use and kept,
+ * so a job's listeners cost Redis nothing (no SUBSCRIBE/UNSUBSCRIBE per job).
  */
 export class Subscriber {
   private readonly handlers = new Map<string, Set<Handler>>()
   private readonly subscribed = new Map<string, Promise<void>>()
+  private pattern: Promise<void> | undefined
 
-  constructor(private readonly client: Redis) {
-    client.on('message', (channel: string, message: string) => {
+  constructor(
+    private readonly client: Redis,
+    /** Channels starting with this are served by one pattern subscription. */
+    private readonly patternPrefix?: string,
+  ) {
+    const dispatch = (channel: string, message: string): void => {
       const hs = this.handlers.get(channel)
       if (!hs) return
       for (const h of hs) {
@@ -30,15 +42,36 @@ export class Subscriber {
           // One handler's exception must not starve the others or break the connection's events.
         }
       }
-    })
+    }
+    client.on('message', dispatch)
+    client.on('pmessage', (_pattern: string, channel: string, message: string) => dispatch(channel, message))
+  }
+
+  private patterned(channel: string): boolean {
+    return this.patternPrefix !== undefined && channel.startsWith(this.patternPrefix)
+  }
+
+  /** The one pattern subscription; a failed attempt (Redis away) is not kept, so the next use retries. */
+  private patternReady(): Promise<void> {
+    if (!this.pattern) {
+      const p = this.client.psubscribe(`${globLiteral(this.patternPrefix ?? '')}*`).then(() => undefined)
+      this.pattern = p
+      p.catch(() => {
+        if (this.pattern === p) this.pattern = undefined
+      })
+    }
+    return this.pattern
   }
 
   /** Adds a handler at once; `ready` tells when Redis delivers the channel's messages. */
   add(channel: string, handler: Handler): Subscription {
+    const patterned = this.patterned(channel)
     let hs = this.handlers.get(channel)
     if (!hs) {
       this.handlers.set(channel, (hs = new Set()))
-      const subscribing = this.client.subscribe(channel).then(() => undefined)
+      const subscribing = patterned
+        ? this.patternReady()
+        : this.client.subscribe(channel).then(() => undefined)
       // A caller may stop waiting (timeout) before this settles: its rejection must not go unhandled.
       subscribing.catch(() => undefined)
       this.subscribed.set(channel, subscribing)
@@ -52,6 +85,8 @@ export class Subscriber {
         if (!set?.delete(handler) || set.size > 0) return
         this.handlers.delete(channel)
         this.subscribed.delete(channel)
+        // The pattern stays: the next job's listeners need it.
+        if (patterned) return
         // While Redis is away the UNSUBSCRIBE waits in the offline queue (after a pending SUBSCRIBE):
         // send it, but do not hold the caller until Redis is back.
         const unsubscribed = this.client.unsubscribe(channel).catch(() => undefined)
@@ -66,7 +101,8 @@ export class Subscriber {
    * instead of waiting for it to come back. Channels already subscribed are restored after a reconnect.
    */
   async on(channel: string, handler: Handler, timeoutMs = 5_000): Promise<() => Promise<void>> {
-    if (this.client.status !== 'ready' && !this.subscribed.has(channel)) {
+    const held = this.patterned(channel) ? this.pattern !== undefined : this.subscribed.has(channel)
+    if (this.client.status !== 'ready' && !held) {
       throw new AppError(
         'QUEUE_UNAVAILABLE',
         `Cannot subscribe to job updates: Redis is unreachable (connection ${this.client.status}); retry once Redis is back.`,

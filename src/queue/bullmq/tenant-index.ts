@@ -2,7 +2,8 @@ import type { Redis } from 'ioredis'
 
 /**
  * Per-tenant (and per-session) indexes of submitted job ids in Redis, for `GET /v1/jobs`: sorted sets
- * scored by submission time, trimmed to the retention window on every write. An id is indexed before
+ * scored by submission time, trimmed to the retention window on about one write in 16 (reads skip older
+ * entries anyway; the trim only bounds the set) and expiring a retention after the last write. An id is indexed before
  * its job is added, so every accepted job is listed; an id whose job never made it (the add failed) is
  * simply not found when listed.
  */
@@ -22,13 +23,15 @@ export class TenantJobIndex {
 
   /** Indexes a job id (keeps the first submission time of a resubmitted id). */
   async add(job: { jobId: string; tenant: string; sessionId?: string; submittedAt: number }): Promise<void> {
-    const multi = this.client.multi()
+    // A pipeline, not MULTI: each write stands alone, and MULTI/EXEC would be two more commands.
+    const pipeline = this.client.pipeline()
+    const trim = job.jobId.endsWith('0')
     for (const key of this.keys(job.tenant, job.sessionId)) {
-      multi.zadd(key, 'NX', job.submittedAt, job.jobId)
-      multi.zremrangebyscore(key, '-inf', `(${Date.now() - this.retentionMs}`)
-      multi.pexpire(key, this.retentionMs)
+      pipeline.zadd(key, 'NX', job.submittedAt, job.jobId)
+      if (trim) pipeline.zremrangebyscore(key, '-inf', `(${Date.now() - this.retentionMs}`)
+      pipeline.pexpire(key, this.retentionMs)
     }
-    const replies = await multi.exec()
+    const replies = await pipeline.exec()
     const failed = replies?.find(([err]) => err)
     if (failed?.[0]) throw failed[0]
   }

@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { RedisServer, commandCalls } from '../fault/fixtures/redis-server.js'
+import {
+  fleetConfig,
+  removeScopeContainers,
+  startSbxServer,
+  startSbxWorker,
+  uniqueName,
+} from '../support/sbx-cli.js'
+import type { LineChild, SbxServer } from '../support/sbx-cli.js'
+
+/*
+ * The lean Redis path of a fleet (docs/redis-path.md): `sbx api` + `sbx worker` on a redis-server of
+ * the test's own, so `INFO commandstats` counts only their traffic. A warm routed command subscribes to
+ * nothing (one pattern subscription per API process carries every job's result and output), reads the
+ * job no more than its idempotency lookup needs, and indexes it without MULTI; results, streamed output
+ * and idempotent resubmissions still arrive.
+ */
+
+interface JobBody {
+  id?: string
+  state?: string
+  result?: { stdout: string }
+}
+
+const delta = (a: Map<string, number>, b: Map<string, number>, name: string): number =>
+  (b.get(name) ?? 0) - (a.get(name) ?? 0)
+
+describe('fleet: the Redis path of a routed command', () => {
+  const prefix = uniqueName('rpath')
+  let redis: RedisServer
+  let api: SbxServer
+  let worker: LineChild
+
+  const exec = async (command: string, key?: string): Promise<JobBody> => {
+    const res = await api.post(
+      '/v1/exec',
+      { provider: 'docker', profile: 'default', sessionId: 'warm', command },
+      key === undefined ? {} : { headers: { 'idempotency-key': key } },
+    )
+    const body = (await res.json()) as JobBody
+    expect(res.status, JSON.stringify(body)).toBe(200)
+    return body
+  }
+
+  beforeAll(async () => {
+    redis = await RedisServer.start()
+    const config = fleetConfig(prefix, { queue: { driver: 'bullmq', redisUrl: redis.url, prefix } } as never)
+    api = await startSbxServer('api', { config })
+    worker = await startSbxWorker({ config })
+    // The session's sandbox is bound, and the API's result paths are open.
+    expect((await exec('true')).state).toBe('completed')
+  }, 180_000)
+
+  afterAll(async () => {
+    await api?.fetch('/v1/sessions/warm', { method: 'DELETE' }).catch(() => undefined)
+    await worker?.stop()
+    await api?.stop()
+    await redis?.destroy()
+    await removeScopeContainers(prefix)
+  }, 60_000)
+
+  test('warm commands: no SUBSCRIBE/UNSUBSCRIBE, no MULTI, bounded job reads; results intact', async () => {
+    const n = 10
+    const before = await commandCalls(redis.port)
+    for (let i = 0; i < n; i++) {
+      const job = await exec(`echo hi-${i}`)
+      expect(job.state).toBe('completed')
+      expect(job.result?.stdout).toBe(`hi-${i}\n`)
+    }
+    const after = await commandCalls(redis.port)
+    expect(delta(before, after, 'subscribe')).toBe(0)
+    expect(delta(before, after, 'unsubscribe')).toBe(0)
+    expect(delta(before, after, 'psubscribe')).toBe(0)
+    expect(delta(before, after, 'multi')).toBe(0)
+    // The idempotency lookup, the wait's one check and BullMQ's moveToActive read the job hash.
+    expect(delta(before, after, 'hgetall')).toBeLessThanOrEqual(3 * n)
+    expect(after.get('psubscribe')).toBe(1)
+  }, 120_000)
+
+  test('a resubmission with the same Idempotency-Key answers the finished job without running it again', async () => {
+    const key = uniqueName('idem')
+    const first = await exec('echo once >> runs.txt; wc -l < runs.txt', key)
+    expect(first.state).toBe('completed')
+    const again = await exec('echo once >> runs.txt; wc -l < runs.txt', key)
+    expect(again.id).toBe(first.id)
+    expect(again.result?.stdout).toBe(first.result?.stdout)
+    expect((await exec('wc -l < runs.txt')).result?.stdout.trim()).toBe(first.result?.stdout.trim())
+  }, 60_000)
+
+  test('streamed output still reaches the caller over the pattern subscription', async () => {
+    const res = await api.post('/v1/exec?wait=false', {
+      provider: 'docker',
+      profile: 'default',
+      sessionId: 'warm',
+      command: 'echo streamed',
+    })
+    expect(res.status).toBe(202)
+    const { id } = (await res.json()) as JobBody
+    const events = await api.fetch(`/v1/jobs/${id}/events`)
+    const text = await events.text()
+    expect(text).toContain('streamed')
+    expect(text).toContain('event: result')
+  }, 60_000)
+})
