@@ -2,7 +2,7 @@ import { upgradeWebSocket } from '@hono/node-server'
 import type { IncomingMessage } from 'node:http'
 import { request as httpRequest } from 'node:http'
 import { Readable } from 'node:stream'
-import type { Duplex } from 'node:stream'
+import type { PortStream } from '../../sandbox/types.js'
 import { z } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import WebSocket from 'ws'
@@ -70,12 +70,15 @@ function targetOf(c: Context<HttpEnv>): PortTarget {
   }
 }
 
-function forwardHeaders(c: Context<HttpEnv>, t: PortTarget): Record<string, string> {
+function forwardHeaders(c: Context<HttpEnv>, t: PortTarget, stream: PortStream): Record<string, string> {
   const out: Record<string, string> = {}
   c.req.raw.headers.forEach((value, key) => {
     if (!DROP_REQUEST.has(key)) out[key] = value
   })
-  out['host'] = `localhost:${t.port}`
+  // Through a provider's preview proxy: its host and token (set last, so a caller cannot forge them).
+  const preview = stream.preview
+  out['host'] = preview ? preview.host : `localhost:${t.port}`
+  for (const [k, v] of Object.entries(preview?.headers ?? {})) out[k.toLowerCase()] = v
   out['x-forwarded-host'] = c.req.header('host') ?? ''
   out['x-forwarded-proto'] = new URL(c.req.url).protocol.replace(':', '')
   out['x-forwarded-prefix'] = t.prefix
@@ -146,12 +149,18 @@ function documentPortRoute(app: App): void {
   }
 }
 
-async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): Promise<Response> {
+/** Path of the request on the stream: under the preview URL's own path when it has one. */
+const upstreamPath = (t: PortTarget, stream: PortStream): string => (stream.preview?.basePath ?? '') + t.path
+
+/** Largest proxy 502 body read to tell "port closed" from the sandbox server's own 502 (bytes). */
+const PROXY_ERROR_BODY_BYTES = 64 * 1024
+
+async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: PortStream): Promise<Response> {
   const method = c.req.method
   const req = httpRequest({
     method,
-    path: t.path,
-    headers: forwardHeaders(c, t),
+    path: upstreamPath(t, stream),
+    headers: forwardHeaders(c, t, stream),
     createConnection: () => asSocket(stream),
   })
   const abort = (): void => {
@@ -190,9 +199,46 @@ async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): 
     if (!DROP_RESPONSE.has(k.toLowerCase())) headers.append(k, res.rawHeaders[i + 1] ?? '')
   }
   const status = res.statusCode ?? 502
+  if (stream.preview && status === 502) return proxyBadGateway(res, headers, t, stream.preview)
   const empty = method === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200)
   if (empty) res.resume()
   return new Response(empty ? null : (Readable.toWeb(res) as ReadableStream), { status, headers })
+}
+
+/**
+ * A 502 from a preview proxy: PORT_UNREACHABLE when the provider's proxy says nothing listens on
+ * the port, else the sandbox server's own 502, passed on as it came.
+ */
+async function proxyBadGateway(
+  res: IncomingMessage,
+  headers: Headers,
+  t: PortTarget,
+  preview: NonNullable<PortStream['preview']>,
+): Promise<Response> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of res.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+    size += chunk.length
+    if (size > PROXY_ERROR_BODY_BYTES) {
+      // Too long for a proxy's error page: the server's own answer, streamed on from here.
+      chunks.push(chunk)
+      const rest = Readable.from(
+        (async function* () {
+          yield* chunks
+          yield* res as AsyncIterable<Buffer>
+        })(),
+      )
+      return new Response(Readable.toWeb(rest) as ReadableStream, { status: 502, headers })
+    }
+    chunks.push(chunk)
+  }
+  const body = Buffer.concat(chunks)
+  if (preview.unreachable(body.toString('utf8')))
+    throw new AppError(
+      'PORT_UNREACHABLE',
+      `nothing listens on port ${t.port} in the sandbox (the provider's preview proxy could not connect); start a server on 0.0.0.0:${t.port} first`,
+    )
+  return new Response(body, { status: 502, headers })
 }
 
 /** Messages held for a slow receiver before its sender is paused (bytes). */
@@ -208,10 +254,10 @@ function relay(to: WebSocket, from: WebSocket, data: WebSocket.RawData | string,
 }
 
 /** Connects to the sandbox server's WebSocket first, then accepts the caller's and relays messages. */
-async function relayWebSocket(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): Promise<Response> {
-  const headers = forwardHeaders(c, t)
+async function relayWebSocket(c: Context<HttpEnv>, t: PortTarget, stream: PortStream): Promise<Response> {
+  const headers = forwardHeaders(c, t, stream)
   const upstream = new WebSocket(
-    `ws://localhost:${t.port}${t.path}`,
+    `ws://localhost:${t.port}${upstreamPath(t, stream)}`,
     appProtocols(c.req.header('sec-websocket-protocol')),
     {
       headers,
