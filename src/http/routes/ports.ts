@@ -89,7 +89,9 @@ function forwardHeaders(c: Context<HttpEnv>, t: PortTarget, stream: PortStream):
  * Port forwarding: any method on `/v1/sessions/{id}/ports/{port}/<path>` is sent, as HTTP/1.1, to
  * the server listening on that port inside the session's sandbox (over the sandbox's own channel:
  * the sandbox keeps `network: none`), and its answer streams back. A WebSocket upgrade there is
- * relayed message by message to the sandbox server's WebSocket.
+ * relayed message by message to the sandbox server's WebSocket. For Daytona and E2B sessions the
+ * stream is a connection to the provider's preview proxy (`PortStream.preview`): requests carry its
+ * host and token, and its own "port closed" 502 becomes `PORT_UNREACHABLE`.
  */
 export function registerPortRoutes(app: App, deps: AppDeps): void {
   const handler = async (c: Context<HttpEnv>): Promise<Response> => {
@@ -124,7 +126,10 @@ function documentPortRoute(app: App): void {
         '`network: none`), with `Host: localhost:{port}` and `X-Forwarded-Host`/`-Proto`/`-Prefix`; the answer ' +
         'streams back as the server sent it. A WebSocket upgrade on this URL is relayed message by message to ' +
         'the server’s WebSocket (the key may then travel as subprotocol `sbx.bearer.<base64url key>`). ' +
-        'Bodies are not limited by `server.bodyLimitBytes`. Docker sessions in `sbx serve` only.',
+        'Bodies are not limited by `server.bodyLimitBytes`. On Daytona and E2B sessions the request goes ' +
+        'through the provider’s preview proxy instead (Daytona `getPreviewLink`, E2B ' +
+        '`<port>-<sandboxId>.<domain>`), the provider’s token added by the service and never shown to the ' +
+        'caller; `Host` is then the preview host. `sbx serve` only (not `sbx api`).',
       security: [{ bearer: [] }],
       request: {
         params: z.object({
@@ -143,7 +148,10 @@ function documentPortRoute(app: App): void {
         400: err('the port is not 1-65535'),
         404: err('no such session (or another tenant’s)'),
         501: err('UNSUPPORTED: the session’s provider has no ports, or this process is `sbx api`'),
-        502: err('PORT_UNREACHABLE: nothing listens on that port in the sandbox, or it did not answer HTTP'),
+        502: err(
+          'PORT_UNREACHABLE: nothing listens on that port in the sandbox (or the provider’s preview proxy says so), or it did not answer HTTP',
+        ),
+        503: err('UNAVAILABLE: the provider’s preview proxy cannot be reached'),
       },
     })
   }
