@@ -6,6 +6,7 @@ import type {
   ExecOptions,
   ExecRequest,
   ExecResult,
+  PortStream,
   Sandbox,
   SandboxHealth,
   SandboxProcesses,
@@ -20,6 +21,7 @@ import { type DaemonCall, mkdirCall, probeCall } from './wrapper.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
 import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
 import { type DaytonaShellSession, daytonaShellTransport } from './shell.js'
+import { openDaytonaPort } from './preview.js'
 
 /** Daytona accepts only these names in an exec's environment. */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -51,6 +53,8 @@ export class DaytonaSandbox implements Sandbox {
   readonly processes?: SandboxProcesses
   /** Commands take `shell: 'persistent'`: one toolbox session per handle (see `shell.ts`). */
   readonly persistentShell = true
+  /** Ports are reached through Daytona's preview proxy (`getPreviewLink`), see `preview.ts`. */
+  readonly ports = true
   private closed = false
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
@@ -210,6 +214,16 @@ export class DaytonaSandbox implements Sandbox {
       }
     }
     return this.fail(err, `reading ${where}`)
+  }
+
+  /** A connection to `port` through Daytona's preview proxy (its 502 says the port is closed). */
+  async openPort(port: number, opts: { signal?: AbortSignal } = {}): Promise<PortStream> {
+    this.assertOpen()
+    try {
+      return await openDaytonaPort(this.remote, port, opts)
+    } catch (err) {
+      throw await this.fail(err, `opening the preview of port ${port} of sandbox ${this.ref.id}`)
+    }
   }
 
   async health(): Promise<SandboxHealth> {

@@ -12,6 +12,12 @@ export const E2BProviderOptionsSchema = z
     apiUrl: z.string().url().optional(),
     /** One envd URL for every sandbox, which is then named by a header (proxies, tests). @default E2B_SANDBOX_URL, else per-sandbox hosts under `domain` */
     sandboxUrl: z.string().url().optional(),
+    /**
+     * Where port traffic (`/v1/sessions/{id}/ports/{port}/…`) connects instead of each sandbox's
+     * preview host `https://<port>-<sandboxId>.<domain>`, which is then only sent as the `Host`
+     * header (one origin in front of E2B's proxy, local fakes). @default the preview host itself
+     */
+    previewUrl: z.string().url().optional(),
     /** E2B domain. @default E2B_DOMAIN, else 'e2b.app' */
     domain: z.string().min(1).optional(),
     /** Template for profiles that name none. @default 'base' */

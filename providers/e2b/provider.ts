@@ -136,6 +136,8 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
         timeoutMs: initialMs,
         lifecycle: { onTimeout: 'kill' },
         allowInternetAccess: profile.network === 'bridge',
+        // Preview hosts only with the traffic token: the service is the gatekeeper of ports.
+        network: { allowPublicTraffic: false },
         ...request,
       })
     } catch (err) {

@@ -5,6 +5,7 @@ import type {
   ExecOptions,
   ExecRequest,
   ExecResult,
+  PortStream,
   Sandbox,
   SandboxHealth,
   SandboxProcesses,
@@ -19,6 +20,7 @@ import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { raceAbort } from '../../src/sandbox/provider-kit.js'
 import { type E2BShellProcess, e2bShellTransport } from './shell.js'
 import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
+import { openE2BPort } from './preview.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {
@@ -43,6 +45,8 @@ export class E2BSandbox implements Sandbox {
   readonly processes?: SandboxProcesses
   /** Commands take `shell: 'persistent'`: a long-lived bash per handle (see `shell.ts`). */
   readonly persistentShell = true
+  /** Ports are reached through E2B's preview hosts (`getHost`), see `preview.ts`. */
+  readonly ports = true
   private closed = false
   private readonly shell: PersistentShellRunner<E2BShellProcess>
   private readonly slots: Semaphore
@@ -196,6 +200,12 @@ export class E2BSandbox implements Sandbox {
       }
       throw mapped
     }
+  }
+
+  /** A connection to `port` through E2B's sandbox proxy (its 502 says the port is closed). */
+  async openPort(port: number, opts: { signal?: AbortSignal } = {}): Promise<PortStream> {
+    this.assertOpen()
+    return openE2BPort(this.sdk, port, { previewUrl: this.settings.options.previewUrl, signal: opts.signal })
   }
 
   async health(): Promise<SandboxHealth> {

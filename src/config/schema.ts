@@ -184,6 +184,12 @@ export const ConfigSchema = z
             apiUrl: z.string().url().optional(),
             /** One envd URL for every sandbox (proxies, self-hosted); env E2B_SANDBOX_URL. */
             sandboxUrl: z.string().url().optional(),
+            /**
+             * Where port traffic connects instead of each sandbox's preview host
+             * `https://<port>-<sandboxId>.<domain>` (sent as `Host` only): one origin in front of E2B's
+             * proxy, local fakes; env SBX_E2B_PREVIEW_URL. @default the preview host itself
+             */
+            previewUrl: z.string().url().optional(),
             /** E2B domain (self-hosted or compatible clouds); env E2B_DOMAIN. @default 'e2b.app' */
             domain: z.string().min(1).optional(),
             /** Variable holding the API key (the key itself never goes in a config file). */

@@ -72,6 +72,7 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
     const apiUrl = e?.apiUrl ?? read(env, 'E2B_API_URL')
     const sandboxUrl = e?.sandboxUrl ?? read(env, 'E2B_SANDBOX_URL')
     const domain = e?.domain ?? read(env, 'E2B_DOMAIN')
+    const previewUrl = e?.previewUrl ?? read(env, 'SBX_E2B_PREVIEW_URL')
     const agentBinaryPath = e?.agentBinaryPath ?? builtAgent()
     out.push(
       createE2BProvider({
@@ -80,6 +81,7 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
         ...(apiUrl ? { apiUrl } : {}),
         ...(sandboxUrl ? { sandboxUrl } : {}),
         ...(domain ? { domain } : {}),
+        ...(previewUrl ? { previewUrl } : {}),
       }),
     )
   }

@@ -139,6 +139,28 @@ export interface SandboxTerminal {
   close(): void
 }
 
+/**
+ * How a request through a {@link PortStream} must be addressed when the stream reaches a remote
+ * provider's preview proxy (Daytona, E2B) rather than the port itself: the proxy routes on `host`
+ * (and `basePath`) and checks the provider's token header. These values stay inside the service.
+ */
+export interface PortPreview {
+  /** `Host` header to send (e.g. `8000-<sandboxId>.e2b.app`). */
+  readonly host: string
+  /** Path the preview URL starts with, prefixed to the request's path ('' for a bare origin). */
+  readonly basePath: string
+  /** Headers the proxy needs (the provider's access token); never passed back to the caller. */
+  readonly headers: Readonly<Record<string, string>>
+  /**
+   * Whether an answer of the proxy means "nothing listens on that port" (the proxy's own 502, told
+   * apart from a 502 of the server in the sandbox by its body). Called only for a 502 status.
+   */
+  unreachable(body: string): boolean
+}
+
+/** A byte stream to a port in a sandbox; `preview` set when it goes through a provider's preview proxy. */
+export type PortStream = Duplex & { readonly preview?: PortPreview }
+
 /** A live handle to one sandbox. */
 export interface Sandbox {
   readonly ref: SandboxRef
@@ -153,9 +175,11 @@ export interface Sandbox {
   readonly terminals?: boolean
   /**
    * A TCP connection to `127.0.0.1:port` inside the sandbox, as a byte stream; destroying it closes
-   * the connection. Rejects with `PORT_UNREACHABLE` when nothing listens there.
+   * the connection. Rejects with `PORT_UNREACHABLE` when nothing listens there. Remote providers
+   * answer with a connection to their preview proxy instead, described by `preview` (whose 502
+   * answer then says the port is closed).
    */
-  openPort?(port: number, opts?: { signal?: AbortSignal }): Promise<Duplex>
+  openPort?(port: number, opts?: { signal?: AbortSignal }): Promise<PortStream>
   /** Starts an interactive terminal (bash on a pty). */
   openTerminal?(opts: TerminalOptions): Promise<SandboxTerminal>
   /**

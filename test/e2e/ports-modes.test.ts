@@ -8,8 +8,9 @@ import type { SbxServer } from '../support/sbx-cli.js'
 /**
  * Ports in the other ways the service runs. `sbx serve` of a fleet (`--redis`: Redis session store,
  * BullMQ) forwards like the embedded one. Where ports and terminals are not offered, the answer
- * says so (501 UNSUPPORTED) and what to do: a session on a provider without the capability (E2B,
- * here its local fake), and `sbx api` of a fleet, whose process holds no sandbox channel.
+ * says so (501 UNSUPPORTED) and what to do: a terminal on a provider without the capability (E2B,
+ * here its local fake; its ports go through E2B's preview hosts, see remote-ports.test.ts), and
+ * `sbx api` of a fleet, whose process holds no sandbox channel.
  */
 
 interface ErrorAnswer {
@@ -53,7 +54,7 @@ describe('ports and terminals in fleet mode and where they are not offered', () 
     expect(await res.text()).toBe('fleet-page\n')
   }, 180_000)
 
-  test('a session on a provider without ports (E2B) gets 501 UNSUPPORTED naming the provider', async () => {
+  test('a terminal on a provider without terminals (E2B) gets 501 UNSUPPORTED naming the provider', async () => {
     const scope = uniqueName('ports-e2b')
     const e2b: FakeE2B = await startFakeE2B()
     stops.push(() => e2b.close())
@@ -62,7 +63,12 @@ describe('ports and terminals in fleet mode and where they are not offered', () 
         queue: { prefix: scope },
         profiles: { remote: { provider: 'e2b', template: 'base' } },
       },
-      env: { E2B_API_KEY: e2b.apiKey, E2B_API_URL: e2b.apiUrl, E2B_SANDBOX_URL: e2b.sandboxUrl },
+      env: {
+        E2B_API_KEY: e2b.apiKey,
+        E2B_API_URL: e2b.apiUrl,
+        E2B_SANDBOX_URL: e2b.sandboxUrl,
+        SBX_E2B_PREVIEW_URL: e2b.previewUrl,
+      },
     })
     stops.push(async () => {
       await srv.stop()
@@ -71,11 +77,10 @@ describe('ports and terminals in fleet mode and where they are not offered', () 
     expect(
       (await srv.post('/v1/sessions', { id: 'remote-1', provider: 'e2b', profile: 'remote' })).status,
     ).toBe(201)
+    // Ports are offered now (through the preview proxy): nothing listens there, so 502, not 501.
     const res = await srv.fetch('/v1/sessions/remote-1/ports/8000/')
-    expect(res.status).toBe(501)
-    const body = (await res.json()) as ErrorAnswer
-    expect(body.error?.code).toBe('UNSUPPORTED')
-    expect(body.error?.message).toContain('provider e2b does not offer ports')
+    expect(res.status).toBe(502)
+    expect(((await res.json()) as ErrorAnswer).error?.code).toBe('PORT_UNREACHABLE')
     const ws = new WebSocket(`${srv.url.replace(/^http/, 'ws')}/v1/sessions/remote-1/terminal`, {
       headers: { authorization: `Bearer ${srv.key}` },
     })

@@ -2,7 +2,7 @@ import { upgradeWebSocket } from '@hono/node-server'
 import type { IncomingMessage } from 'node:http'
 import { request as httpRequest } from 'node:http'
 import { Readable } from 'node:stream'
-import type { Duplex } from 'node:stream'
+import type { PortStream } from '../../sandbox/types.js'
 import { z } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import WebSocket from 'ws'
@@ -70,12 +70,15 @@ function targetOf(c: Context<HttpEnv>): PortTarget {
   }
 }
 
-function forwardHeaders(c: Context<HttpEnv>, t: PortTarget): Record<string, string> {
+function forwardHeaders(c: Context<HttpEnv>, t: PortTarget, stream: PortStream): Record<string, string> {
   const out: Record<string, string> = {}
   c.req.raw.headers.forEach((value, key) => {
     if (!DROP_REQUEST.has(key)) out[key] = value
   })
-  out['host'] = `localhost:${t.port}`
+  // Through a provider's preview proxy: its host and token (set last, so a caller cannot forge them).
+  const preview = stream.preview
+  out['host'] = preview ? preview.host : `localhost:${t.port}`
+  for (const [k, v] of Object.entries(preview?.headers ?? {})) out[k.toLowerCase()] = v
   out['x-forwarded-host'] = c.req.header('host') ?? ''
   out['x-forwarded-proto'] = new URL(c.req.url).protocol.replace(':', '')
   out['x-forwarded-prefix'] = t.prefix
@@ -86,7 +89,9 @@ function forwardHeaders(c: Context<HttpEnv>, t: PortTarget): Record<string, stri
  * Port forwarding: any method on `/v1/sessions/{id}/ports/{port}/<path>` is sent, as HTTP/1.1, to
  * the server listening on that port inside the session's sandbox (over the sandbox's own channel:
  * the sandbox keeps `network: none`), and its answer streams back. A WebSocket upgrade there is
- * relayed message by message to the sandbox server's WebSocket.
+ * relayed message by message to the sandbox server's WebSocket. For Daytona and E2B sessions the
+ * stream is a connection to the provider's preview proxy (`PortStream.preview`): requests carry its
+ * host and token, and its own "port closed" 502 becomes `PORT_UNREACHABLE`.
  */
 export function registerPortRoutes(app: App, deps: AppDeps): void {
   const handler = async (c: Context<HttpEnv>): Promise<Response> => {
@@ -121,7 +126,10 @@ function documentPortRoute(app: App): void {
         '`network: none`), with `Host: localhost:{port}` and `X-Forwarded-Host`/`-Proto`/`-Prefix`; the answer ' +
         'streams back as the server sent it. A WebSocket upgrade on this URL is relayed message by message to ' +
         'the server’s WebSocket (the key may then travel as subprotocol `sbx.bearer.<base64url key>`). ' +
-        'Bodies are not limited by `server.bodyLimitBytes`. Docker sessions in `sbx serve` only.',
+        'Bodies are not limited by `server.bodyLimitBytes`. On Daytona and E2B sessions the request goes ' +
+        'through the provider’s preview proxy instead (Daytona `getPreviewLink`, E2B ' +
+        '`<port>-<sandboxId>.<domain>`), the provider’s token added by the service and never shown to the ' +
+        'caller; `Host` is then the preview host. `sbx serve` only (not `sbx api`).',
       security: [{ bearer: [] }],
       request: {
         params: z.object({
@@ -140,18 +148,27 @@ function documentPortRoute(app: App): void {
         400: err('the port is not 1-65535'),
         404: err('no such session (or another tenant’s)'),
         501: err('UNSUPPORTED: the session’s provider has no ports, or this process is `sbx api`'),
-        502: err('PORT_UNREACHABLE: nothing listens on that port in the sandbox, or it did not answer HTTP'),
+        502: err(
+          'PORT_UNREACHABLE: nothing listens on that port in the sandbox (or the provider’s preview proxy says so), or it did not answer HTTP',
+        ),
+        503: err('UNAVAILABLE: the provider’s preview proxy cannot be reached'),
       },
     })
   }
 }
 
-async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): Promise<Response> {
+/** Path of the request on the stream: under the preview URL's own path when it has one. */
+const upstreamPath = (t: PortTarget, stream: PortStream): string => (stream.preview?.basePath ?? '') + t.path
+
+/** Largest proxy 502 body read to tell "port closed" from the sandbox server's own 502 (bytes). */
+const PROXY_ERROR_BODY_BYTES = 64 * 1024
+
+async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: PortStream): Promise<Response> {
   const method = c.req.method
   const req = httpRequest({
     method,
-    path: t.path,
-    headers: forwardHeaders(c, t),
+    path: upstreamPath(t, stream),
+    headers: forwardHeaders(c, t, stream),
     createConnection: () => asSocket(stream),
   })
   const abort = (): void => {
@@ -190,9 +207,46 @@ async function forwardHttp(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): 
     if (!DROP_RESPONSE.has(k.toLowerCase())) headers.append(k, res.rawHeaders[i + 1] ?? '')
   }
   const status = res.statusCode ?? 502
+  if (stream.preview && status === 502) return proxyBadGateway(res, headers, t, stream.preview)
   const empty = method === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200)
   if (empty) res.resume()
   return new Response(empty ? null : (Readable.toWeb(res) as ReadableStream), { status, headers })
+}
+
+/**
+ * A 502 from a preview proxy: PORT_UNREACHABLE when the provider's proxy says nothing listens on
+ * the port, else the sandbox server's own 502, passed on as it came.
+ */
+async function proxyBadGateway(
+  res: IncomingMessage,
+  headers: Headers,
+  t: PortTarget,
+  preview: NonNullable<PortStream['preview']>,
+): Promise<Response> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of res.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+    size += chunk.length
+    if (size > PROXY_ERROR_BODY_BYTES) {
+      // Too long for a proxy's error page: the server's own answer, streamed on from here.
+      chunks.push(chunk)
+      const rest = Readable.from(
+        (async function* () {
+          yield* chunks
+          yield* res as AsyncIterable<Buffer>
+        })(),
+      )
+      return new Response(Readable.toWeb(rest) as ReadableStream, { status: 502, headers })
+    }
+    chunks.push(chunk)
+  }
+  const body = Buffer.concat(chunks)
+  if (preview.unreachable(body.toString('utf8')))
+    throw new AppError(
+      'PORT_UNREACHABLE',
+      `nothing listens on port ${t.port} in the sandbox (the provider's preview proxy could not connect); start a server on 0.0.0.0:${t.port} first`,
+    )
+  return new Response(body, { status: 502, headers })
 }
 
 /** Messages held for a slow receiver before its sender is paused (bytes). */
@@ -208,10 +262,10 @@ function relay(to: WebSocket, from: WebSocket, data: WebSocket.RawData | string,
 }
 
 /** Connects to the sandbox server's WebSocket first, then accepts the caller's and relays messages. */
-async function relayWebSocket(c: Context<HttpEnv>, t: PortTarget, stream: Duplex): Promise<Response> {
-  const headers = forwardHeaders(c, t)
+async function relayWebSocket(c: Context<HttpEnv>, t: PortTarget, stream: PortStream): Promise<Response> {
+  const headers = forwardHeaders(c, t, stream)
   const upstream = new WebSocket(
-    `ws://localhost:${t.port}${t.path}`,
+    `ws://localhost:${t.port}${upstreamPath(t, stream)}`,
     appProtocols(c.req.header('sec-websocket-protocol')),
     {
       headers,

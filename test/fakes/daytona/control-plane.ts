@@ -5,6 +5,7 @@ import type { DockerProvider } from '../../../providers/docker/index.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import type { Labels } from '../../../src/sandbox/types.js'
 import { readJson, sendError, sendJson } from './http-util.js'
+import { sendPreviewLink } from './preview.js'
 import { type FakeSandboxRecord, toDto } from './records.js'
 
 /** Fault switches the tests flip (see `FakeDaytona.faults`). */
@@ -25,6 +26,8 @@ export interface FakeContext {
   docker: DockerProvider
   image: string
   toolboxUrl: string
+  /** The fake's own origin (preview links point under it). */
+  origin: string
   pageSize: number
   faults: FaultState
   /** Labels on every backing container (for cleanup by tests). */
@@ -166,6 +169,15 @@ export async function handleApi(
     return
   }
   const dto = (): Record<string, unknown> => toDto(record, ctx.toolboxUrl)
+  const port = Number(segments[3])
+  if (
+    req.method === 'GET' &&
+    action === 'ports' &&
+    segments[4] === 'preview-url' &&
+    port >= 1 &&
+    port <= 65535
+  )
+    return sendPreviewLink(ctx, record, port, res)
   const key = `${req.method} ${action ?? ''}`
   switch (key) {
     case 'GET ':

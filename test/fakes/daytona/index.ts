@@ -6,17 +6,21 @@
  * the adapter relies on is kept (merged output, 408 with output discarded on timeout, process
  * group kill, env-name validation, multipart downloads with JSON error parts).
  *
- * Not covered: session log follow over WebSocket and session input, PTY, code-run, git, LSP, previews, snapshots/volumes and the Socket.IO
+ * Previews (`getPreviewLink`, HTTP and WebSocket) are served under `/preview/<id>/<port>` (see preview.ts).
+ *
+ * Not covered: session log follow over WebSocket and session input, PTY, code-run, git, LSP, signed previews, snapshots/volumes and the Socket.IO
  * event stream (its path answers 404, so the SDK falls back to polling, as on a network that
  * blocks WebSockets). Lifetimes (auto-stop/-delete/ttl) are recorded, not enforced.
  */
 import { randomUUID } from 'node:crypto'
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { Duplex } from 'node:stream'
 import { createDockerProvider } from '../../../providers/docker/index.js'
 import { type FakeContext, destroyRecord, handleApi } from './control-plane.js'
 import { sendError } from './http-util.js'
 import type { FakeSandboxRecord } from './records.js'
+import { handlePreview, handlePreviewUpgrade, isPreview } from './preview.js'
 import { FakeSessions } from './sessions.js'
 import { type SentBytes, type Timings, handleToolbox } from './toolbox.js'
 
@@ -90,6 +94,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     docker,
     image: options.image ?? 'sandbox-router/base:latest',
     toolboxUrl: '',
+    origin: '',
     pageSize: options.listPageSize ?? 3,
     faults: { rateLimitedCreates: 0, retryAfterSec: 7, echoCredentialsOn401: false, failingStarts: 0 },
     containerLabels: { [FAKE_LABEL]: 'daytona', [FAKE_RUN_LABEL]: runId },
@@ -109,6 +114,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       sendError(res, req, 404, 'event stream not available in the fake')
       return
     }
+    if (isPreview(req)) return handlePreview(ctx, req, res)
     if (!authorised(req, res)) return
     if (url.pathname.startsWith('/api/')) return handleApi(ctx, req, res, url)
     if (url.pathname.startsWith('/toolbox/')) return handleToolbox(ctx, req, res, url, timings, sessions, sentBytes)
@@ -125,13 +131,19 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       else res.destroy()
     })
   })
-  // WebSocket upgrades (the SDK's Socket.IO event stream) are refused like a proxy without WS.
-  server.on('upgrade', (_req, socket) => {
+  // WebSocket upgrades: the preview proxy relays them; others (the SDK's Socket.IO event stream)
+  // are refused like a proxy without WS.
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (isPreview(req)) {
+      void handlePreviewUpgrade(ctx, req, socket, head).catch(() => socket.destroy())
+      return
+    }
     socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   ctx.toolboxUrl = `${url}/toolbox`
+  ctx.origin = url
 
   const find = (id: string): FakeSandboxRecord => {
     const record = ctx.records.get(id)

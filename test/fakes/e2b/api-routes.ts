@@ -95,7 +95,7 @@ function sandboxJson(ctx: ApiContext, s: FakeSandbox) {
     clientID: 'fake',
     envdVersion: ctx.envdVersion,
     envdAccessToken: s.envdAccessToken,
-    trafficAccessToken: null,
+    trafficAccessToken: s.trafficAccessToken ?? null,
     domain: null,
   }
 }
@@ -138,6 +138,9 @@ function metadataFilter(raw: string | null): Record<string, string> {
   return filter
 }
 
+const network = (body: Record<string, unknown>): Record<string, unknown> =>
+  typeof body.network === 'object' && body.network !== null ? (body.network as Record<string, unknown>) : {}
+
 async function createSandbox(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const body = await jsonBody(req)
   const fault = ctx.createFaults.shift()
@@ -164,6 +167,7 @@ async function createSandbox(ctx: ApiContext, req: IncomingMessage, res: ServerR
     autoPause: body.autoPause === true,
     allowInternetAccess:
       typeof body.allow_internet_access === 'boolean' ? body.allow_internet_access : undefined,
+    ...(network(body).allowPublicTraffic === false ? { allowPublicTraffic: false } : {}),
   })
   send(res, 201, sandboxJson(ctx, sandbox))
 }

@@ -31,6 +31,8 @@ export interface FakeSandboxRecord {
   /** Why it is gone: `api` (DELETE), `timeout` (lifetime over), `fault` (vanished by a test). */
   killedBy?: 'api' | 'timeout' | 'fault'
   envdAccessToken: string
+  /** Set on a sandbox created with `network.allowPublicTraffic: false`: its preview hosts then need it. */
+  trafficAccessToken?: string
   /** How many times its lifetime was set after create (timeout and connect calls). */
   timeoutUpdates: number
 }
@@ -59,6 +61,8 @@ export interface NewSandbox {
   timeoutMs: number
   autoPause: boolean
   allowInternetAccess: boolean | undefined
+  /** `network.allowPublicTraffic` of the create request. @default true */
+  allowPublicTraffic?: boolean
 }
 
 /** Holds the fake's sandboxes and their containers. */
@@ -108,6 +112,7 @@ export class SandboxStore extends EventEmitter<SandboxStoreEvents> {
       endAt: now,
       state: 'running',
       envdAccessToken: randomBytes(16).toString('hex'),
+      ...(spec.allowPublicTraffic === false ? { trafficAccessToken: randomBytes(16).toString('hex') } : {}),
       timeoutUpdates: 0,
       container,
       processes: new Map(),

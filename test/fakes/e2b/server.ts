@@ -11,9 +11,11 @@
 import { randomBytes } from 'node:crypto'
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { Duplex } from 'node:stream'
 import Docker from 'dockerode'
 import { type ApiContext, type CreateFault, handleApi } from './api-routes.js'
 import { type EnvdContext, handleEnvd } from './envd-routes.js'
+import { handlePreview, handlePreviewUpgrade, previewTarget } from './preview.js'
 import { FAKE_LABEL, type FakeSandboxRecord, SandboxStore } from './sandboxes.js'
 
 /** Options of {@link startFakeE2B}. */
@@ -55,6 +57,8 @@ export interface FakeE2B {
   readonly apiUrl: string
   /** Pass as `sandboxUrl` (or E2B_SANDBOX_URL). */
   readonly sandboxUrl: string
+  /** Pass as `previewUrl` (or SBX_E2B_PREVIEW_URL): preview hosts are told apart by `Host` (see preview.ts). */
+  readonly previewUrl: string
   readonly apiKey: string
   /** Value of the `sandbox-router.fake-e2b` label on this fake's containers. */
   readonly instanceId: string
@@ -126,10 +130,14 @@ export async function startFakeE2B(options: FakeE2BOptions = {}): Promise<FakeE2
       return write(chunk, ...rest)
     }) as typeof res.write
     res.on('close', () => (entry.durationMs = performance.now() - started))
-    if (typeof sandboxId === 'string') void handleEnvd(envd, sandboxId, req, res, url)
+    if (previewTarget(req)) void handlePreview(store, req, res).catch(() => res.destroy())
+    else if (typeof sandboxId === 'string') void handleEnvd(envd, sandboxId, req, res, url)
     else void handleApi(api, req, res, url)
   })
   server.keepAliveTimeout = 30_000
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    void handlePreviewUpgrade(store, req, socket, head).catch(() => socket.destroy())
+  })
   const port = await listen(server)
   const origin = `http://127.0.0.1:${port}`
 
@@ -141,6 +149,7 @@ export async function startFakeE2B(options: FakeE2BOptions = {}): Promise<FakeE2
   return {
     apiUrl: origin,
     sandboxUrl: origin,
+    previewUrl: origin,
     apiKey,
     instanceId,
     events: store,
