@@ -17,7 +17,13 @@ describe('ShellMarkerScanner', () => {
     let out = ''
     for (const ch of `x${marker} 0 0 1\n`) out += s.push(ch)
     expect(out).toBe('x')
-    expect(parseShellMark(s.found!)).toEqual({ status: 0, continuous: false, ended: true })
+    expect(parseShellMark(s.found!)).toEqual({
+      status: 0,
+      continuous: false,
+      ended: true,
+      droppedStdout: 0,
+      droppedStderr: 0,
+    })
   })
 
   test('text that only looks like the start of the marker is released once it cannot be', () => {
@@ -29,6 +35,12 @@ describe('ShellMarkerScanner', () => {
 
   test('parseShellMark refuses what is not ours', () => {
     expect(parseShellMark(' x 1 0')).toBeUndefined()
-    expect(parseShellMark(' -1 1 0')).toEqual({ status: -1, continuous: true, ended: false })
+    expect(parseShellMark(' -1 1 0')).toEqual({
+      status: -1,
+      continuous: true,
+      ended: false,
+      droppedStdout: 0,
+      droppedStderr: 0,
+    })
   })
 })
