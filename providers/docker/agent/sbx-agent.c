@@ -49,7 +49,8 @@ below): state stays, a timeout kills what the command started, not the shell. Ou
 #define MAX_CMDS 512
 #define TERM_GRACE_MS 200 /* SIGTERM at the deadline, SIGKILL this much later */
 #define LINGER_MS 100     /* after the leader exits, wait this long for pipe EOF */
-#define SHELL_KILL_MS 500 /* a shell whose command ignores the kill (a builtin loop) dies this much later */
+#define SHELL_KILL_MS 2000 /* a shell whose command ignores the kill (a builtin loop) dies this much later; long
+                             enough that a shell on a loaded machine or under gVisor gets back in time */
 /* Names the shell that ran the container's last FR_SHELL command, across channels. */
 #define SHELL_OWNER_FILE "/tmp/.sbx-shell-owner"
 /* Past the cap a stream keeps its last min(cap / 2, TAIL_MAX) bytes (src/sandbox/output-cap.ts). */
