@@ -9,12 +9,10 @@
 import { createDockerProvider } from '../providers/docker/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
 import type { ExecRequest } from '../src/sandbox/types.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 200) || 200, 20), 2000)
 const warmup = 10
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 const provider = createDockerProvider()
 const sandbox = await provider.create(resolveProfile('bench', { provider: 'docker' }), {

@@ -10,12 +10,10 @@
 import { E2B } from 'e2b'
 import { startFakeE2B } from '../test/fakes/e2b/index.js'
 import { removeScope, startSbxServer, uniqueName } from '../test/support/sbx-cli.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 100) || 100, 10), 1000)
 const warmup = 10
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 async function sideBySide(paths: Record<string, () => Promise<void>>): Promise<Record<string, number>> {
   const entries = Object.entries(paths)

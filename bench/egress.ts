@@ -17,13 +17,11 @@ import { join } from 'node:path'
 import { createDockerProvider } from '../providers/docker/index.js'
 import { EgressProxy } from '../src/egress/proxy.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
+import { percentile } from './lib/percentile.js'
 
 const rounds = Math.min(Math.max(Number(process.env.BENCH_ROUNDS ?? 30) || 30, 5), 500)
 const batch = Math.min(Math.max(Number(process.env.BENCH_BATCH ?? 20) || 20, 1), 200)
 const PAGE = 'hello from the host\n'
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 const server = createServer((_req, res) => res.end(PAGE))
 await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', resolve))

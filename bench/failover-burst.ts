@@ -10,10 +10,9 @@
  */
 import { startFakeDaytona } from '../test/fakes/daytona/index.js'
 import { removeScope, startSbxServer, uniqueName } from '../test/support/sbx-cli.js'
+import { percentile } from './lib/percentile.js'
 
 const sessions = Math.min(Math.max(Number(process.env.BENCH_SESSIONS ?? 40) || 40, 4), 200)
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 const scope = uniqueName('bench-failover')
 const daytona = await startFakeDaytona()

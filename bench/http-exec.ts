@@ -12,12 +12,10 @@ import { createDockerProvider } from '../providers/docker/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
 import { createRoutedPath, REDIS_URL } from './lib/routed-path.js'
 import { startSbxServer, startSbxWorker } from '../test/support/sbx-cli.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 300) || 300, 20), 2000)
 const warmup = 20
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 async function sideBySide(paths: Record<string, () => Promise<void>>): Promise<Record<string, number>> {
   const entries = Object.entries(paths)

@@ -48,6 +48,7 @@ import {
 } from './load/fleet.js'
 import type { PoolFigures, RunNames } from './load/fleet.js'
 import { LOAD_PROFILE, loadProfile } from './load/profile.js'
+import { percentile } from './lib/percentile.js'
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const TENANT = 'load'
@@ -91,9 +92,6 @@ const opts = {
   kill: flags.kill === true && flags['no-kill'] !== true,
   idempotent: flags.idempotent === true,
 }
-
-const percentile = (s: readonly number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 type Status = 'completed' | 'interrupted' | 'failed' | 'bad-output' | 'no-outcome'
 

@@ -12,13 +12,11 @@ import { randomBytes } from 'node:crypto'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { removeScopeContainers, startSbxServer } from '../test/support/sbx-cli.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 100) || 100, 10), 1000)
 const kib = Math.min(Math.max(Number(process.env.BENCH_FILE_KIB ?? 256) || 256, 1), 700)
 const warmup = 10
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 const prefix = `bmcpf${Date.now().toString(36)}`
 // The default rate limit (per tenant) would throttle a tight loop of calls.

@@ -13,12 +13,10 @@ import { createDockerProvider } from '../providers/docker/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
 import type { ExecRequest } from '../src/sandbox/types.js'
 import { createRoutedPath } from './lib/routed-path.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 500) || 500, 20), 5000)
 const warmup = 20
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 /** Times each path `iterations` times, round robin; prints p50 / p99; returns the p50s. */
 async function roundRobin(paths: [string, () => Promise<void>][]): Promise<number[]> {

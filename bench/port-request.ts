@@ -16,6 +16,7 @@ import type { Duplex } from 'node:stream'
 import { createDockerProvider } from '../providers/docker/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
 import { removeScope, startSbxServer, uniqueName } from '../test/support/sbx-cli.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 300) || 300, 20), 2000)
 const warmup = 20
@@ -24,9 +25,6 @@ const START_HTTPD =
   `mkdir -p /tmp/www && printf '${PAGE.replace('\n', '\\n')}' > /tmp/www/index.html && ` +
   '{ httpd -f -p 8000 -h /tmp/www </dev/null >/dev/null 2>&1 & } ; ' +
   'for i in $(seq 100); do netstat -ltn | grep -q ":8000 " && break; sleep 0.05; done'
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 async function sideBySide(paths: Record<string, () => Promise<void>>): Promise<Record<string, number>> {
   const entries = Object.entries(paths)

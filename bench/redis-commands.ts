@@ -27,6 +27,7 @@ import {
   startSbxWorker,
   uniqueName,
 } from '../test/support/sbx-cli.js'
+import { percentile } from './lib/percentile.js'
 
 const { values: flags } = parseArgs({
   options: {
@@ -35,9 +36,6 @@ const { values: flags } = parseArgs({
   },
 })
 const iterations = Math.max(20, Number(flags.iterations) || 300)
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 /** A TCP proxy in front of Redis that counts client writes (round trips) of every connection through it. */
 async function countingProxy(target: number): Promise<{

@@ -18,6 +18,7 @@ import {
   startSbxWorker,
   uniqueName,
 } from '../test/support/sbx-cli.js'
+import { percentile } from './lib/percentile.js'
 
 const { values: flags } = parseArgs({
   options: {
@@ -29,9 +30,6 @@ const { values: flags } = parseArgs({
 const seconds = Number(flags.seconds)
 const concurrency = Number(flags.concurrency)
 const rounds = Number(flags.rounds)
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 const redis = await RedisServer.start()
 const prefix = uniqueName('fsync')

@@ -14,12 +14,10 @@ import { resolveProfile } from '../src/sandbox/profiles.js'
 import type { ExecRequest, Sandbox, SandboxProvider } from '../src/sandbox/types.js'
 import { startFakeDaytona } from '../test/fakes/daytona/index.js'
 import { startFakeE2B } from '../test/fakes/e2b/index.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 200) || 200, 10), 2000)
 const warmup = 10
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 /** Times both paths `iterations` times, round robin; prints p50 / p99 and the ratio. */
 async function sideBySide(name: string, sandbox: Sandbox): Promise<void> {

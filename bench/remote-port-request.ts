@@ -9,6 +9,7 @@
 import { startFakeDaytona } from '../test/fakes/daytona/index.js'
 import { startFakeE2B } from '../test/fakes/e2b/index.js'
 import { removeScope, startSbxServer, uniqueName } from '../test/support/sbx-cli.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 200) || 200, 20), 2000)
 const warmup = 20
@@ -17,9 +18,6 @@ const startHttpd = (setsid: boolean): string =>
   "mkdir -p /tmp/www && printf 'hello\\n' > /tmp/www/index.html && " +
   `{ ${setsid ? 'setsid ' : ''}httpd -f -p 8000 -h /tmp/www </dev/null >/dev/null 2>&1 & } ; ` +
   'for i in $(seq 100); do netstat -ltn | grep -q ":8000 " && break; sleep 0.05; done'
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 async function main(): Promise<void> {
   const scope = uniqueName('bench-rports')

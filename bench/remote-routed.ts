@@ -13,12 +13,10 @@ import { startFakeDaytona } from '../test/fakes/daytona/index.js'
 import { startFakeE2B } from '../test/fakes/e2b/index.js'
 import { createRoutedPath } from './lib/routed-path.js'
 import type { RoutedPath } from './lib/routed-path.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 150) || 150, 20), 1000)
 const warmup = 10
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 const daytonaFake = await startFakeDaytona()
 const e2bFake = await startFakeE2B()

@@ -12,15 +12,13 @@ import type { DockerProvider } from '../providers/docker/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
 import { createRoutedPath } from './lib/routed-path.js'
 import type { RoutedPath } from './lib/routed-path.js'
+import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 300) || 300, 20), 2000)
 const warmup = 20
 const SESSION_COUNTS = [1, 8, 32] as const
 /** Commands per throughput phase, spread over its sessions. */
 const PHASE_COMMANDS = 640
-
-const percentile = (s: number[], p: number): number =>
-  [...s].sort((a, b) => a - b)[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
 
 interface Stat {
   p50: number
