@@ -9,9 +9,6 @@ export default defineConfig({
       ...configDefaults.exclude,
       'test/compose/**',
       'test/disruptive/**',
-      // Runs alone in the disruptive pass: concurrently with test/integration/sessions/pool-processes
-      // (two processes taking a sandbox at once) it left that test hanging (see vitest.disruptive.config.ts).
-      'test/integration/docker/any-image-conformance.test.ts',
     ],
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -87,7 +87,13 @@ export function readAgentBinary(path: string): AgentBinary {
 /** Size of `path` in a (created) container, or undefined when it does not exist. */
 async function sizeIn(container: Docker.Container, path: string): Promise<number | undefined> {
   try {
-    const res = (await container.infoArchive({ path })) as { headers?: Record<string, string> }
+    // dockerode answers this HEAD with the response stream itself: it must be ended here, or its
+    // socket stays open and keeps the process alive after everything else has closed.
+    const res = (await container.infoArchive({ path })) as {
+      headers?: Record<string, string>
+      destroy?: () => void
+    }
+    res.destroy?.()
     const stat = res.headers?.['x-docker-container-path-stat']
     if (!stat) return undefined
     return (JSON.parse(Buffer.from(stat, 'base64').toString('utf8')) as { size?: number }).size

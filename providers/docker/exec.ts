@@ -8,6 +8,11 @@ import { Frame, decodeErr, decodeExit, decodeTail, encodeEmpty, encodeExec } fro
 
 /** setTimeout's largest delay; longer ones fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1
+/**
+ * How long a cancelled call waits for the agent to confirm the kill before it answers anyway (ms):
+ * the agent's last resort for a persistent shell, killing the shell, comes 2 s after the cancel.
+ */
+const CANCEL_CONFIRM_MS = 3_000
 
 /** An exec request with every default applied by the sandbox handle. */
 export interface ResolvedExec {
@@ -99,6 +104,8 @@ export function startExec(
   const settled = new Promise<void>((resolve) => (settle = resolve))
   const result = new Promise<ExecResult>((resolve, reject) => {
     let done = false
+    /** The caller aborted: the call rejects with the abort reason once the agent confirms the kill. */
+    let aborted = false
     const signal = opts.signal
     const finish = (outcome: () => void): void => {
       if (done) return
@@ -112,9 +119,18 @@ export function startExec(
       settle()
     }
     const cancel = (): void => channel.trySend(encodeEmpty(Frame.CANCEL, id))
+    // A cancelled call answers once the agent reports that the command is gone (its EXIT, at most
+    // CANCEL_CONFIRM_MS later), so whoever is told "cancelled" never finds the command still running.
     const onAbort = (): void => {
+      if (done || aborted) return
+      aborted = true
       cancel()
-      finish(() => reject(signal?.reason))
+      const rejectNow = (): void => finish(() => reject(signal?.reason))
+      const unconfirmed = setTimeout(rejectNow, CANCEL_CONFIRM_MS)
+      void settled.then(() => {
+        clearTimeout(unconfirmed)
+        rejectNow()
+      })
     }
     const guard = (push: () => void): void => {
       try {
@@ -166,7 +182,7 @@ export function startExec(
             case Frame.EXIT: {
               release()
               const exit = decodeExit(frame.payload)
-              if (done) return
+              if (done || aborted) return
               guard(() => {
                 const out = stdout.finish()
                 const err = stderr.finish()
@@ -188,7 +204,7 @@ export function startExec(
             }
             case Frame.ERR:
               release()
-              finish(() => reject(execError(sandboxId, decodeErr(frame.payload))))
+              if (!aborted) finish(() => reject(execError(sandboxId, decodeErr(frame.payload))))
               break
             default:
               break
@@ -196,7 +212,7 @@ export function startExec(
         },
         onClose(error) {
           settle()
-          finish(() => reject(error))
+          if (!aborted) finish(() => reject(error))
         },
       })
       channel.send(

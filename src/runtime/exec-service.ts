@@ -6,7 +6,7 @@ import { OutputCursor } from '../queue/output-log.js'
 import type { LoggedChunk } from '../queue/schemas.js'
 import type { JobInfo, JobQueue } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
-import { jobView, vanishedJobView } from './job-view.js'
+import { jobView, unknownJobView, vanishedJobView } from './job-view.js'
 import { ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import type { TenantJobLimiter } from './tenant-jobs.js'
@@ -235,11 +235,19 @@ export class QueueExecService implements ExecService {
     early = undefined
     const finish = async (): Promise<void> => {
       try {
-        const view = await this.wait(tenant, id, { timeoutMs: 24 * 3600_000, signal })
+        const view = await this.waitForStream(tenant, id, signal)
+        if (signal.aborted) return
         // Chunks whose pub/sub message was lost are in the log: deliver them before the result.
-        if (view && !signal.aborted) await replay()
-        // A job that vanished while streamed (lost by Redis) still ends its stream with a result.
-        push({ type: 'result', job: view ?? vanishedJobView(jobView(info)) })
+        if (!(view instanceof Error)) await replay()
+        // A job that vanished while streamed (lost by Redis) still ends its stream with a result, and
+        // so does one whose state could not be read: a stream never just stops.
+        push({
+          type: 'result',
+          job:
+            view instanceof Error
+              ? unknownJobView(jobView(info), view)
+              : (view ?? vanishedJobView(jobView(info))),
+        })
       } finally {
         done = true
         wake?.()
@@ -262,6 +270,27 @@ export class QueueExecService implements ExecService {
         }
         await finishing.catch(() => undefined)
       },
+    }
+  }
+
+  /**
+   * The wait behind an event stream: it outlasts Redis outages (a wait that the queue ended early
+   * because Redis went away is started again) and answers an error it cannot get past instead of
+   * throwing, so that the stream ends with a `result` event.
+   */
+  private async waitForStream(
+    tenant: string,
+    id: string,
+    signal: AbortSignal,
+  ): Promise<JobView | undefined | Error> {
+    for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 1_000)) {
+      try {
+        return await this.wait(tenant, id, { timeoutMs: 24 * 3600_000, signal })
+      } catch (err) {
+        const unavailable = err instanceof AppError && err.code === 'QUEUE_UNAVAILABLE'
+        if (!unavailable || signal.aborted) return err instanceof Error ? err : new Error(String(err))
+        await sleep(delayMs, undefined, { signal }).catch(() => undefined)
+      }
     }
   }
 

@@ -49,6 +49,7 @@ below): state stays, a timeout kills what the command started, not the shell. Ou
 #define MAX_CMDS 512
 #define TERM_GRACE_MS 200 /* SIGTERM at the deadline, SIGKILL this much later */
 #define LINGER_MS 100     /* after the leader exits, wait this long for pipe EOF */
+#define REKILL_MS 20 /* after a kill, what the shell still starts is killed this often */
 #define SHELL_KILL_MS 2000 /* a shell whose command ignores the kill (a builtin loop) dies this much later; long
                              enough that a shell on a loaded machine or under gVisor gets back in time */
 /* Names the shell that ran the container's last FR_SHELL command, across channels. */
@@ -83,7 +84,7 @@ typedef struct cmd {
   int64_t start, deadline, kill_at, linger_until;
   /* FR_SHELL commands only (is_shell): they run in `shell` below, in_data is their control line. */
   int is_shell, cancelled, got_mark[2], rc, shell_flags;
-  int64_t shell_kill_at;
+  int64_t shell_kill_at, rekill_at;
   char mark[2][48];
   uint8_t hold[2][128];
   size_t hold_len[2];
@@ -766,6 +767,12 @@ static void shell_tick(cmd_t *c, int64_t now) {
     c->kill_at = 0;
     c->shell_kill_at = now + SHELL_KILL_MS;
   }
+  /* After the kill, whatever the shell still starts dies too: a cancel that came just before the
+   * shell forked its next child (whose SIGUSR1 trap waits for that child) would miss it. */
+  if (c->shell_kill_at && !c->kill_at && !c->reaped && now >= c->rekill_at) {
+    kill_tree(shell.pid, SIGKILL, 0);
+    c->rekill_at = now + REKILL_MS;
+  }
   if (c->shell_kill_at && now >= c->shell_kill_at && !c->reaped) {
     kill(-shell.pid, SIGKILL); /* the command is the shell itself (a builtin loop, exec): it goes */
     c->shell_kill_at = 0;
@@ -981,6 +988,7 @@ static int tick(int64_t now) {
       if (!c->reaped && !c->timed_out && !c->cancelled) WAKE(c->deadline);
       if (c->kill_at) WAKE(c->kill_at);
       if (c->shell_kill_at) WAKE(c->shell_kill_at);
+      if (c->shell_kill_at && !c->kill_at && !c->reaped) WAKE(c->rekill_at);
       if (c->reaped && room) WAKE(c->linger_until);
       pc = &c->next;
       continue;

@@ -3,7 +3,7 @@ import type { ChildProcessWithoutNullStreams } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { createInterface } from 'node:readline'
-import { describe, expect } from 'vitest'
+import { describe, expect, onTestFinished } from 'vitest'
 import type { PoolEnv } from './pool-env.js'
 import { key, poolTest as test, waitFor } from './pool-env.js'
 
@@ -21,6 +21,10 @@ async function worker(env: PoolEnv, extra: Record<string, string>) {
       POOL_SCOPE: env.scope,
       ...extra,
     },
+  })
+  // A failed test leaves no worker process behind.
+  onTestFinished(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   })
   let stderr = ''
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
