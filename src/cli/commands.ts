@@ -1,17 +1,11 @@
 import { parseArgs } from 'node:util'
-import { agentRunCommand, sessionsCommand } from './client-commands.js'
-import { loadConfig } from '../config/load.js'
-import { extensionInspect } from './extension-inspect.js'
-import {
-  configCheckCommand,
-  execCommand,
-  providersCommand,
-  serveCommand,
-  workerCommand,
-} from './runtime-commands.js'
 import type { CliIO } from './output.js'
-import { reapDispatch } from './reap-engine.js'
-import { setupCommand } from './setup-command.js'
+
+// Each command loads its own modules when it runs: `sbx --help`, `sbx sessions ls` and the other
+// client commands need none of the runtime (providers, queue, HTTP server), which costs seconds of
+// start-up under tsx.
+const runtime = () => import('./runtime-commands.js')
+const client = () => import('./client-commands.js')
 
 /** One `sbx` subcommand. `name` may have two words (`extension inspect`). */
 export interface CliCommand {
@@ -25,59 +19,63 @@ export const commands: CliCommand[] = [
   {
     name: 'serve',
     summary: 'API + exec worker + agent runs in one process (embedded default; --redis for fleet mode)',
-    run: (a, io) => serveCommand(a, io, 'all'),
+    run: async (a, io) => (await runtime()).serveCommand(a, io, 'all'),
   },
   {
     name: 'api',
     summary: 'the HTTP API only (fleet mode: --redis or REDIS_URL)',
-    run: (a, io) => serveCommand(a, io, 'api'),
+    run: async (a, io) => (await runtime()).serveCommand(a, io, 'api'),
   },
   {
     name: 'worker',
     summary: 'a fleet exec worker (--redis or REDIS_URL, --concurrency); --agent: an agent-run worker',
-    run: workerCommand,
+    run: async (a, io) => (await runtime()).workerCommand(a, io),
   },
   {
     name: 'exec',
     summary: 'run one command in a sandbox: sbx exec [--provider --profile --session --timeout] -- <command>',
-    run: execCommand,
+    run: async (a, io) => (await runtime()).execCommand(a, io),
   },
   {
     name: 'sessions ls',
     summary: "list the tenant's sessions (through the API)",
-    run: (a, io) => sessionsCommand('ls', a, io),
+    run: async (a, io) => (await client()).sessionsCommand('ls', a, io),
   },
   {
     name: 'sessions rm',
     summary: 'delete a session and its sandbox (through the API)',
-    run: (a, io) => sessionsCommand('rm', a, io),
+    run: async (a, io) => (await client()).sessionsCommand('rm', a, io),
   },
   {
     name: 'agent run',
     summary: 'start an agent run on the server and stream its events',
-    run: agentRunCommand,
+    run: async (a, io) => (await client()).agentRunCommand(a, io),
   },
-  { name: 'providers', summary: 'providers, their health and profiles', run: providersCommand },
+  {
+    name: 'providers',
+    summary: 'providers, their health and profiles',
+    run: async (a, io) => (await runtime()).providersCommand(a, io),
+  },
   {
     name: 'reap',
     summary: 'destroy every owned sandbox without a live lease (--engine: stopped containers, no Redis)',
-    run: reapDispatch,
+    run: async (a, io) => (await import('./reap-engine.js')).reapDispatch(a, io),
   },
   {
     name: 'config check',
     summary: 'validate the config file and print what it resolves to',
-    run: configCheckCommand,
+    run: async (a, io) => (await runtime()).configCheckCommand(a, io),
   },
   {
     name: 'setup',
     summary: 'install/start the Docker engine and build the base image (idempotent)',
-    run: setupCommand,
+    run: async (a, io) => (await import('./setup-command.js')).setupCommand(a, io),
   },
   {
     name: 'image build',
     summary:
       'build the base sandbox image (same as setup); dev: also the dev image; --compose: also the compose images',
-    run: setupCommand,
+    run: async (a, io) => (await import('./setup-command.js')).setupCommand(a, io),
   },
   {
     name: 'extension inspect',
@@ -88,6 +86,8 @@ export const commands: CliCommand[] = [
         allowPositionals: true,
         options: { json: { type: 'boolean' }, config: { type: 'string', short: 'c' } },
       })
+      const { loadConfig } = await import('../config/load.js')
+      const { extensionInspect } = await import('./extension-inspect.js')
       const configured = loadConfig(values.config ? { file: values.config } : {}).config.extensions
       return extensionInspect(positionals, io, { json: values.json === true, configured })
     },

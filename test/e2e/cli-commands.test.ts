@@ -148,5 +148,5 @@ describe('a fleet API process: the dashboard and sbx reap', () => {
     const left = await scopeContainers(scope)
     expect(left).toEqual([kept])
     expect(left).not.toContain(orphan)
-  })
+  }, 90_000) // three CLI processes start one after another (api, worker, reap)
 })
