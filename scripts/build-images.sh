@@ -194,7 +194,7 @@ build_redis() {
 }
 
 # The packages of the dev image (Debian names; the recipe hash covers this list).
-DEV_PACKAGES=python3,python3-venv,python3-pip,git,nodejs,npm,build-essential,curl,ca-certificates,jq,ripgrep,procps,less,unzip,file
+DEV_PACKAGES=python3,python-is-python3,python3-venv,python3-pip,git,nodejs,npm,build-essential,curl,ca-certificates,jq,ripgrep,procps,less,unzip,file
 
 build_dev() {
   local inputs

@@ -41,7 +41,13 @@ scope="e2bup-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
 key="sbx_e2bup_$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 mkdir -p "$work/srv"
-echo "{\"queue\":{\"prefix\":\"$scope\"},\"quotas\":{\"requestsPerSecond\":1000}}" > "$work/srv/sandbox-router.config.json"
+# E2B's base template has python3 and node: the dev image (scripts/setup.sh --dev) with E2B's home.
+cat > "$work/srv/sandbox-router.config.json" <<CFG
+{ "queue": { "prefix": "$scope" }, "quotas": { "requestsPerSecond": 1000 },
+  "profiles": { "e2b-dev": { "provider": "docker", "image": "sandbox-router/dev:latest", "cwd": "/home/user",
+                             "env": { "HOME": "/home/user" }, "memoryMb": 1024, "pidsLimit": 512 } },
+  "e2b": { "templates": { "base": "e2b-dev" } } }
+CFG
 (cd "$work/srv" && SBX_API_KEY=$key exec node "$root/bin/sbx.js" serve --host 127.0.0.1 --port "$port") > "$work/serve.log" 2>&1 &
 srv=$!
 cleanup() {

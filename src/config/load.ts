@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml'
 import type { ZodError } from 'zod'
 import { AppError } from '../errors.js'
 import type { ResolvedProfile } from '../sandbox/profiles.js'
-import { DEV_PROFILE, resolveProfile } from '../sandbox/profiles.js'
+import { DEV_PROFILE, E2B_PROFILE, resolveProfile } from '../sandbox/profiles.js'
 import type { Config } from './schema.js'
 import { ConfigSchema } from './schema.js'
 
@@ -61,6 +61,7 @@ export function loadConfig(opts: LoadConfigOptions = {}): LoadedConfig {
   const profiles = new Map<string, ResolvedProfile>()
   if (!config.profiles['default']) profiles.set('default', resolveProfile('default', { provider: 'docker' }))
   if (!config.profiles['dev']) profiles.set('dev', resolveProfile('dev', DEV_PROFILE))
+  if (!config.profiles['e2b']) profiles.set('e2b', resolveProfile('e2b', E2B_PROFILE))
   for (const [name, p] of Object.entries(config.profiles)) profiles.set(name, { ...p, name })
   return { config, profiles, ...(file ? { file } : {}) }
 }

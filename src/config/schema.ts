@@ -254,16 +254,17 @@ export const ConfigSchema = z
       .default({ tenants: {} }),
     /**
      * The E2B-compatible endpoint (docs/e2b-endpoint.md): which of our profiles each E2B `template`
-     * names. A template not listed is a 404 naming the known ones. @default { base: 'default' }
+     * names. A template not listed is a 404 naming the known ones. @default { base: 'e2b' } (the
+     * built-in `e2b` profile: the default image, home and working directory `/home/user`)
      */
     e2b: z
       .object({
         templates: z
           .record(z.string().regex(/^[A-Za-z0-9._:/-]{1,128}$/), z.string().regex(/^[A-Za-z0-9._-]+$/))
-          .default({ base: 'default' }),
+          .default({ base: 'e2b' }),
       })
       .strict()
-      .default({ templates: { base: 'default' } }),
+      .default({ templates: { base: 'e2b' } }),
     /** Extension module specifiers to load and enable (resolved against the config file's folder). */
     extensions: z.array(z.string().min(1)).default([]),
     /** API keys → tenants. Empty in embedded mode means one built-in key from env SBX_API_KEY. */

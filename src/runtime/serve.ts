@@ -105,6 +105,7 @@ export async function startServer(
     e2b: {
       templates: config.e2b.templates,
       providerOf: (profile) => runtime.registry.profile(profile).provider,
+      cwdOf: (profile) => runtime.registry.profile(profile).cwd,
       policy: (tenant, sandboxId, command) =>
         e2bCommandPolicy(runtime.chains.toolCall, tenant, sandboxId, command),
     },

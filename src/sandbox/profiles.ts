@@ -133,6 +133,17 @@ export const DEV_PROFILE: ProfileInput = {
   defaultTimeoutMs: 120_000,
 }
 
+/**
+ * The built-in `e2b` profile (unless the config defines one), which the E2B-compatible endpoint's
+ * `base` template names by default: the default image, with E2B's home `/home/user` as the working
+ * directory and `HOME`, so relative paths and `~` mean what E2B apps expect.
+ */
+export const E2B_PROFILE: ProfileInput = {
+  provider: 'docker',
+  cwd: '/home/user',
+  env: { HOME: '/home/user' },
+}
+
 /** Whether a profile runs the dev image (so setup must build it). */
 export function usesDevImage(profile: Pick<ResolvedProfile, 'provider' | 'image'>): boolean {
   return profile.provider === 'docker' && profile.image === DEV_IMAGE

@@ -28,7 +28,7 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
           { keyEnv: 'E2BEP_GLOBEX_KEY', tenant: 'globex' },
         ],
         extensions: [join(import.meta.dirname, 'fixtures', 'e2b-block-policy.ts')],
-        e2b: { templates: { base: 'default', python: 'default' } },
+        e2b: { templates: { base: 'e2b', python: 'default' } },
         quotas: { requestsPerSecond: 1000, maxSandboxes: 2 },
       },
       env: { SBX_API_KEY: ACME, E2BEP_ACME_KEY: ACME, E2BEP_GLOBEX_KEY: GLOBEX },
@@ -159,6 +159,25 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
       expect(await sbx.files.exists('/tmp/d/f.txt')).toBe(true)
       await sbx.files.remove('/tmp/d')
       expect(await sbx.files.exists('/tmp/d')).toBe(false)
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
+  test("the base template is E2B's: home /home/user, relative paths under it, rename", async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      const where = await sbx.commands.run('pwd; echo $HOME; touch ~/t && echo ok')
+      expect(where.stdout).toBe('/home/user\n/home/user\nok\n')
+      const info = await sbx.files.write('notes/a.txt', 'abc')
+      expect(info).toMatchObject({ name: 'a.txt', type: 'file', path: '/home/user/notes/a.txt' })
+      expect(await sbx.files.read('/home/user/notes/a.txt')).toBe('abc')
+      const moved = await sbx.files.rename('notes/a.txt', 'notes/b.txt')
+      expect(moved).toMatchObject({ name: 'b.txt', type: 'file', path: '/home/user/notes/b.txt' })
+      expect(await sbx.files.exists('notes/a.txt')).toBe(false)
+      expect(await sbx.files.read('notes/b.txt')).toBe('abc')
+      const missing = await sbx.files.rename('nothing', 'x').catch((e: unknown) => e)
+      expect(String(missing)).toMatch(/nothing' does not exist/)
     } finally {
       await sbx.kill()
     }

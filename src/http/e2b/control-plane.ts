@@ -162,7 +162,15 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
     await deps.sessions.create(p.tenant, { id: sandboxId, provider, profile }, { admit: true })
     const s = store.add(
       sandboxId,
-      { tenant: p.tenant, templateId, profile, provider, metadata, envVars },
+      {
+        tenant: p.tenant,
+        templateId,
+        profile,
+        provider,
+        cwd: deps.e2b.cwdOf?.(profile) ?? '/',
+        metadata,
+        envVars,
+      },
       timeoutS * 1000,
     )
     deps.logger.info({ tenant: p.tenant, sandboxId, templateId, profile }, 'e2b sandbox created')

@@ -11,6 +11,8 @@ export interface E2BEndpointDeps {
   templates: Readonly<Record<string, string>>
   /** The provider of a profile; throws UNKNOWN_PROFILE naming the known ones. */
   providerOf(profile: string): string
+  /** The working directory of a profile's sandboxes: relative file paths resolve against it. */
+  cwdOf?(profile: string): string
   /** Whether the provider can pause and resume sandboxes (none of ours can yet). */
   canPause?(provider: string): boolean
   /** Runs `command` through the server's tool-call interceptors as a `bash` call. */

@@ -55,7 +55,9 @@ async function writeOne(deps: E2BRouteDeps, s: E2BSandbox, path: string, data: U
     )
   const r = await deps.sessions.writeFile(s.tenant, s.sandboxId, path, data)
   if (!r) throw new E2BApiError(502, `The sandbox ${s.sandboxId} was not found`)
-  return { name: posix.basename(path), type: 'file', path }
+  // envd answers with the absolute path: a relative one is under the user's home (our sandbox's cwd).
+  const absolute = posix.resolve(s.cwd, path)
+  return { name: posix.basename(absolute), type: 'file', path: absolute }
 }
 
 async function writeFiles(deps: E2BRouteDeps, s: E2BSandbox, c: Context): Promise<Response> {

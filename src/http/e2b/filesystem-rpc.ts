@@ -1,5 +1,5 @@
 /**
- * envd's `filesystem.Filesystem` RPC (unary part): `Stat`, `MakeDir`, `Remove`, `ListDir`, each run
+ * envd's `filesystem.Filesystem` RPC (unary part): `Stat`, `MakeDir`, `Move`, `Remove`, `ListDir`, each run
  * as a short helper process in the session's sandbox (busybox `stat`/`find`), answered with envd's
  * `EntryInfo` in proto3 JSON. Relative paths resolve against the sandbox's working directory, and
  * entries carry absolute paths. File operations are not commands: the tool-call policy does not see them.
@@ -117,6 +117,21 @@ export async function unaryFilesystem(
       )
       if (r.exitCode === EXISTS) throw new ConnectRpcError('already_exists', `path '${path}' already exists`)
       if (r.exitCode !== 0) throw failed(r, path)
+      const [cwd = '/', line = ''] = r.stdout.split('\n')
+      return { entry: entryOf(line, cwd) }
+    }
+    case 'Move': {
+      const source = typeof message.source === 'string' ? message.source : ''
+      const destination = typeof message.destination === 'string' ? message.destination : ''
+      if (!source || !destination)
+        throw new ConnectRpcError('invalid_argument', 'source and destination are required')
+      const r = await runShort(
+        deps,
+        s,
+        `[ -e "$1" ] || [ -L "$1" ] || exit ${NOT_FOUND}; mv -- "$1" "$2" && pwd && stat -c '${STAT_FORMAT}' -- "$2"`,
+        [source, destination],
+      )
+      if (r.exitCode !== 0) throw failed(r, source)
       const [cwd = '/', line = ''] = r.stdout.split('\n')
       return { entry: entryOf(line, cwd) }
     }

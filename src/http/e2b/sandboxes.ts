@@ -13,6 +13,8 @@ export interface E2BSandbox {
   readonly templateId: string
   readonly profile: string
   readonly provider: string
+  /** The sandbox's working directory (envd's: the user's home): relative file paths resolve against it. */
+  readonly cwd: string
   readonly metadata: Record<string, string>
   readonly envVars: Record<string, string>
   /** The `X-Access-Token` envd calls must carry. */
