@@ -39,6 +39,8 @@ import { QueueExecService } from './exec-service.js'
 import { createRemoteProviders } from './remote-providers.js'
 import { MemorySessionDirectory, RedisSessionDirectory, ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
+import { MemoryE2BState, RedisE2BState } from '../http/e2b/state.js'
+import type { E2BState } from '../http/e2b/state.js'
 import { PooledSessionService } from './session-service.js'
 import { PooledSessionStreams } from './session-streams.js'
 import type { SessionStreamService } from './session-streams.js'
@@ -100,6 +102,8 @@ export interface Runtime {
   readonly router: QueueRouteExecutor
   readonly chains: InterceptorChains
   readonly directory: SessionDirectory
+  /** The E2B endpoint's sandbox records (Redis in fleet mode: every API replica sees them). */
+  readonly e2bState: E2BState
   readonly exec: QueueExecService
   readonly sessions: PooledSessionService
   /**
@@ -254,6 +258,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const directory: SessionDirectory = redis
       ? new RedisSessionDirectory(redis, `${prefix}:`)
       : new MemorySessionDirectory()
+    const e2bState: E2BState = redis ? new RedisE2BState(redis, `${prefix}:e2b:`) : new MemoryE2BState()
     const metrics = new Metrics({
       queueDepth: () => queue.counts(),
       circuits: async () =>
@@ -365,6 +370,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       router,
       chains,
       directory,
+      e2bState,
       exec: new QueueExecService(
         queue,
         router,

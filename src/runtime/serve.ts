@@ -106,6 +106,7 @@ export async function startServer(
       templates: config.e2b.templates,
       providerOf: (profile) => runtime.registry.profile(profile).provider,
       cwdOf: (profile) => runtime.registry.profile(profile).cwd,
+      state: runtime.e2bState,
       policy: (tenant, sandboxId, command) =>
         e2bCommandPolicy(runtime.chains.toolCall, tenant, sandboxId, command),
     },

@@ -13,11 +13,13 @@ import type { SbxServer } from '../support/sbx-cli.js'
 
 /**
  * The E2B-compatible endpoint of `sbx api` in fleet mode (a worker beside it, Redis between): the
- * e2b SDK creates a sandbox, runs a command, writes and reads a file, lists and kills it.
+ * e2b SDK creates a sandbox, runs a command, writes and reads a file, lists and kills it; with two
+ * API replicas, a sandbox created through one is served whole by the other (its E2B side is in Redis).
  */
 describe('E2B-compatible endpoint through sbx api + sbx worker (fleet)', () => {
   const scope = uniqueName('e2bfleet')
   let api: SbxServer
+  let api2: SbxServer
   let worker: LineChild
 
   beforeAll(async () => {
@@ -25,12 +27,14 @@ describe('E2B-compatible endpoint through sbx api + sbx worker (fleet)', () => {
     const cwd = configDir(config)
     const env = { SBX_API_KEY: `sbx_e2bfleet_${'f'.repeat(24)}` }
     api = await startSbxServer('api', { config, cwd, env })
+    api2 = await startSbxServer('api', { config, cwd, env })
     worker = await startSbxWorker({ config, cwd, env })
   }, 180_000)
 
   afterAll(async () => {
     await worker?.stop()
     await api?.stop()
+    await api2?.stop()
     await removeScope(scope)
   }, 120_000)
 
@@ -46,5 +50,34 @@ describe('E2B-compatible endpoint through sbx api + sbx worker (fleet)', () => {
     } finally {
       expect(await sbx.kill()).toBe(true)
     }
+  }, 120_000)
+
+  test('two API replicas: a sandbox created through one is connected, run, listed, timed out and killed through the other', async () => {
+    const one = { apiUrl: api.url, sandboxUrl: api.url, apiKey: api.key }
+    const two = { apiUrl: api2.url, sandboxUrl: api2.url, apiKey: api2.key }
+    const created = await Sandbox.create('base', { ...one, metadata: { suite: scope, replica: 'x' } })
+    const bg = await created.commands.run('read line; echo got $line', { background: true, stdin: true })
+    const other = await Sandbox.connect(created.sandboxId, two)
+    expect(await other.commands.run('pwd')).toMatchObject({ stdout: '/home/user\n', exitCode: 0 })
+    // The process started through the first replica, by pid, through the second.
+    const listed = await other.commands.list()
+    expect(listed.map((p) => p.pid)).toContain(bg.pid)
+    const handle = await other.commands.connect(bg.pid)
+    await other.commands.sendStdin(bg.pid, 'hello\n')
+    expect((await handle.wait()).stdout).toContain('got hello')
+    const found = await Sandbox.list({ ...two, query: { metadata: { replica: 'x' } } }).nextItems()
+    expect(found.map((s) => s.sandboxId)).toEqual([created.sandboxId])
+    // A lifetime set through the second replica ends the sandbox (whichever replica sweeps).
+    await other.setTimeout(1_000)
+    await expect
+      .poll(
+        async () =>
+          (await Sandbox.list({ ...one, query: { metadata: { replica: 'x' } } }).nextItems()).length,
+        {
+          timeout: 15_000,
+        },
+      )
+      .toBe(0)
+    expect(await Sandbox.kill(created.sandboxId, two)).toBe(false)
   }, 120_000)
 })

@@ -131,8 +131,8 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         return e2bErrorResponse(err)
       }
     }
-  const own = (p: Principal, id: string): E2BSandbox => {
-    const s = store.get(p.tenant, id)
+  const own = async (p: Principal, id: string): Promise<E2BSandbox> => {
+    const s = await store.get(p.tenant, id)
     if (!s) throw notFound(id)
     return s
   }
@@ -160,7 +160,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
     const timeoutS = timeoutSeconds(body.timeout)
     const sandboxId = E2BSandboxStore.newId()
     await deps.sessions.create(p.tenant, { id: sandboxId, provider, profile }, { admit: true })
-    const s = store.add(
+    const s = await store.add(
       sandboxId,
       {
         tenant: p.tenant,
@@ -183,8 +183,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
     handle(async (c, p) => {
       const filter = metadataFilter(c.req.query('metadata'))
       const states = (c.req.query('state') ?? 'running,paused').split(',')
-      const matching = store
-        .list(p.tenant)
+      const matching = (await store.list(p.tenant))
         .filter(() => states.includes('running'))
         .filter((s) => Object.entries(filter).every(([k, v]) => s.metadata[k] === v))
       if (!paged) return c.json(matching.map(listedJson))
@@ -206,14 +205,14 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
   for (const prefix of ['/sandboxes/:id', '/v2/sandboxes/:id']) {
     app.get(
       prefix,
-      handle(async (c, p) => c.json(detailJson(own(p, c.req.param('id') ?? '')))),
+      handle(async (c, p) => c.json(detailJson(await own(p, c.req.param('id') ?? '')))),
     )
     app.delete(
       prefix,
       handle(async (c, p) => {
         const id = c.req.param('id') ?? ''
-        own(p, id)
-        store.remove(id)
+        await own(p, id)
+        await store.remove(id)
         await deps.sessions.delete(p.tenant, id)
         deps.logger.info({ tenant: p.tenant, sandboxId: id }, 'e2b sandbox killed')
         return c.body(null, 204)
@@ -222,27 +221,27 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
     app.post(
       `${prefix}/timeout`,
       handle(async (c, p) => {
-        const s = own(p, c.req.param('id') ?? '')
-        store.setTimeout(s, timeoutSeconds((await jsonBody(c)).timeout) * 1000)
+        const s = await own(p, c.req.param('id') ?? '')
+        await store.setTimeout(s, timeoutSeconds((await jsonBody(c)).timeout) * 1000)
         return c.body(null, 204)
       }),
     )
     app.post(
       `${prefix}/refreshes`,
       handle(async (c, p) => {
-        const s = own(p, c.req.param('id') ?? '')
+        const s = await own(p, c.req.param('id') ?? '')
         const duration = (await jsonBody(c)).duration
-        if (duration !== undefined) store.setTimeout(s, timeoutSeconds(duration) * 1000)
+        if (duration !== undefined) await store.setTimeout(s, timeoutSeconds(duration) * 1000)
         return c.body(null, 204)
       }),
     )
     app.post(
       `${prefix}/connect`,
       handle(async (c, p) => {
-        const s = own(p, c.req.param('id') ?? '')
+        const s = await own(p, c.req.param('id') ?? '')
         const ms = timeoutSeconds((await jsonBody(c)).timeout) * 1000
         // Connect only ever extends a running sandbox's lifetime.
-        if (Date.now() + ms > s.endAt.getTime()) store.setTimeout(s, ms)
+        if (Date.now() + ms > s.endAt.getTime()) await store.setTimeout(s, ms)
         return c.json(sandboxJson(s), 200)
       }),
     )
@@ -250,7 +249,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       app.post(
         `${prefix}/${action}`,
         handle(async (_c, p) => {
-          const s = own(p, _c.req.param('id') ?? '')
+          const s = await own(p, _c.req.param('id') ?? '')
           // Not 409: the SDK reads a 409 on pause as "already paused" and returns false.
           throw new E2BApiError(
             501,

@@ -1,6 +1,7 @@
 import type { Logger } from '../../logger.js'
 import type { Keyring } from '../keyring.js'
 import type { ProcessService, SessionService } from '../deps.js'
+import type { E2BState } from './state.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
 export type E2BCommandVerdict = { kind: 'run'; command: string } | { kind: 'block'; reason: string }
@@ -13,6 +14,8 @@ export interface E2BEndpointDeps {
   providerOf(profile: string): string
   /** The working directory of a profile's sandboxes: relative file paths resolve against it. */
   cwdOf?(profile: string): string
+  /** Where E2B sandbox records live (Redis in a fleet). @default one in this process's memory */
+  state?: E2BState
   /** Whether the provider can pause and resume sandboxes (none of ours can yet). */
   canPause?(provider: string): boolean
   /** Runs `command` through the server's tool-call interceptors as a `bash` call. */

@@ -24,9 +24,9 @@ import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './pr
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
 /** The sandbox an envd request names, or the error answer (502 unknown, 401 bad token). */
-function sandboxOf(c: Context, store: E2BSandboxStore, deps: E2BRouteDeps): E2BSandbox {
+async function sandboxOf(c: Context, store: E2BSandboxStore, deps: E2BRouteDeps): Promise<E2BSandbox> {
   const id = c.req.header('e2b-sandbox-id') ?? ''
-  const found = store.byToken(id, c.req.header('x-access-token'))
+  const found = await store.byToken(id, c.req.header('x-access-token'))
   if (found === 'unknown') throw new E2BApiError(502, `The sandbox ${id} was not found`)
   if (found === 'bad-token')
     throw new E2BApiError(401, 'invalid or missing X-Access-Token (the envdAccessToken create returned)')
@@ -99,7 +99,7 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
     async (c: Context, next: () => Promise<void>): Promise<Response | void> => {
       if (!c.req.header('e2b-sandbox-id')) return next()
       try {
-        return await fn(sandboxOf(c, store, deps), c)
+        return await fn(await sandboxOf(c, store, deps), c)
       } catch (err) {
         return e2bErrorResponse(err)
       }
@@ -122,7 +122,7 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
     const streaming = isStreaming(c.req.header('content-type'))
     const method = c.req.param('method')
     try {
-      const s = sandboxOf(c, store, deps)
+      const s = await sandboxOf(c, store, deps)
       const raw = new Uint8Array(await c.req.arrayBuffer())
       if (streaming) {
         const message = parseEnvelopedRequest(raw) as Record<string, unknown>
@@ -131,8 +131,8 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
             'unimplemented',
             `${c.req.param('service')}/${method} (streaming) is not implemented by sandbox-router`,
           )
-        if (method === 'Start') return await startProcess(deps, s, message, c.req.raw.headers)
-        if (method === 'Connect') return await connectProcess(deps, s, message, c.req.raw.headers)
+        if (method === 'Start') return await startProcess(deps, store, s, message, c.req.raw.headers)
+        if (method === 'Connect') return await connectProcess(deps, store, s, message, c.req.raw.headers)
         throw new ConnectRpcError(
           'unimplemented',
           `process.Process/${method} (streaming) is not implemented by sandbox-router`,
@@ -146,7 +146,7 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
       }
       return unaryResponse(
         c.req.param('service') === 'process.Process'
-          ? await unaryProcess(deps, s, method, message)
+          ? await unaryProcess(deps, store, s, method, message)
           : await unaryFilesystem(deps, s, method, message),
       )
     } catch (err) {

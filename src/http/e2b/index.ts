@@ -8,12 +8,13 @@ import { registerControlPlane } from './control-plane.js'
 import type { E2BRouteDeps } from './deps.js'
 import { registerEnvd } from './envd.js'
 import { E2BSandboxStore } from './sandboxes.js'
+import { MemoryE2BState } from './state.js'
 
 export type { E2BEndpointDeps, E2BCommandVerdict, E2BRouteDeps } from './deps.js'
 
-/** Registers the E2B routes on `app`; returns the store of E2B sandboxes (for shutdown). */
+/** Registers the E2B routes on `app`; returns the store of E2B sandboxes (`close()` it at shutdown). */
 export function registerE2BRoutes(app: App, deps: E2BRouteDeps): E2BSandboxStore {
-  const store = new E2BSandboxStore(async (s) => {
+  const store = new E2BSandboxStore(deps.e2b.state ?? new MemoryE2BState(), async (s) => {
     deps.logger.info(
       { tenant: s.tenant, sandboxId: s.sandboxId },
       'e2b sandbox timed out; deleting its session',

@@ -10,7 +10,7 @@ import type { ProcessInfo } from '../../sandbox/types.js'
 import { AppError } from '../../errors.js'
 import { ConnectRpcError, openStream, type ServerStream } from './connect.js'
 import type { E2BRouteDeps } from './deps.js'
-import type { E2BSandbox } from './sandboxes.js'
+import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
 type Json = Record<string, unknown>
 
@@ -29,10 +29,10 @@ interface Tracked {
   tag?: string
 }
 
-const tracked = new WeakMap<E2BSandbox, Map<number, Tracked>>()
-const trackedOf = (s: E2BSandbox): Map<number, Tracked> => {
-  let m = tracked.get(s)
-  if (!m) tracked.set(s, (m = new Map()))
+/** The sandbox's process table (kept in the store, so any API replica can answer for a pid). */
+async function trackedOf(store: E2BSandboxStore, s: E2BSandbox): Promise<Map<number, Tracked>> {
+  const m = new Map<number, Tracked>()
+  for (const [pid, entry] of await store.processes(s.sandboxId)) m.set(pid, JSON.parse(entry) as Tracked)
   return m
 }
 
@@ -59,9 +59,13 @@ export function commandLineOf(config: ProcessConfig): string {
   return [config.cmd, ...config.args].map(quote).join(' ')
 }
 
-function selected(s: E2BSandbox, message: Json): { pid: number; t: Tracked } {
+async function selected(
+  store: E2BSandboxStore,
+  s: E2BSandbox,
+  message: Json,
+): Promise<{ pid: number; t: Tracked }> {
   const sel = obj(obj(message).process)
-  const m = trackedOf(s)
+  const m = await trackedOf(store, s)
   if (typeof sel.pid === 'number') {
     const t = m.get(sel.pid)
     if (t) return { pid: sel.pid, t }
@@ -125,6 +129,7 @@ function endEvent(p: ProcessInfo): Json {
  */
 async function pump(
   deps: E2BRouteDeps,
+  store: E2BSandboxStore,
   s: E2BSandbox,
   pid: number,
   id: string,
@@ -140,7 +145,8 @@ async function pump(
       maxBytes: 65_536,
       waitMs: 5_000,
     })
-    if (s.killed) return stream.drop()
+    // A killed sandbox drops the stream (its session is gone, so the read found nothing or failed).
+    if (!out && (await store.gone(s.sandboxId))) return stream.drop()
     if (!out) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
     if (out.stdout.data)
       stream.send({ data: { stdout: Buffer.from(out.stdout.data, 'utf8').toString('base64') } })
@@ -152,7 +158,8 @@ async function pump(
     if (p.state !== 'running' && stdout >= p.stdoutBytes && stderr >= p.stderrBytes) {
       stream.send(endEvent(p))
       stream.end()
-      if (trackedOf(s).get(pid)?.id === id) trackedOf(s).delete(pid)
+      if ((await trackedOf(store, s)).get(pid)?.id === id)
+        await store.deleteProcess(s.sandboxId, pid).catch(() => undefined)
       // Kept a while for another stream still reading it (envd keeps an exited pid 30 s).
       setTimeout(() => void svc.remove(s.tenant, s.sandboxId, id).catch(() => undefined), 30_000).unref()
       return
@@ -164,8 +171,13 @@ async function pump(
  * Ends a process stream on an error. A sandbox killed meanwhile drops the stream, as E2B's does: the
  * SDK then probes `/health` (502 now) and reports the sandbox gone.
  */
-function endOnError(s: E2BSandbox, stream: ServerStream, err: unknown): void {
-  if (s.killed) return stream.drop()
+async function endOnError(
+  store: E2BSandboxStore,
+  s: E2BSandbox,
+  stream: ServerStream,
+  err: unknown,
+): Promise<void> {
+  if (await store.gone(s.sandboxId)) return stream.drop()
   const e = connectErrorOf(err)
   stream.end({ code: e.code, message: e.message })
 }
@@ -195,6 +207,7 @@ function deadlineOf(headers: Headers): number | undefined {
 /** `Start`: policy, then the process, then its events. */
 export async function startProcess(
   deps: E2BRouteDeps,
+  store: E2BSandboxStore,
   s: E2BSandbox,
   message: Json,
   headers: Headers,
@@ -213,11 +226,12 @@ export async function startProcess(
     ...(config.cwd ? { cwd: config.cwd } : {}),
   })
   if (!info) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
-  trackedOf(s).set(info.pid, {
+  const entry: Tracked = {
     id: info.id,
     config,
     ...(typeof message.tag === 'string' ? { tag: message.tag } : {}),
-  })
+  }
+  await store.setProcess(s.sandboxId, info.pid, JSON.stringify(entry))
   const { response, stream } = openStream()
   stream.send({ start: { pid: info.pid } })
   timers(headers, stream)
@@ -229,8 +243,8 @@ export async function startProcess(
       () => void svc.signal(s.tenant, s.sandboxId, info.id, 'SIGKILL', 0).catch(() => undefined),
       deadline,
     ).unref()
-  void pump(deps, s, info.pid, info.id, stream, { stdout: 0, stderr: 0 }).catch((err: unknown) =>
-    endOnError(s, stream, err),
+  void pump(deps, store, s, info.pid, info.id, stream, { stdout: 0, stderr: 0 }).catch((err: unknown) =>
+    endOnError(store, s, stream, err),
   )
   return response
 }
@@ -238,18 +252,19 @@ export async function startProcess(
 /** `Connect`: the events of a running process from now on. */
 export async function connectProcess(
   deps: E2BRouteDeps,
+  store: E2BSandboxStore,
   s: E2BSandbox,
   message: Json,
   headers: Headers,
 ): Promise<Response> {
-  const { pid, t } = selected(s, message)
+  const { pid, t } = await selected(store, s, message)
   const p = await service(deps).get(s.tenant, s.sandboxId, t.id)
   if (!p) throw new ConnectRpcError('not_found', `process with pid ${pid} not found`)
   const { response, stream } = openStream()
   stream.send({ start: { pid } })
   timers(headers, stream)
-  void pump(deps, s, pid, t.id, stream, { stdout: p.stdoutBytes, stderr: p.stderrBytes }).catch(
-    (err: unknown) => endOnError(s, stream, err),
+  void pump(deps, store, s, pid, t.id, stream, { stdout: p.stdoutBytes, stderr: p.stderrBytes }).catch(
+    (err: unknown) => endOnError(store, s, stream, err),
   )
   return response
 }
@@ -257,6 +272,7 @@ export async function connectProcess(
 /** The unary methods: `List`, `SendInput`, `CloseStdin`, `SendSignal`. */
 export async function unaryProcess(
   deps: E2BRouteDeps,
+  store: E2BSandboxStore,
   s: E2BSandbox,
   method: string,
   message: Json,
@@ -268,13 +284,13 @@ export async function unaryProcess(
         ((await svc.list(s.tenant, s.sandboxId)) ?? []).filter((p) => p.state === 'running').map((p) => p.id),
       )
       return {
-        processes: [...trackedOf(s)]
+        processes: [...(await trackedOf(store, s))]
           .filter(([, t]) => running.has(t.id))
           .map(([pid, t]) => ({ pid, config: t.config, ...(t.tag ? { tag: t.tag } : {}) })),
       }
     }
     case 'SendInput': {
-      const { t } = selected(s, message)
+      const { t } = await selected(store, s, message)
       const stdin = obj(message.input).stdin
       if (typeof stdin !== 'string')
         throw new ConnectRpcError('invalid_argument', 'input.stdin (base64) is required')
@@ -282,12 +298,12 @@ export async function unaryProcess(
       return {}
     }
     case 'CloseStdin': {
-      const { t } = selected(s, message)
+      const { t } = await selected(store, s, message)
       await svc.writeStdin(s.tenant, s.sandboxId, t.id, new Uint8Array(), true)
       return {}
     }
     case 'SendSignal': {
-      const { t } = selected(s, message)
+      const { t } = await selected(store, s, message)
       const signal = message.signal === 'SIGNAL_SIGTERM' || message.signal === 15 ? 'SIGTERM' : 'SIGKILL'
       await svc.signal(s.tenant, s.sandboxId, t.id, signal, 0)
       return {}

@@ -1,10 +1,13 @@
 /**
  * The E2B view of our sessions: each E2B sandbox is one of our sessions (its id is the session id),
  * and this store keeps what E2B adds to it — template, metadata, environment, the lifetime its
- * timeout sets and the envd access token. When the lifetime ends the session is deleted (its sandbox
- * destroyed), as E2B kills a sandbox at its timeout.
+ * timeout sets, the envd access token and the process table — in an {@link E2BState} (Redis in a
+ * fleet, so every API replica answers for every sandbox). When the lifetime ends the session is
+ * deleted (its sandbox destroyed), as E2B kills a sandbox at its timeout: every process that uses
+ * the store sweeps for ended lifetimes, and the one that removes a record deletes its session.
  */
 import { randomBytes } from 'node:crypto'
+import type { E2BRecord, E2BState } from './state.js'
 
 /** One E2B sandbox: a session of `tenant` plus E2B's attributes. */
 export interface E2BSandbox {
@@ -21,80 +24,119 @@ export interface E2BSandbox {
   readonly accessToken: string
   readonly startedAt: Date
   endAt: Date
-  /** Set once killed (or timed out): streams of its processes drop instead of ending. */
-  killed?: boolean
-  timer?: NodeJS.Timeout
 }
 
 /** What creating a sandbox records. */
-export type NewE2BSandbox = Omit<E2BSandbox, 'sandboxId' | 'accessToken' | 'startedAt' | 'endAt' | 'timer'>
+export type NewE2BSandbox = Omit<E2BSandbox, 'sandboxId' | 'accessToken' | 'startedAt' | 'endAt'>
 
-/** E2B sandboxes of this process, by id; `onExpire` deletes the session behind one. */
+/** How often each process looks for sandboxes whose lifetime ended (ms). */
+const SWEEP_MS = 1_000
+
+const sandboxOf = (r: E2BRecord): E2BSandbox => ({
+  ...r,
+  startedAt: new Date(r.startedAt),
+  endAt: new Date(r.endAt),
+})
+const recordOf = (s: E2BSandbox): E2BRecord => ({
+  ...s,
+  startedAt: s.startedAt.getTime(),
+  endAt: s.endAt.getTime(),
+})
+
+/** E2B sandboxes by id; `onExpire` deletes the session behind one whose lifetime ended. */
 export class E2BSandboxStore {
-  private readonly byId = new Map<string, E2BSandbox>()
+  /** Sandboxes removed (killed or timed out) by this process: their streams drop at once. */
+  private readonly removed = new Set<string>()
+  private readonly sweeper: NodeJS.Timeout
 
-  constructor(private readonly onExpire: (s: E2BSandbox) => Promise<void>) {}
+  constructor(
+    private readonly state: E2BState,
+    private readonly onExpire: (s: E2BSandbox) => Promise<void>,
+  ) {
+    this.sweeper = setInterval(() => void this.sweep().catch(() => undefined), SWEEP_MS)
+    this.sweeper.unref()
+  }
 
   /** A fresh sandbox id (also its session id): `e2b-` and 20 hex digits. */
   static newId(): string {
     return `e2b-${randomBytes(10).toString('hex')}`
   }
 
-  add(sandboxId: string, input: NewE2BSandbox, timeoutMs: number): E2BSandbox {
+  async add(sandboxId: string, input: NewE2BSandbox, timeoutMs: number): Promise<E2BSandbox> {
     const now = new Date()
     const s: E2BSandbox = {
       ...input,
       sandboxId,
       accessToken: randomBytes(24).toString('hex'),
       startedAt: now,
-      endAt: now,
+      endAt: new Date(now.getTime() + timeoutMs),
     }
-    this.byId.set(sandboxId, s)
-    this.setTimeout(s, timeoutMs)
+    await this.state.put(recordOf(s))
     return s
   }
 
   /** The sandbox when it is `tenant`'s; another tenant's answers like an unknown id. */
-  get(tenant: string, sandboxId: string): E2BSandbox | undefined {
-    const s = this.byId.get(sandboxId)
-    return s?.tenant === tenant ? s : undefined
+  async get(tenant: string, sandboxId: string): Promise<E2BSandbox | undefined> {
+    const r = await this.state.get(sandboxId)
+    return r?.tenant === tenant ? sandboxOf(r) : undefined
   }
 
   /** The sandbox an envd call names, checked against its access token. */
-  byToken(sandboxId: string, token: string | undefined): E2BSandbox | 'unknown' | 'bad-token' {
-    const s = this.byId.get(sandboxId)
-    if (!s) return 'unknown'
-    return token === s.accessToken ? s : 'bad-token'
+  async byToken(sandboxId: string, token: string | undefined): Promise<E2BSandbox | 'unknown' | 'bad-token'> {
+    const r = await this.state.get(sandboxId)
+    if (!r) return 'unknown'
+    return token === r.accessToken ? sandboxOf(r) : 'bad-token'
   }
 
   /** The tenant's sandboxes, newest first. */
-  list(tenant: string): E2BSandbox[] {
-    return [...this.byId.values()].filter((s) => s.tenant === tenant).reverse()
+  async list(tenant: string): Promise<E2BSandbox[]> {
+    const all = await this.state.list(tenant)
+    return all
+      .sort((a, b) => b.startedAt - a.startedAt || (a.sandboxId < b.sandboxId ? 1 : -1))
+      .map(sandboxOf)
   }
 
   /** Sets the remaining lifetime to `ms` from now. */
-  setTimeout(s: E2BSandbox, ms: number): void {
-    if (s.timer) clearTimeout(s.timer)
+  async setTimeout(s: E2BSandbox, ms: number): Promise<void> {
     s.endAt = new Date(Date.now() + ms)
-    s.timer = setTimeout(() => {
-      this.remove(s.sandboxId)
-      void this.onExpire(s)
-    }, ms)
-    s.timer.unref()
+    await this.state.put(recordOf(s))
   }
 
-  remove(sandboxId: string): E2BSandbox | undefined {
-    const s = this.byId.get(sandboxId)
-    if (!s) return undefined
-    if (s.timer) clearTimeout(s.timer)
-    s.killed = true
-    this.byId.delete(sandboxId)
-    return s
+  /** Removes the sandbox's E2B side; `true` for the call that removed it. */
+  async remove(sandboxId: string): Promise<boolean> {
+    this.removed.add(sandboxId)
+    setTimeout(() => this.removed.delete(sandboxId), 60_000).unref()
+    return this.state.delete(sandboxId)
   }
 
-  /** Forgets every sandbox (server shutdown); their sessions stay to the pool and reaper. */
-  clear(): void {
-    for (const s of this.byId.values()) if (s.timer) clearTimeout(s.timer)
-    this.byId.clear()
+  /** Whether the sandbox was killed or timed out (its process streams then drop). */
+  async gone(sandboxId: string): Promise<boolean> {
+    if (this.removed.has(sandboxId)) return true
+    return (await this.state.get(sandboxId).catch(() => undefined)) === undefined
+  }
+
+  /** The sandbox's process table (envd pid → the process RPC's JSON entry). */
+  processes(sandboxId: string): Promise<Map<number, string>> {
+    return this.state.processes(sandboxId)
+  }
+  setProcess(sandboxId: string, pid: number, entry: string): Promise<void> {
+    return this.state.setProcess(sandboxId, pid, entry)
+  }
+  deleteProcess(sandboxId: string, pid: number): Promise<void> {
+    return this.state.deleteProcess(sandboxId, pid)
+  }
+
+  /** Ends the lifetimes that are over: the process that removes a record deletes its session. */
+  async sweep(now = Date.now()): Promise<void> {
+    for (const id of await this.state.due(now)) {
+      const r = await this.state.get(id)
+      if (!r || r.endAt > now) continue
+      if (await this.remove(id)) await this.onExpire(sandboxOf(r))
+    }
+  }
+
+  /** Stops sweeping (server shutdown); the sandboxes stay, for the other processes or a restart. */
+  close(): void {
+    clearInterval(this.sweeper)
   }
 }
