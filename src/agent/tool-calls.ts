@@ -99,6 +99,9 @@ async function handleToolCall(
       via: r.via,
       durationMs: record.durationMs,
       ...(route ? { route } : {}),
+      // Who ran it: a routing policy's pick (the verdict may name the policy), else the verdict's provider.
+      ...(route ? { provider: r.exec?.route?.providerId ?? route.providerId } : {}),
+      ...(r.exec?.route ? { policy: r.exec.route.policy } : {}),
       ...(r.exec
         ? { exitCode: r.exec.exitCode, timedOut: r.exec.timedOut, truncated: r.exec.truncated }
         : {}),

@@ -11,6 +11,8 @@ import { createRuntime } from '../runtime/create-runtime.js'
 import type { RuntimeOptions, RuntimeRole } from '../runtime/create-runtime.js'
 import { describeKeySource, resolveApiKeys } from '../runtime/keys.js'
 import { createRuntimeWithRetry, startServer } from '../runtime/serve.js'
+import { startMetricsServer } from '../runtime/metrics-server.js'
+import { Keyring } from '../http/keyring.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
 
@@ -125,12 +127,20 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
 export async function workerCommand(args: readonly string[], io: CliIO): Promise<number> {
   const usage =
     'usage: sbx worker [--agent] [--config file] [--redis url] [--redis-wait s] [--concurrency n]\n' +
+    '                  [--metrics-port n] [--metrics-host h]\n' +
     '  (without --agent: an exec worker, default concurrency queue.concurrency;\n' +
     '   with --agent: an agent-run worker, default concurrency 4, whose shell calls go through the exec queue)\n' +
-    '  (--redis-wait: how long to wait for Redis at start-up, retrying with backoff; default 60)'
+    '  (--redis-wait: how long to wait for Redis at start-up, retrying with backoff; default 60)\n' +
+    "  (--metrics-port: serve this worker's GET /metrics there, with the API's keys; --metrics-host, default 127.0.0.1)"
   const { values } = parse(
     args,
-    { concurrency: { type: 'string' }, agent: { type: 'boolean' }, 'redis-wait': { type: 'string' } },
+    {
+      concurrency: { type: 'string' },
+      agent: { type: 'boolean' },
+      'redis-wait': { type: 'string' },
+      'metrics-port': { type: 'string' },
+      'metrics-host': { type: 'string' },
+    },
     usage,
   )
   if (values.help) return (io.out(usage), 0)
@@ -138,13 +148,26 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
   if (loaded.config.queue.driver !== 'bullmq') {
     throw new UsageError('sbx worker joins a fleet: pass --redis <url> or set REDIS_URL')
   }
+  const metricsPort = values['metrics-port'] !== undefined ? Number(values['metrics-port']) : undefined
+  if (
+    metricsPort !== undefined &&
+    !(Number.isInteger(metricsPort) && metricsPort >= 0 && metricsPort < 65_536)
+  )
+    throw new UsageError('--metrics-port must be a TCP port (0–65535; 0 picks a free one)')
+  if (values['metrics-host'] !== undefined && metricsPort === undefined)
+    throw new UsageError('--metrics-host needs --metrics-port (the port to serve GET /metrics on)')
+  // The metrics take the API's keys (config apiKeys, SBX_API_KEY or .sbx/api-key), resolved up front.
+  const keys =
+    metricsPort !== undefined
+      ? resolveApiKeys(loaded.config, process.env, join(process.cwd(), '.sbx', 'api-key'))
+      : undefined
   const agent = values.agent === true
   if (agent && Object.keys(loaded.config.models).length === 0)
     throw new UsageError(
       `sbx worker --agent runs agent runs with a model from config \`models\`, and ${loaded.file ?? 'the built-in defaults'} ` +
         'names none: add a `models` entry (kind openai-compatible or anthropic, apiKeyEnv) to the config, or pass --config',
     )
-  const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info' })
+  const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info', secrets: keys?.secrets ?? [] })
   const concurrency = values.concurrency !== undefined ? Number(values.concurrency) : undefined
   if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0))
     throw new UsageError('--concurrency must be a positive integer')
@@ -171,8 +194,21 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
       `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (queue sbx-exec, concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
     )
   }
+  const metricsServer =
+    keys && metricsPort !== undefined
+      ? await startMetricsServer(runtime.metrics, new Keyring(keys.entries), {
+          port: metricsPort,
+          ...(values['metrics-host'] ? { host: values['metrics-host'] } : {}),
+        }).catch(async (err: unknown) => {
+          await runtime.close({ deadlineMs: 0 })
+          throw new UsageError(`--metrics-port ${metricsPort}: cannot listen: ${(err as Error).message}`)
+        })
+      : undefined
+  if (metricsServer && keys)
+    io.err(`metrics at ${metricsServer.url}/metrics — ${describeKeySource(keys.source)}`)
   const signal = await untilSignal()
   io.err(`${signal}: draining (up to 30 s), then handing unfinished jobs back…`)
+  await metricsServer?.close()
   await runtime.close({ deadlineMs: 30_000 })
   return 0
 }

@@ -15,6 +15,7 @@ import { registerAdminRoutes } from './admin.js'
 import { DOCS_SCRIPT_PATH, registerDocsScript } from './local-assets.js'
 import { registerAgentRunRoutes } from './routes/agent-runs.js'
 import { registerE2BRoutes } from './e2b/index.js'
+import { registerEventRoutes } from './routes/events.js'
 import { registerExecRoutes } from './routes/exec.js'
 import { registerPortRoutes } from './routes/ports.js'
 import { registerTerminalRoutes } from './routes/terminal.js'
@@ -169,6 +170,7 @@ export function createApp(deps: AppDeps): App {
   registerTerminalRoutes(app, deps)
   registerProcessRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
+  registerEventRoutes(app, deps)
   if (deps.e2b)
     registerE2BRoutes(app, {
       ...deps,

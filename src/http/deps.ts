@@ -2,6 +2,7 @@ import type { ToolCallRequest } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import type { ExecResult, ProcessInfo, ProcessOutput, SandboxHealth } from '../sandbox/types.js'
 import type { CircuitState } from '../routing/circuit-breaker.js'
+import type { ServiceEventLog } from '../lifecycle/service-events.js'
 import type { SessionStreamService } from '../runtime/session-streams.js'
 import type { AdminRoutesOptions } from './admin.js'
 import type { E2BEndpointDeps } from './e2b/index.js'
@@ -318,6 +319,8 @@ export interface AppDeps {
   providers(): Promise<ProviderView[]>
   /** The routing policies. @default none */
   policies?(): PolicyView[]
+  /** The service's lifecycle events (circuit transitions) for `GET /v1/events`; absent: 501. */
+  serviceEvents?: Pick<ServiceEventLog, 'stream'>
   /** Named readiness checks (`redis`, `docker`, …). */
   readiness(): Promise<Record<string, SandboxHealth>>
   /**

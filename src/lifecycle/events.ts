@@ -11,6 +11,12 @@ export const LifecycleEventType = {
   SESSION_START: 'SESSION_START',
   SESSION_END: 'SESSION_END',
   ERROR: 'ERROR',
+  /** A provider's circuit opened: routing policies skip it (service event, `GET /v1/events`). */
+  CIRCUIT_OPEN: 'CIRCUIT_OPEN',
+  /** A provider's cool-down is over: one probe may try it. */
+  CIRCUIT_HALF_OPEN: 'CIRCUIT_HALF_OPEN',
+  /** A provider's circuit closed again after a successful create. */
+  CIRCUIT_CLOSED: 'CIRCUIT_CLOSED',
 } as const
 
 export type LifecycleEventType = (typeof LifecycleEventType)[keyof typeof LifecycleEventType]

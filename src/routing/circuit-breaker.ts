@@ -31,6 +31,65 @@ export interface CircuitState {
   readonly lastError?: string
 }
 
+/**
+ * A change of a provider's circuit, told once by the breaker (of the fleet: by the process whose
+ * call made it, decided atomically in Redis). `open`: failed creates reached the threshold (or a
+ * half-open probe failed); `half-open`: the cool-down is over and a first probe is let through;
+ * `closed`: a create succeeded on an open or half-open provider.
+ */
+export interface CircuitTransition {
+  readonly provider: string
+  readonly from: CircuitState['state']
+  readonly to: CircuitState['state']
+  /** Consecutive failures counted (0 once closed). */
+  readonly failures: number
+  /** Why, in words (the last failure's message for an opening). */
+  readonly reason: string
+  /** When opened: when a probe may try again (epoch ms). */
+  readonly openUntil?: number
+}
+
+/** Told of every circuit transition; must not throw (a throw is ignored). */
+export type CircuitTransitionListener = (transition: CircuitTransition) => void
+
+function tell(listener: CircuitTransitionListener | undefined, t: CircuitTransition): void {
+  try {
+    listener?.(t)
+  } catch {
+    // Observers cannot break routing.
+  }
+}
+
+function opened(
+  provider: string,
+  from: 'closed' | 'half-open',
+  failures: number,
+  reason: string,
+  openUntil: number,
+): CircuitTransition {
+  const why =
+    from === 'half-open'
+      ? `the half-open probe failed: ${reason}`
+      : `${failures} consecutive failed create(s); last: ${reason}`
+  return { provider, from, to: 'open', failures, reason: why, openUntil }
+}
+
+const halfOpened = (provider: string, failures: number, cooldownMs: number): CircuitTransition => ({
+  provider,
+  from: 'open',
+  to: 'half-open',
+  failures,
+  reason: `cool-down of ${cooldownMs} ms over: one probe may try the provider`,
+})
+
+const closedAgain = (provider: string, from: 'open' | 'half-open'): CircuitTransition => ({
+  provider,
+  from,
+  to: 'closed',
+  failures: 0,
+  reason: 'a create succeeded',
+})
+
 /** The breaker the routing policies consult; shared by the fleet through Redis, or in-process. */
 export interface CircuitBreaker {
   /** Whether a call may try `provider` now (an open circuit: no; half-open: one caller, yes). */
@@ -66,6 +125,7 @@ export class MemoryCircuitBreaker implements CircuitBreaker {
   constructor(
     private readonly opts: CircuitOptions,
     private readonly now: () => number = Date.now,
+    private readonly onTransition?: CircuitTransitionListener,
   ) {}
 
   allow(provider: string): Promise<boolean> {
@@ -75,12 +135,17 @@ export class MemoryCircuitBreaker implements CircuitBreaker {
     if (t < e.openUntil) return Promise.resolve(false)
     // Half-open: one probe per cool-down.
     if (e.probing !== undefined && t < e.probing + this.opts.cooldownMs) return Promise.resolve(false)
+    const first = e.probing === undefined
     e.probing = t
+    if (first) tell(this.onTransition, halfOpened(provider, e.failures, this.opts.cooldownMs))
     return Promise.resolve(true)
   }
 
   success(provider: string): Promise<void> {
+    const e = this.entries.get(provider)
     this.entries.delete(provider)
+    if (e?.openUntil !== undefined)
+      tell(this.onTransition, closedAgain(provider, this.now() < e.openUntil ? 'open' : 'half-open'))
     return Promise.resolve()
   }
 
@@ -88,10 +153,12 @@ export class MemoryCircuitBreaker implements CircuitBreaker {
     const e = this.entries.get(provider) ?? { failures: 0 }
     e.failures++
     e.lastError = reason
-    const halfOpen = e.openUntil !== undefined && this.now() >= e.openUntil
-    if (e.failures >= this.opts.failureThreshold || halfOpen) {
-      e.openUntil = this.now() + this.opts.cooldownMs
+    const t = this.now()
+    const was = e.openUntil === undefined ? 'closed' : t < e.openUntil ? 'open' : 'half-open'
+    if (e.failures >= this.opts.failureThreshold || was === 'half-open') {
+      e.openUntil = t + this.opts.cooldownMs
       delete e.probing
+      if (was !== 'open') tell(this.onTransition, opened(provider, was, e.failures, reason, e.openUntil))
     }
     this.entries.set(provider, e)
     return Promise.resolve()
@@ -105,22 +172,31 @@ export class MemoryCircuitBreaker implements CircuitBreaker {
 /**
  * failure(key, now, threshold, cooldown, reason): counts one failure; opens (or re-opens, when it was
  * half-open) the circuit. The hash expires a while after the last change, so a provider that failed
- * once long ago starts from zero.
+ * once long ago starts from zero. Returns { failures, transition, openUntil }: transition 1 when this
+ * call opened a closed circuit, 2 when it re-opened a half-open one, 0 otherwise (atomic, so the
+ * fleet tells each transition once).
  */
 const FAILURE_LUA = `
 local failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
 redis.call('HSET', KEYS[1], 'lastError', ARGV[4])
 local openUntil = tonumber(redis.call('HGET', KEYS[1], 'openUntil') or '')
 local now = tonumber(ARGV[1])
+local transition = 0
+local untilNow = 0
 if failures >= tonumber(ARGV[2]) or (openUntil and now >= openUntil) then
-  redis.call('HSET', KEYS[1], 'openUntil', now + tonumber(ARGV[3]))
+  if not openUntil then transition = 1 elseif now >= openUntil then transition = 2 end
+  untilNow = now + tonumber(ARGV[3])
+  redis.call('HSET', KEYS[1], 'openUntil', untilNow)
   redis.call('HDEL', KEYS[1], 'probing')
 end
 redis.call('PEXPIRE', KEYS[1], 10 * tonumber(ARGV[3]))
-return failures
+return { failures, transition, untilNow }
 `
 
-/** allow(key, now, cooldown): 1 when a call may try the provider; a half-open circuit lets one through. */
+/**
+ * allow(key, now, cooldown): 1 when a call may try the provider; a half-open circuit lets one
+ * through: 2 for its first probe (the half-open transition), 1 for a later one.
+ */
 const ALLOW_LUA = `
 local openUntil = tonumber(redis.call('HGET', KEYS[1], 'openUntil') or '')
 if not openUntil then return 1 end
@@ -129,7 +205,17 @@ if now < openUntil then return 0 end
 local probing = tonumber(redis.call('HGET', KEYS[1], 'probing') or '')
 if probing and now < probing + tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'probing', now)
-return 1
+if probing then return 1 end
+return { 2, tonumber(redis.call('HGET', KEYS[1], 'failures') or '0') }
+`
+
+/** success(key, now): closes the circuit; returns 0 (it was closed), 1 (open) or 2 (half-open). */
+const SUCCESS_LUA = `
+local openUntil = tonumber(redis.call('HGET', KEYS[1], 'openUntil') or '')
+redis.call('DEL', KEYS[1])
+if not openUntil then return 0 end
+if tonumber(ARGV[1]) < openUntil then return 1 end
+return 2
 `
 
 /** The fleet's breaker: one Redis hash per provider, `<prefix>:circuit:<provider>`. */
@@ -138,6 +224,7 @@ export class RedisCircuitBreaker implements CircuitBreaker {
     private readonly redis: Redis,
     private readonly prefix: string,
     private readonly opts: CircuitOptions,
+    private readonly onTransition?: CircuitTransitionListener,
   ) {}
 
   private key(provider: string): string {
@@ -146,23 +233,35 @@ export class RedisCircuitBreaker implements CircuitBreaker {
 
   async allow(provider: string): Promise<boolean> {
     const r = await this.redis.eval(ALLOW_LUA, 1, this.key(provider), Date.now(), this.opts.cooldownMs)
+    if (Array.isArray(r)) {
+      tell(this.onTransition, halfOpened(provider, Number(r[1]), this.opts.cooldownMs))
+      return true
+    }
     return r === 1
   }
 
   async success(provider: string): Promise<void> {
-    await this.redis.del(this.key(provider))
+    const r = await this.redis.eval(SUCCESS_LUA, 1, this.key(provider), Date.now())
+    if (r === 1 || r === 2) tell(this.onTransition, closedAgain(provider, r === 1 ? 'open' : 'half-open'))
   }
 
   async failure(provider: string, reason: string): Promise<void> {
-    await this.redis.eval(
+    const short = reason.slice(0, 500)
+    const r = (await this.redis.eval(
       FAILURE_LUA,
       1,
       this.key(provider),
       Date.now(),
       this.opts.failureThreshold,
       this.opts.cooldownMs,
-      reason.slice(0, 500),
-    )
+      short,
+    )) as [number, number, number]
+    const [failures, transition, openUntil] = r.map(Number) as [number, number, number]
+    if (transition === 1 || transition === 2)
+      tell(
+        this.onTransition,
+        opened(provider, transition === 1 ? 'closed' : 'half-open', failures, short, openUntil),
+      )
   }
 
   async state(provider: string): Promise<CircuitState> {

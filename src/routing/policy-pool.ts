@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import { AppError } from '../errors.js'
 import { BoundReached } from '../sessions/bounds.js'
 import type { AcquireOptions, Lease, SessionKey, SessionPool, SessionState } from '../sessions/types.js'
-import type { CircuitBreaker, CircuitState } from './circuit-breaker.js'
+import type { CircuitBreaker } from './circuit-breaker.js'
 import type { RouteCandidate, RoutePolicies, RoutePolicy } from './policies.js'
 
 /** Which candidate of a policy ran a call, and why the ones before it did not. */
@@ -59,8 +59,6 @@ export class PolicyPool implements SessionPool {
     private readonly policies: RoutePolicies,
     private readonly breaker: CircuitBreaker,
     private readonly random: () => number = Math.random,
-    /** Told when a failure of this process opened a provider's circuit (for logs). */
-    private readonly onCircuitOpen?: (provider: string, state: CircuitState) => void,
   ) {}
 
   private policyOf(key: SessionKey): RoutePolicy | undefined {
@@ -165,7 +163,8 @@ export class PolicyPool implements SessionPool {
       } catch (err) {
         if (opts?.signal?.aborted) throw err
         last = err
-        if (countsAgainstProvider(err)) await this.recordFailure(candidate.provider, message(err))
+        // The breaker tells its transitions itself (lifecycle events, logs).
+        if (countsAgainstProvider(err)) await this.breaker.failure(candidate.provider, message(err))
         if (!fallsOver(policy.mode, err)) throw err
         skipped.push({ ...at, reason: message(err) })
         continue
@@ -183,14 +182,6 @@ export class PolicyPool implements SessionPool {
       `routing policy '${policy.name}' (${policy.mode}): no candidate could take the call — ${why}`,
       { retryable: true, ...(last ? { cause: last } : {}) },
     )
-  }
-
-  private async recordFailure(provider: string, reason: string): Promise<void> {
-    const before = await this.breaker.state(provider)
-    await this.breaker.failure(provider, reason)
-    if (before.state === 'open' || !this.onCircuitOpen) return
-    const after = await this.breaker.state(provider)
-    if (after.state === 'open') this.onCircuitOpen(provider, after)
   }
 
   /**

@@ -25,7 +25,11 @@ import { LABELS } from '../sandbox/types.js'
 import type { SandboxHealth } from '../sandbox/types.js'
 import { createSessionPool } from '../sessions/pool.js'
 import { MemoryCircuitBreaker, RedisCircuitBreaker } from '../routing/circuit-breaker.js'
-import type { CircuitBreaker } from '../routing/circuit-breaker.js'
+import type { CircuitBreaker, CircuitTransition } from '../routing/circuit-breaker.js'
+import { circuitEvent } from '../routing/circuit-events.js'
+import { LifecycleDispatcher } from '../lifecycle/dispatcher.js'
+import { MemoryServiceEventLog, RedisServiceEventLog } from '../lifecycle/service-events.js'
+import type { ServiceEventLog } from '../lifecycle/service-events.js'
 import { policyAwareTargets, RoutePolicies } from '../routing/policies.js'
 import { PolicyPool } from '../routing/policy-pool.js'
 import type { SandboxSessionPool } from '../sessions/pool.js'
@@ -98,6 +102,8 @@ export interface Runtime {
   readonly policies: RoutePolicies
   /** Per-provider circuits (shared through Redis in fleet mode). */
   readonly breaker: CircuitBreaker
+  /** The service's lifecycle events (circuit transitions), for `GET /v1/events`. */
+  readonly serviceEvents: ServiceEventLog
   readonly queue: JobQueue
   readonly router: QueueRouteExecutor
   readonly chains: InterceptorChains
@@ -234,15 +240,26 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     // candidate honours, and the pool below picks the candidate (pinned per session).
     const policies = new RoutePolicies(config.routing.policies, registry, registry.providerIds())
     const targets = policyAwareTargets(registry, policies)
+    // Circuit transitions: told once fleet-wide (by the process whose call made them) to the log, the
+    // service's event stream (GET /v1/events) and the extensions' lifecycle hooks.
+    const serviceEvents: ServiceEventLog = redis
+      ? new RedisServiceEventLog(redis, prefix)
+      : new MemoryServiceEventLog()
+    let lifecycle: LifecycleDispatcher | undefined
+    const onTransition = (t: CircuitTransition): void => {
+      const line = `circuit of provider '${t.provider}' ${t.from} → ${t.to}: ${t.reason}`
+      if (t.to === 'open') logger.warn({ circuit: t }, line)
+      else logger.info({ circuit: t }, line)
+      const event = circuitEvent(t)
+      void serviceEvents
+        .append(event)
+        .catch((err: unknown) => logger.warn({ err }, 'circuit event not recorded'))
+      void lifecycle?.emit(event)
+    }
     const breaker: CircuitBreaker = redis
-      ? new RedisCircuitBreaker(redis, prefix, config.routing.circuit)
-      : new MemoryCircuitBreaker(config.routing.circuit)
-    const routed = new PolicyPool(pool, policies, breaker, Math.random, (provider, state) =>
-      logger.warn(
-        { provider, failures: state.failures, openUntil: state.openUntil, lastError: state.lastError },
-        `circuit of provider '${provider}' opened: routing policies skip it until a probe succeeds`,
-      ),
-    )
+      ? new RedisCircuitBreaker(redis, prefix, config.routing.circuit, onTransition)
+      : new MemoryCircuitBreaker(config.routing.circuit, Date.now, onTransition)
+    const routed = new PolicyPool(pool, policies, breaker)
     const router = new QueueRouteExecutor({ queue, targets, tenantRoutes: config.routing.tenants })
 
     const extensions = config.extensions.length
@@ -254,6 +271,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     if (config.routing.secretScanner !== 'off')
       host.push(secretScanner({ action: config.routing.secretScanner }))
     const chains = composeInterceptors({ toolCall: host }, extensions)
+    if (chains.lifecycleHooks.length > 0) lifecycle = new LifecycleDispatcher(chains.lifecycleHooks)
 
     const directory: SessionDirectory = redis
       ? new RedisSessionDirectory(redis, `${prefix}:`)
@@ -366,6 +384,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       pool,
       policies,
       breaker,
+      serviceEvents,
       queue,
       router,
       chains,

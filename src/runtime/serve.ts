@@ -62,6 +62,7 @@ export async function startServer(
     ...(runtime.streams ? { streams: runtime.streams } : {}),
     processes: runtime.processes,
     agentRuns: runtime.agentRuns,
+    serviceEvents: runtime.serviceEvents,
     mcp,
     ...(dashboard ? { admin: { queues: dashboard.queues } } : {}),
     providers: async () =>

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startFakeDaytona } from '../fakes/daytona/index.js'
 import type { FakeDaytona } from '../fakes/daytona/index.js'
 import type { LineChild } from '../fault/fixtures/redis-child.js'
+import { openEventStream } from '../support/job-stream.js'
 import {
   fleetConfig,
   removeScope,
@@ -135,6 +136,20 @@ describe('a failover policy over the Daytona fake and Docker', () => {
     const probe = await exec({ sessionId: 's4', command: 'echo back' })
     expect(probe.job.result?.route?.providerId).toBe('daytona')
     expect(await circuitOf('daytona')).toMatchObject({ state: 'closed', failures: 0 })
+
+    // The worker made the transitions; the API streams them from Redis, each once (GET /v1/events).
+    const events = await openEventStream(api, '/v1/events')
+    await events.next((e) => e.data.includes('CIRCUIT_CLOSED'))
+    events.close()
+    const seen = events.events.map(
+      (e) => JSON.parse(e.data) as { type: string; attributes: { provider: string; reason: string } },
+    )
+    expect(seen.map((e) => `${e.type} ${e.attributes.provider}`)).toEqual([
+      'CIRCUIT_OPEN daytona',
+      'CIRCUIT_HALF_OPEN daytona',
+      'CIRCUIT_CLOSED daytona',
+    ])
+    expect(seen[0]?.attributes.reason).toMatch(/429/)
   }, 180_000)
 
   test('a pinned session whose provider fails gets a clear error and never moves silently', async () => {

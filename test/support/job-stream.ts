@@ -21,15 +21,26 @@ export interface EventStream {
 }
 
 /** Opens `GET /v1/jobs/<id>/events` (resuming after `lastEventId`) and reads it in the background. */
-export async function openJobEvents(
+export function openJobEvents(
   srv: SbxServer,
   id: string,
   key?: string,
   opts: { lastEventId?: string } = {},
 ): Promise<EventStream> {
+  return openEventStream(srv, `/v1/jobs/${id}/events`, key, opts)
+}
+
+/** Opens any server-sent event stream of the API (e.g. `GET /v1/events`) and reads it in the background. */
+export async function openEventStream(
+  srv: SbxServer,
+  path: string,
+  key?: string,
+  opts: { lastEventId?: string } = {},
+): Promise<EventStream> {
+  const id = path
   const abort = new AbortController()
   const headers: Record<string, string> = opts.lastEventId ? { 'last-event-id': opts.lastEventId } : {}
-  const res = await srv.fetch(`/v1/jobs/${id}/events`, {
+  const res = await srv.fetch(path, {
     signal: abort.signal,
     headers,
     ...(key ? { key } : {}),

@@ -39,7 +39,14 @@ const AgentRunSchema = z
     iterations: z.number().optional(),
     toolCalls: z
       .array(
-        z.object({ name: z.string(), callId: z.string(), routed: z.boolean(), error: z.string().optional() }),
+        z.object({
+          name: z.string(),
+          callId: z.string(),
+          routed: z.boolean(),
+          /** For a routed call: the provider that ran it (a routing policy's pick included). */
+          provider: z.string().optional(),
+          error: z.string().optional(),
+        }),
       )
       .optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional(),

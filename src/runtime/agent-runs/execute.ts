@@ -91,6 +91,9 @@ export async function executeAgentRun(id: string, deps: AgentRunDeps, signal: Ab
         name: t.name,
         callId: t.callId,
         routed: t.via === 'routed',
+        ...(t.via === 'routed' && t.route
+          ? { provider: t.exec?.route?.providerId ?? t.route.providerId }
+          : {}),
         ...(t.outcome === 'ok' ? {} : { error: t.output.slice(0, 500) }),
       })),
       ...(result.finishReason.kind === 'error'

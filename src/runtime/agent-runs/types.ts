@@ -28,7 +28,8 @@ export interface AgentRunRecord {
   sandboxSeconds?: Record<string, number>
   llmCalls?: number
   iterations?: number
-  toolCalls?: { name: string; callId: string; routed: boolean; error?: string }[]
+  /** `provider`: for a routed call, the provider that ran it (a routing policy's pick included). */
+  toolCalls?: { name: string; callId: string; routed: boolean; provider?: string; error?: string }[]
   error?: { code: string; message: string }
   /** Shown while `queued` when nothing will pick the run up (fleet: no agent-run worker connected); never stored. */
   warning?: string

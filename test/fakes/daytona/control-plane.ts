@@ -12,6 +12,10 @@ import { type FakeSandboxRecord, toDto } from './records.js'
 export interface FaultState {
   /** Creates still to refuse with 429. */
   rateLimitedCreates: number
+  /** Share of creates (0–1) to refuse with 429, spread evenly; 0: off. */
+  rateLimitShare: number
+  /** Creates seen since `rateLimitShare` was set. */
+  sharedCreates: number
   retryAfterSec: number
   /** Whether a 401 quotes the presented credentials back (a careless server). */
   echoCredentialsOn401: boolean
@@ -45,9 +49,16 @@ const strings = (v: unknown): Record<string, string> =>
     ),
   )
 
+/** Whether this create is one of the `rateLimitShare` to refuse (every 1/share-th, deterministic). */
+function refusedByShare(f: FaultState): boolean {
+  if (f.rateLimitShare <= 0) return false
+  const n = f.sharedCreates++
+  return Math.floor((n + 1) * f.rateLimitShare) > Math.floor(n * f.rateLimitShare)
+}
+
 async function createSandbox(ctx: FakeContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  if (ctx.faults.rateLimitedCreates > 0) {
-    ctx.faults.rateLimitedCreates--
+  if (ctx.faults.rateLimitedCreates > 0 || refusedByShare(ctx.faults)) {
+    if (ctx.faults.rateLimitedCreates > 0) ctx.faults.rateLimitedCreates--
     const after = String(ctx.faults.retryAfterSec)
     sendError(res, req, 429, 'Rate limit exceeded', {
       headers: {

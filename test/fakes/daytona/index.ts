@@ -46,6 +46,11 @@ export type FakeSandboxView = Omit<FakeSandboxRecord, 'backend'> & { containerId
 export interface FakeDaytonaFaults {
   /** The next `count` creates answer 429 with `Retry-After-Sandbox-Create: retryAfterSec`. */
   rateLimitCreates(count: number, retryAfterSec?: number): void
+  /**
+   * From now on, `share` (0–1) of creates answer 429, spread evenly (0.5: every second one), until
+   * set to 0; retries are creates too, so they are refused at the same rate.
+   */
+  rateLimitShare(share: number, retryAfterSec?: number): void
   /** Removes the sandbox and its container behind the client's back: every later call gets 404. */
   vanish(sandboxId: string): Promise<void>
   /** Marks the sandbox stopped (as Daytona's auto-stop would); the toolbox answers 409 until started. */
@@ -96,7 +101,14 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     toolboxUrl: '',
     origin: '',
     pageSize: options.listPageSize ?? 3,
-    faults: { rateLimitedCreates: 0, retryAfterSec: 7, echoCredentialsOn401: false, failingStarts: 0 },
+    faults: {
+      rateLimitedCreates: 0,
+      rateLimitShare: 0,
+      sharedCreates: 0,
+      retryAfterSec: 7,
+      echoCredentialsOn401: false,
+      failingStarts: 0,
+    },
     containerLabels: { [FAKE_LABEL]: 'daytona', [FAKE_RUN_LABEL]: runId },
   }
 
@@ -117,7 +129,8 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     if (isPreview(req)) return handlePreview(ctx, req, res)
     if (!authorised(req, res)) return
     if (url.pathname.startsWith('/api/')) return handleApi(ctx, req, res, url)
-    if (url.pathname.startsWith('/toolbox/')) return handleToolbox(ctx, req, res, url, timings, sessions, sentBytes)
+    if (url.pathname.startsWith('/toolbox/'))
+      return handleToolbox(ctx, req, res, url, timings, sessions, sentBytes)
     sendError(res, req, 404, `fake Daytona: no route ${req.method} ${url.pathname}`)
   }
 
@@ -160,6 +173,11 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     faults: {
       rateLimitCreates(count, retryAfterSec = 7) {
         ctx.faults.rateLimitedCreates = count
+        ctx.faults.retryAfterSec = retryAfterSec
+      },
+      rateLimitShare(share, retryAfterSec = 7) {
+        ctx.faults.rateLimitShare = Math.min(Math.max(share, 0), 1)
+        ctx.faults.sharedCreates = 0
         ctx.faults.retryAfterSec = retryAfterSec
       },
       vanish: (id) => destroyRecord(ctx, find(id), true),
