@@ -11,6 +11,7 @@ import {
 } from './runtime-commands.js'
 import type { CliIO } from './output.js'
 import { reapDispatch } from './reap-engine.js'
+import { engineCommand } from './engine-commands.js'
 import { setupCommand } from './setup-command.js'
 
 /** One `sbx` subcommand. `name` may have two words (`extension inspect`). */
@@ -58,6 +59,21 @@ export const commands: CliCommand[] = [
     run: agentRunCommand,
   },
   { name: 'providers', summary: 'providers, their health and profiles', run: providersCommand },
+  {
+    name: 'engine ls',
+    summary: "the fleet's Docker engines, their state and load (queue.engineRouting)",
+    run: (a, io) => engineCommand('ls', a, io),
+  },
+  {
+    name: 'engine drain',
+    summary: 'no new sessions on an engine; its running commands finish, its sessions move',
+    run: (a, io) => engineCommand('drain', a, io),
+  },
+  {
+    name: 'engine undrain',
+    summary: 'an engine takes new sessions again',
+    run: (a, io) => engineCommand('undrain', a, io),
+  },
   {
     name: 'reap',
     summary: 'destroy every owned sandbox without a live lease (--engine: stopped containers, no Redis)',

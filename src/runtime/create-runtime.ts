@@ -18,6 +18,8 @@ import { createLogger } from '../logger.js'
 import { Metrics } from '../metrics.js'
 import { reconnectDelayMs, redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createJobQueue } from '../queue/create-job-queue.js'
+import { createEngineJobQueue } from '../queue/engines/engine-queue.js'
+import { engineIdOf, engineSide } from './engine-side.js'
 import type { JobQueue } from '../queue/types.js'
 import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import { ProviderRegistry } from '../sandbox/registry.js'
@@ -87,6 +89,8 @@ export interface RuntimeOptions {
 /** Everything a process of the service holds, wired from one config. */
 export interface Runtime {
   readonly loaded: LoadedConfig
+  /** The engine this process's exec worker reaches (`queue.engineRouting`). */
+  readonly engineId?: string
   /** The Redis key prefix in use (config `queue.prefix` unless overridden). */
   readonly prefix: string
   readonly logger: Logger
@@ -198,6 +202,9 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       const r = redis
       cleanups.push(() => r.quit().catch(() => r.disconnect()))
     }
+    const runsExecWorker = opts.execWorker ?? role !== 'api'
+    const engineRouting = fleet && config.queue.engineRouting === true
+    const engineId = engineRouting && runsExecWorker ? await engineIdOf(registry, config) : undefined
     const store = redis
       ? new RedisSessionStore({ redis, prefix: `${prefix}:sessions:` })
       : new MemorySessionStore()
@@ -212,6 +219,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         config.providers.docker.maxSandboxes === undefined
           ? {}
           : { [DOCKER_PROVIDER_ID]: config.providers.docker.maxSandboxes },
+      ...(engineId === undefined ? {} : { providerEngines: { [DOCKER_PROVIDER_ID]: engineId } }),
       ...(opts.pool ?? {}),
       onError: (err, context) => logger.warn({ err, context }, 'session pool background error'),
     })
@@ -222,9 +230,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       if (!fleet) await destroyInstanceSandboxes(registry, instanceId)
     })
 
-    const queue = await createJobQueue(
-      fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },
-    )
+    const queue = engineRouting
+      ? await createEngineJobQueue({
+          redisUrl: config.queue.redisUrl,
+          prefix,
+          ...(engineId === undefined ? {} : { engine: engineSide(registry, engineId, prefix, config) }),
+        })
+      : await createJobQueue(
+          fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },
+        )
     cleanups.push(() => queue.close())
     // Routing policies resolve like providers: the router builds their jobs with limits every
     // candidate honours, and the pool below picks the candidate (pinned per session).
@@ -279,7 +293,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     countEgress = (e) => metrics.egressDecisions.inc({ tenant: e.tenant, verdict: e.verdict })
 
     let worker: ExecWorkerHandle | undefined
-    if (opts.execWorker ?? role !== 'api') {
+    if (runsExecWorker) {
       worker = await startExecWorker({
         queue,
         pool: routed,
@@ -353,6 +367,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     )
 
     const runtime: Runtime = {
+      ...(engineId === undefined ? {} : { engineId }),
       agentRuns,
       prefix,
       loaded,
