@@ -19,6 +19,8 @@ import { Metrics } from '../metrics.js'
 import { reconnectDelayMs, redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createJobQueue } from '../queue/create-job-queue.js'
 import { createEngineJobQueue } from '../queue/engines/engine-queue.js'
+import type { EngineJobQueue } from '../queue/engines/engine-queue.js'
+import type { EngineDirectory } from '../queue/engines/engine-directory.js'
 import { engineIdOf, engineSide } from './engine-side.js'
 import type { JobQueue } from '../queue/types.js'
 import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
@@ -59,7 +61,8 @@ import {
 import type { AgentRunWorkerHandle } from './agent-runs/runners.js'
 import { AgentRunService } from './agent-runs/service.js'
 import type { AgentRunDispatcher } from './agent-runs/service.js'
-import { createWorkerCensus } from './worker-census.js'
+import { createWorkerCensus, EXEC_QUEUE } from './worker-census.js'
+import { laneName } from '../queue/engines/engine-directory.js'
 import type { WorkersCheck } from './worker-census.js'
 
 /** Which parts of the service this process runs. */
@@ -91,6 +94,8 @@ export interface Runtime {
   readonly loaded: LoadedConfig
   /** The engine this process's exec worker reaches (`queue.engineRouting`). */
   readonly engineId?: string
+  /** The fleet's engines (`queue.engineRouting`). */
+  readonly engines?: EngineDirectory
   /** The Redis key prefix in use (config `queue.prefix` unless overridden). */
   readonly prefix: string
   readonly logger: Logger
@@ -268,8 +273,10 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const directory: SessionDirectory = redis
       ? new RedisSessionDirectory(redis, `${prefix}:`)
       : new MemorySessionDirectory()
+    const engines = 'engines' in queue ? (queue as EngineJobQueue).engines : undefined
     const metrics = new Metrics({
       queueDepth: () => queue.counts(),
+      ...(engines ? { engines: () => engines.list() } : {}),
       circuits: async () =>
         Object.fromEntries(
           await Promise.all(
@@ -333,7 +340,19 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     }
     let dispatcher: AgentRunDispatcher
     let agentConsumer: AgentRunWorkerHandle | undefined
-    const census = fleet ? createWorkerCensus(config.queue.redisUrl, prefix) : undefined
+    const census = fleet
+      ? createWorkerCensus(
+          config.queue.redisUrl,
+          prefix,
+          1_000,
+          engines
+            ? async () =>
+                (await engines.list())
+                  .filter((e) => e.state === 'live')
+                  .map((e) => laneName(EXEC_QUEUE, e.id))
+            : undefined,
+        )
+      : undefined
     if (census) cleanups.push(() => census.close())
     const agentWorker = opts.agentWorker ?? role === 'all'
     if (!fleet) {
@@ -368,6 +387,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
 
     const runtime: Runtime = {
       ...(engineId === undefined ? {} : { engineId }),
+      ...(engines ? { engines } : {}),
       agentRuns,
       prefix,
       loaded,
