@@ -16,6 +16,10 @@ export interface MetricsSources {
   }
   /** Each provider's circuit (routing policies skip open ones): 0 closed, 1 open, 0.5 half-open. */
   circuits?: () => Promise<Record<string, 'closed' | 'open' | 'half-open'>>
+  /** The fleet's Docker engines (`queue.engineRouting`): their load, cap and state. */
+  engines?: () => Promise<
+    readonly { id: string; running: number; cap?: number; state: 'live' | 'down'; draining: boolean }[]
+  >
 }
 
 /**
@@ -65,7 +69,40 @@ export class Metrics {
       labelNames: ['method', 'route', 'status'],
       registers,
     })
-    const { queueDepth, pool, circuits } = sources
+    const { queueDepth, pool, circuits, engines } = sources
+    new Gauge({
+      name: 'sbx_engine_sandboxes',
+      help: 'Sandboxes running on each Docker engine of the fleet, as its workers last reported (engine routing)',
+      labelNames: ['engine'],
+      registers,
+      async collect() {
+        this.reset()
+        for (const e of (await engines?.().catch(() => undefined)) ?? [])
+          this.set({ engine: e.id }, e.running)
+      },
+    })
+    new Gauge({
+      name: 'sbx_engine_capacity',
+      help: "Each Docker engine's sandbox cap (providers.docker.maxSandboxes; absent: unbounded)",
+      labelNames: ['engine'],
+      registers,
+      async collect() {
+        this.reset()
+        for (const e of (await engines?.().catch(() => undefined)) ?? [])
+          if (e.cap !== undefined) this.set({ engine: e.id }, e.cap)
+      },
+    })
+    new Gauge({
+      name: 'sbx_engine_up',
+      help: 'Each Docker engine: 1 live (reached by a worker, healthy), 0 down; `draining` 1 after sbx engine drain',
+      labelNames: ['engine', 'draining'],
+      registers,
+      async collect() {
+        this.reset()
+        for (const e of (await engines?.().catch(() => undefined)) ?? [])
+          this.set({ engine: e.id, draining: e.draining ? '1' : '0' }, e.state === 'live' ? 1 : 0)
+      },
+    })
     new Gauge({
       name: 'sbx_provider_circuit_open',
       help: "A provider's circuit: 0 closed, 1 open (routing policies skip it), 0.5 half-open (one probe may try)",

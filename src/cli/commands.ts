@@ -6,6 +6,7 @@ import type { CliIO } from './output.js'
 // start-up under tsx.
 const runtime = () => import('./runtime-commands.js')
 const client = () => import('./client-commands.js')
+const engine = () => import('./engine-commands.js')
 
 /** One `sbx` subcommand. `name` may have two words (`extension inspect`). */
 export interface CliCommand {
@@ -55,6 +56,21 @@ export const commands: CliCommand[] = [
     name: 'providers',
     summary: 'providers, their health and profiles',
     run: async (a, io) => (await runtime()).providersCommand(a, io),
+  },
+  {
+    name: 'engine ls',
+    summary: "the fleet's Docker engines, their state and load (queue.engineRouting)",
+    run: async (a, io) => (await engine()).engineCommand('ls', a, io),
+  },
+  {
+    name: 'engine drain',
+    summary: 'no new sessions on an engine; its running commands finish, its sessions move',
+    run: async (a, io) => (await engine()).engineCommand('drain', a, io),
+  },
+  {
+    name: 'engine undrain',
+    summary: 'an engine takes new sessions again',
+    run: async (a, io) => (await engine()).engineCommand('undrain', a, io),
   },
   {
     name: 'reap',

@@ -191,7 +191,7 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
     )
   } else {
     io.err(
-      `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (queue sbx-exec, concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
+      `worker ${runtime.worker?.workerId ?? '?'} consuming exec jobs (queue sbx-exec${runtime.engineId === undefined ? '' : `, engine ${runtime.engineId}`}, concurrency ${concurrency ?? loaded.config.queue.concurrency})`,
     )
   }
   const metricsServer =

@@ -123,6 +123,12 @@ export const ConfigSchema = z
           .default('sbx'),
         /** Exec jobs run at once per worker. @default 16 */
         concurrency: z.number().int().positive().default(16),
+        /**
+         * A fleet over many Docker engines (bullmq only): one queue lane per engine, sessions placed on
+         * the healthiest engine with room, jobs only to workers beside their session's engine (see
+         * docs/deploy.md). @default false (every worker reaches the same engine)
+         */
+        engineRouting: z.boolean().optional(),
       })
       .strict()
       .default({ driver: 'memory', redisUrl: 'redis://127.0.0.1:6379', prefix: 'sbx', concurrency: 16 }),
@@ -138,6 +144,14 @@ export const ConfigSchema = z
              * the fleet; a new one past it is refused at once with QUOTA_EXCEEDED. @default unbounded
              */
             maxSandboxes: z.number().int().positive().optional(),
+            /**
+             * The name this worker gives the engine it reaches, with `queue.engineRouting`; workers
+             * beside one engine must agree. @default the engine's own ID (`docker info`)
+             */
+            engineId: z
+              .string()
+              .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, 'letters, digits, _ . : - (up to 128)')
+              .optional(),
             /** A sandbox nothing used for its profile's idleTtlMs plus this ends itself (ms). @default 60000 */
             idleExitSlackMs: z.number().int().min(1_000).optional(),
             /**

@@ -237,6 +237,16 @@ export interface ProviderView {
   }[]
   /** Runtimes the provider's engine offers (Docker: its registered runtimes); absent when unknown. */
   runtimes?: string[]
+  /** Docker with `queue.engineRouting`: each engine of the fleet, its state and load. */
+  engines?: {
+    id: string
+    state: 'live' | 'down'
+    draining: boolean
+    running: number
+    cap?: number
+    seenAt: number
+    reason?: string
+  }[]
 }
 
 /** A routing policy for `GET /v1/providers` (config `routing.policies`). */

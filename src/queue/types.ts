@@ -67,6 +67,11 @@ export interface ConsumeOptions {
   workerId?: string
   /** Errors of the consumer's own machinery (e.g. Redis connection trouble). @default ignore */
   onError?: (err: unknown, context: string) => void
+  /**
+   * Processor errors that hand the job back to the queue (as a Redis outage does) instead of ending it
+   * `failed`: another consumer runs it, and its fence decides (bullmq only). @default none
+   */
+  handBackOn?: (err: unknown) => boolean
 }
 
 /** A running consumer of a queue. */

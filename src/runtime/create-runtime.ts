@@ -18,6 +18,10 @@ import { createLogger } from '../logger.js'
 import { Metrics } from '../metrics.js'
 import { reconnectDelayMs, redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createJobQueue } from '../queue/create-job-queue.js'
+import { createEngineJobQueue } from '../queue/engines/engine-queue.js'
+import type { EngineJobQueue } from '../queue/engines/engine-queue.js'
+import type { EngineDirectory } from '../queue/engines/engine-directory.js'
+import { engineIdOf, engineSide } from './engine-side.js'
 import type { JobQueue } from '../queue/types.js'
 import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import { ProviderRegistry } from '../sandbox/registry.js'
@@ -63,7 +67,8 @@ import {
 import type { AgentRunWorkerHandle } from './agent-runs/runners.js'
 import { AgentRunService } from './agent-runs/service.js'
 import type { AgentRunDispatcher } from './agent-runs/service.js'
-import { createWorkerCensus } from './worker-census.js'
+import { createWorkerCensus, EXEC_QUEUE } from './worker-census.js'
+import { laneName } from '../queue/engines/engine-directory.js'
 import type { WorkersCheck } from './worker-census.js'
 
 /** Which parts of the service this process runs. */
@@ -93,6 +98,10 @@ export interface RuntimeOptions {
 /** Everything a process of the service holds, wired from one config. */
 export interface Runtime {
   readonly loaded: LoadedConfig
+  /** The engine this process's exec worker reaches (`queue.engineRouting`). */
+  readonly engineId?: string
+  /** The fleet's engines (`queue.engineRouting`). */
+  readonly engines?: EngineDirectory
   /** The Redis key prefix in use (config `queue.prefix` unless overridden). */
   readonly prefix: string
   readonly logger: Logger
@@ -208,6 +217,9 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       const r = redis
       cleanups.push(() => r.quit().catch(() => r.disconnect()))
     }
+    const runsExecWorker = opts.execWorker ?? role !== 'api'
+    const engineRouting = fleet && config.queue.engineRouting === true
+    const engineId = engineRouting && runsExecWorker ? await engineIdOf(registry, config) : undefined
     const store = redis
       ? new RedisSessionStore({ redis, prefix: `${prefix}:sessions:` })
       : new MemorySessionStore()
@@ -222,6 +234,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         config.providers.docker.maxSandboxes === undefined
           ? {}
           : { [DOCKER_PROVIDER_ID]: config.providers.docker.maxSandboxes },
+      ...(engineId === undefined ? {} : { providerEngines: { [DOCKER_PROVIDER_ID]: engineId } }),
       ...(opts.pool ?? {}),
       onError: (err, context) => logger.warn({ err, context }, 'session pool background error'),
     })
@@ -232,9 +245,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       if (!fleet) await destroyInstanceSandboxes(registry, instanceId)
     })
 
-    const queue = await createJobQueue(
-      fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },
-    )
+    const queue = engineRouting
+      ? await createEngineJobQueue({
+          redisUrl: config.queue.redisUrl,
+          prefix,
+          ...(engineId === undefined ? {} : { engine: engineSide(registry, engineId, prefix, config) }),
+        })
+      : await createJobQueue(
+          fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },
+        )
     cleanups.push(() => queue.close())
     // Routing policies resolve like providers: the router builds their jobs with limits every
     // candidate honours, and the pool below picks the candidate (pinned per session).
@@ -277,8 +296,10 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       ? new RedisSessionDirectory(redis, `${prefix}:`)
       : new MemorySessionDirectory()
     const e2bState: E2BState = redis ? new RedisE2BState(redis, `${prefix}:e2b:`) : new MemoryE2BState()
+    const engines = 'engines' in queue ? (queue as EngineJobQueue).engines : undefined
     const metrics = new Metrics({
       queueDepth: () => queue.counts(),
+      ...(engines ? { engines: () => engines.list() } : {}),
       circuits: async () =>
         Object.fromEntries(
           await Promise.all(
@@ -302,7 +323,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     countEgress = (e) => metrics.egressDecisions.inc({ tenant: e.tenant, verdict: e.verdict })
 
     let worker: ExecWorkerHandle | undefined
-    if (opts.execWorker ?? role !== 'api') {
+    if (runsExecWorker) {
       worker = await startExecWorker({
         queue,
         pool: routed,
@@ -342,7 +363,19 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     }
     let dispatcher: AgentRunDispatcher
     let agentConsumer: AgentRunWorkerHandle | undefined
-    const census = fleet ? createWorkerCensus(config.queue.redisUrl, prefix) : undefined
+    const census = fleet
+      ? createWorkerCensus(
+          config.queue.redisUrl,
+          prefix,
+          1_000,
+          engines
+            ? async () =>
+                (await engines.list())
+                  .filter((e) => e.state === 'live')
+                  .map((e) => laneName(EXEC_QUEUE, e.id))
+            : undefined,
+        )
+      : undefined
     if (census) cleanups.push(() => census.close())
     const agentWorker = opts.agentWorker ?? role === 'all'
     if (!fleet) {
@@ -376,6 +409,8 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     )
 
     const runtime: Runtime = {
+      ...(engineId === undefined ? {} : { engineId }),
+      ...(engines ? { engines } : {}),
       agentRuns,
       prefix,
       loaded,

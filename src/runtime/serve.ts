@@ -16,6 +16,7 @@ import { e2bCommandPolicy } from './e2b-policy.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
 import { describeNetwork } from '../egress/policy.js'
 import { egressSupport } from '../egress/providers.js'
+import { DOCKER_PROVIDER_ID } from '../../providers/docker/index.js'
 
 /** A listening HTTP server of the service. */
 export interface RunningServer {
@@ -86,6 +87,18 @@ export async function startServer(
               maxTimeoutMs: pr.maxTimeoutMs,
             }))
           const runtimes = p.runtimes ? await p.runtimes().catch(() => undefined) : undefined
+          const engines =
+            id === DOCKER_PROVIDER_ID && runtime.engines
+              ? (await runtime.engines.list().catch(() => [])).map((e) => ({
+                  id: e.id,
+                  state: e.state,
+                  draining: e.draining,
+                  running: e.running,
+                  ...(e.cap === undefined ? {} : { cap: e.cap }),
+                  seenAt: e.seenAt,
+                  ...(e.reason === undefined ? {} : { reason: e.reason }),
+                }))
+              : undefined
           return {
             id,
             health,
@@ -93,6 +106,7 @@ export async function startServer(
             egress: egressSupport(id),
             profiles,
             ...(runtimes ? { runtimes } : {}),
+            ...(engines ? { engines } : {}),
           }
         }),
       ),

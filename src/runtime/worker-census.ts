@@ -37,7 +37,12 @@ export function noWorkerWarning(queue: typeof EXEC_QUEUE | typeof AGENT_RUN_QUEU
  * A census of the workers on one fleet's queues. Counts are cached for `cacheMs` (a busy API polls
  * it on every queued run view) and each lookup costs one CLIENT LIST.
  */
-export function createWorkerCensus(redisUrl: string, prefix: string, cacheMs = 1_000): WorkerCensus {
+export function createWorkerCensus(
+  redisUrl: string,
+  prefix: string,
+  cacheMs = 1_000,
+  execLanes?: () => Promise<string[]>,
+): WorkerCensus {
   const queues = new Map<string, Queue>()
   const cache = new Map<string, { at: number; count: Promise<number> }>()
   const queueOf = (name: string): Queue => {
@@ -50,7 +55,7 @@ export function createWorkerCensus(redisUrl: string, prefix: string, cacheMs = 1
     }
     return q
   }
-  const count: WorkerCensus['count'] = (name) => {
+  const countOne = (name: string): Promise<number> => {
     const hit = cache.get(name)
     if (hit && Date.now() - hit.at < cacheMs) return hit.count
     const p = queueOf(name)
@@ -62,6 +67,13 @@ export function createWorkerCensus(redisUrl: string, prefix: string, cacheMs = 1
     p.catch(() => cache.delete(name))
     cache.set(name, { at: Date.now(), count: p })
     return p
+  }
+  // With engine routing, exec workers consume one lane per engine (an adopter's second consumer of a
+  // down engine's lane counts once per lane).
+  const count: WorkerCensus['count'] = async (name) => {
+    if (name !== EXEC_QUEUE || !execLanes) return countOne(name)
+    const lanes = await execLanes()
+    return (await Promise.all(lanes.map(countOne))).reduce((a, b) => a + b, 0)
   }
   return {
     count,

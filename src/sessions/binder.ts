@@ -13,7 +13,7 @@ import {
   tenantClaim,
   tenantQuotaExceeded,
 } from './bounds.js'
-import { createLabels, EPHEMERAL_SESSION } from './keys.js'
+import { createLabels, EPHEMERAL_SESSION, POOL_LABELS } from './keys.js'
 import type { WarmPools } from './warm.js'
 
 /** A sandbox obtained for one tenant: leased (`leaseId`) and counted in its slot sets. */
@@ -117,5 +117,27 @@ function labelsFor(core: PoolCore, t: Target) {
     tenant: t.key.tenant,
     session: t.session ?? EPHEMERAL_SESSION,
     now: Date.now(),
+    ...engineLabel(core, t.key.providerId),
   })
+}
+
+/** `{ engine }` for the labels of a sandbox of `providerId`, when the pool keeps it per engine. */
+export function engineLabel(core: PoolCore, providerId: string): { engine?: string } {
+  const engine = core.opts.providerEngines[providerId]
+  return engine === undefined ? {} : { engine }
+}
+
+/**
+ * A `SANDBOX_LOST` error when a bound sandbox lives on another engine than the one this process
+ * reaches (that engine is down, or drained): the session moves here and its files are lost.
+ */
+export function foreignEngine(core: PoolCore, ref: SandboxRef): AppError | undefined {
+  const mine = core.opts.providerEngines[ref.providerId]
+  const theirs = ref.labels?.[POOL_LABELS.engine]
+  if (mine === undefined || theirs === undefined || theirs === mine) return undefined
+  return new AppError(
+    'SANDBOX_LOST',
+    `sandbox ${ref.id} lives on Docker engine ${theirs}, which is down or drained; the session moved to ` +
+      `engine ${mine}`,
+  )
 }

@@ -49,7 +49,8 @@ export function profileClaim(t: Pick<Target, 'pool' | 'profile'>): SlotClaim {
 /** The provider's slot set and its capacity; unbounded unless the pool options cap it. */
 export function providerClaim(core: PoolCore, t: Pick<Target, 'key'>): SlotClaim {
   const max = core.opts.maxSandboxesPerProvider[t.key.providerId]
-  return { name: providerSlots(t.key.providerId), max: max ?? Number.MAX_SAFE_INTEGER }
+  const engine = core.opts.providerEngines[t.key.providerId]
+  return { name: providerSlots(t.key.providerId, engine), max: max ?? Number.MAX_SAFE_INTEGER }
 }
 
 /** The slot sets a warm sandbox of `t`'s pool occupies (no tenant yet). */

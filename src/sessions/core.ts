@@ -84,7 +84,7 @@ export class PoolCore {
       )
     }
     this.usedProviders.add(provider.id)
-    const pool = poolKey(key.providerId, key.profile)
+    const pool = poolKey(key.providerId, key.profile, this.opts.providerEngines[key.providerId])
     return key.sessionId === undefined
       ? { key, provider, profile, pool }
       : { key, provider, profile, pool, session: sessionHash(key) }

@@ -9,6 +9,8 @@ export const POOL_LABELS = {
   scope: 'sandbox-router.scope',
   /** Creation time (ms since epoch) as a decimal string: `reap()` spares young sandboxes. */
   createdAt: 'sandbox-router.created-at',
+  /** The engine the sandbox lives on (fleets over many Docker engines). */
+  engine: 'sandbox-router.engine',
 } as const
 
 /** Value of {@link LABELS.owner} on every sandbox the service creates. */
@@ -28,9 +30,9 @@ export function sessionHash(key: SessionKey): string {
   return createHash('sha256').update(parts).digest('hex').slice(0, 32)
 }
 
-/** Name of the warm pool of a (provider, profile) pair. */
-export function poolKey(providerId: string, profile: string): string {
-  return `${providerId}/${profile}`
+/** Name of the warm pool of a (provider, profile) pair (`@<engine>` when kept per engine). */
+export function poolKey(providerId: string, profile: string, engine?: string): string {
+  return engine === undefined ? `${providerId}/${profile}` : `${providerId}/${profile}@${engine}`
 }
 
 /** Slot-set name counting a tenant's sandboxes (the per-tenant quota). */
@@ -43,9 +45,9 @@ export function poolSlots(pool: string): string {
   return `pool:${pool}`
 }
 
-/** Slot-set name counting a provider's sandboxes (its engine's cap). */
-export function providerSlots(providerId: string): string {
-  return `provider:${providerId}`
+/** Slot-set name counting a provider's sandboxes (its engine's cap), per engine when given. */
+export function providerSlots(providerId: string, engine?: string): string {
+  return engine === undefined ? `provider:${providerId}` : `provider:${providerId}@${engine}`
 }
 
 /** Labels of a sandbox about to be created. */
@@ -56,6 +58,7 @@ export function createLabels(opts: {
   tenant?: string
   session: string
   now: number
+  engine?: string
 }): Labels {
   const labels: Labels = {
     [LABELS.owner]: OWNER,
@@ -66,6 +69,7 @@ export function createLabels(opts: {
     [POOL_LABELS.createdAt]: String(opts.now),
   }
   if (opts.tenant !== undefined) labels[LABELS.tenant] = opts.tenant
+  if (opts.engine !== undefined) labels[POOL_LABELS.engine] = opts.engine
   return labels
 }
 

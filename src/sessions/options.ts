@@ -37,6 +37,13 @@ export const SessionPoolOptionsSchema = z
      * across the fleet, e.g. what one Docker engine holds. A provider not listed is unbounded. @default {}
      */
     maxSandboxesPerProvider: z.record(z.string().min(1), z.number().int().positive()).default({}),
+    /**
+     * Per provider id: the engine this process reaches (a fleet over many Docker engines). Its warm
+     * pools and its `maxSandboxesPerProvider` count are kept per engine, its sandboxes carry the
+     * engine label, and a session bound on another engine (down or drained) is rebound here with
+     * `sandboxReplaced` (files lost). @default {}
+     */
+    providerEngines: z.record(z.string().min(1), z.string().min(1)).default({}),
     /** A lease not renewed for this long is dead (its worker crashed). Renewed every third of it. @default 30000 */
     leaseTtlMs: z.number().int().min(100).default(30_000),
     /** TTL of the per-session bind lock; renewed while the holder creates. @default 15000 */

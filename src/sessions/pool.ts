@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { sleep } from './backoff.js'
-import { obtain } from './binder.js'
+import { foreignEngine, obtain } from './binder.js'
 import { admit } from './bounds.js'
 import type { Obtained } from './binder.js'
 import { describeTarget, isLost, PoolCore } from './core.js'
@@ -201,6 +201,8 @@ export class SandboxSessionPool implements SessionPool {
         const b = r.binding
         let used = false
         try {
+          const elsewhere = foreignEngine(this.core, b.ref)
+          if (elsewhere) throw elsewhere
           const sandbox = await this.core.handles.use(b.ref, t.provider, dl.signal)
           used = true
           // A cached handle may be to a sandbox that died since its last call: find out now, while

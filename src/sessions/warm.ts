@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { backoffDelayMs } from './backoff.js'
 import type { PoolCore, Target } from './core.js'
 import { warmSlots } from './bounds.js'
+import { engineLabel } from './binder.js'
 import { createLabels, WARM_SESSION } from './keys.js'
 import type { ClaimQuota, WarmClaim } from './store/types.js'
 
@@ -143,6 +144,7 @@ export class WarmPools {
         profile: t.profile.name,
         session: WARM_SESSION,
         now,
+        ...engineLabel(this.core, t.key.providerId),
       })
       const sandbox = await this.core.create(t, labels, signal)
       this.core.handles.put(sandbox)

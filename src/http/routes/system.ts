@@ -33,6 +33,20 @@ const ProvidersSchema = z
         ),
         /** Runtimes the provider's engine offers (Docker: `docker info` runtimes); absent when it cannot say. */
         runtimes: z.array(z.string()).optional(),
+        /** Docker with `queue.engineRouting`: each engine of the fleet, its state and load. */
+        engines: z
+          .array(
+            z.object({
+              id: z.string(),
+              state: z.enum(['live', 'down']),
+              draining: z.boolean(),
+              running: z.number(),
+              cap: z.number().optional(),
+              seenAt: z.number(),
+              reason: z.string().optional(),
+            }),
+          )
+          .optional(),
       }),
     ),
     /** Routing policies (config `routing.policies`): a name `routeTo` / `provider` may give instead of a provider. */

@@ -184,8 +184,12 @@ export async function startBullmqConsumer(
       try {
         return await processor(j, c)
       } catch (err) {
-        if (handBackOnOutage && !controller.signal.aborted && isRedisUnreachable(err)) {
-          opts.onError?.(err, `job ${data.jobId}: Redis unreachable, handing the job back`)
+        const handBack = isRedisUnreachable(err) || opts.handBackOn?.(err) === true
+        if (handBackOnOutage && !controller.signal.aborted && handBack) {
+          opts.onError?.(
+            err,
+            `job ${data.jobId}: ${isRedisUnreachable(err) ? 'Redis' : 'its engine'} unreachable, handing the job back`,
+          )
           controller.abort({ kind: 'shutdown' } satisfies JobAbortReason)
         }
         throw err

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis'
 import { AppError } from '../../errors.js'
 import type { SandboxRef } from '../../sandbox/types.js'
 import type { SandboxReplacement } from '../types.js'
+import { POOL_LABELS } from '../keys.js'
 import * as S from './redis-scripts.js'
 import type {
   BindingRecord,
@@ -83,9 +84,18 @@ function strings(raw: unknown): string[] {
   return Array.isArray(raw) ? raw.filter((x): x is string => typeof x === 'string') : []
 }
 
-/** Stored form of a ref: labels are left out (they are on the sandbox itself). */
+/**
+ * Stored form of a ref: labels are left out (they are on the sandbox itself), but for the engine it
+ * lives on (a fleet over many engines must know it without reaching that engine).
+ */
 function compactRef(ref: SandboxRef): SandboxRef {
-  return { providerId: ref.providerId, id: ref.id, profile: ref.profile }
+  const engine = ref.labels?.[POOL_LABELS.engine]
+  return {
+    providerId: ref.providerId,
+    id: ref.id,
+    profile: ref.profile,
+    ...(engine === undefined ? {} : { labels: { [POOL_LABELS.engine]: engine } }),
+  }
 }
 
 /**

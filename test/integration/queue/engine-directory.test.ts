@@ -1,0 +1,102 @@
+/*
+ * The engine directory on the real Redis (issue 17): placement on the least loaded live engine with
+ * room, sessions kept on their engine, drained and down engines skipped (the session re-placed, the
+ * engine it left reported), a routed job id keeping its lane, and caps.
+ */
+import { randomUUID } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { EngineDirectory, laneName } from '../../../src/queue/engines/engine-directory.js'
+import type { ExecJob } from '../../../src/queue/schemas.js'
+
+const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
+let redis: Redis
+let prefix: string
+let dir: EngineDirectory
+
+beforeAll(async () => {
+  redis = new Redis(REDIS_URL)
+  prefix = `engdir-${randomUUID().slice(0, 8)}`
+  dir = new EngineDirectory(redis, { prefix, staleMs: 3_000 })
+})
+
+afterAll(async () => {
+  const keys = await redis.keys(`${prefix}:*`)
+  if (keys.length) await redis.del(...keys)
+  await redis.quit()
+})
+
+const job = (sessionId?: string): ExecJob => ({
+  jobId: `j${randomUUID().replace(/-/g, '')}`,
+  tenant: 't',
+  ...(sessionId === undefined ? {} : { sessionId }),
+  providerId: 'docker',
+  profile: 'default',
+  command: 'true',
+  timeoutMs: 1_000,
+  outputCapBytes: 1_024,
+  idempotent: false,
+  callId: randomUUID(),
+  toolName: 'exec',
+  submittedAt: Date.now(),
+})
+
+const beat = (id: string, running: number, cap?: number, healthy = true, seenAt = Date.now()) =>
+  dir.beat(id, { seenAt, healthy, running, workerId: `w-${id}`, ...(cap === undefined ? {} : { cap }) })
+
+describe('engine directory', () => {
+  test('placement alternates over equal engines, keeps sessions, skips drained and down ones', async () => {
+    await beat('a', 0, 10)
+    await beat('b', 0, 10)
+    const placed = new Map<string, string>()
+    for (let i = 0; i < 10; i++) {
+      const r = await dir.route(job(`s${i}`))
+      if ('none' in r) throw new Error('no engine')
+      placed.set(`s${i}`, r.engineId)
+    }
+    const on = (e: string) => [...placed.values()].filter((x) => x === e).length
+    expect([on('a'), on('b')]).toEqual([5, 5])
+    // A session stays on its engine; a resubmitted job keeps its lane.
+    const again = job('s0')
+    expect(await dir.route(again)).toMatchObject({ engineId: placed.get('s0'), how: 'kept' })
+    expect(await dir.route(again)).toMatchObject({ engineId: placed.get('s0'), how: 'job' })
+    expect(await dir.laneOf(again.jobId)).toBe(placed.get('s0'))
+
+    // Drained: its sessions are re-placed, naming the engine they left.
+    const onA = [...placed].find(([, e]) => e === 'a')?.[0] ?? ''
+    await dir.setDraining('a', true)
+    expect(await dir.route(job(onA))).toMatchObject({ engineId: 'b', previous: 'a', how: 'placed' })
+    expect((await dir.list()).find((e) => e.id === 'a')).toMatchObject({ state: 'live', draining: true })
+    await dir.setDraining('a', false)
+
+    // Down (unhealthy, or not seen within staleMs): skipped.
+    await beat('b', 5, 10, false)
+    expect(await dir.route(job())).toMatchObject({ engineId: 'a' })
+    await beat('b', 5, 10, true, Date.now() - 10_000)
+    expect((await dir.list()).find((e) => e.id === 'b')?.state).toBe('down')
+    expect(await dir.route(job())).toMatchObject({ engineId: 'a' })
+  })
+
+  test('caps: the engine with room wins; none with room or none live says so', async () => {
+    await beat('a', 10, 10)
+    await beat('b', 3, 10)
+    expect(await dir.route(job('cap-1'))).toMatchObject({ engineId: 'b' })
+    await beat('b', 10, 10)
+    expect(await dir.route(job('cap-2'))).toEqual({ none: true, live: 2 })
+    await beat('a', 0, 10, false)
+    await beat('b', 0, 10, false)
+    expect(await dir.route(job('cap-3'))).toEqual({ none: true, live: 0 })
+  })
+
+  test('adoption: one worker holds a down engine lane at a time', async () => {
+    expect(await dir.adopt('x', 'w1', 5_000)).toBe(true)
+    expect(await dir.adopt('x', 'w2', 5_000)).toBe(false)
+    expect(await dir.adopt('x', 'w1', 5_000)).toBe(true)
+    await dir.release('x', 'w1')
+    expect(await dir.adopt('x', 'w2', 5_000)).toBe(true)
+  })
+
+  test('lane names hold no colon', () => {
+    expect(laneName('sbx-exec', 'EJL4:67DC:JATX')).toBe('sbx-exec-ejl467dcjatx')
+  })
+})
