@@ -1,0 +1,3 @@
+export { runKernelCode, kernelProcessId, KERNEL_DIR } from './kernel-runner.js'
+export { CODE_LANGUAGES } from './types.js'
+export type { CodeError, CodeLanguage, CodeOutput, CodeResult, RunCodeRequest } from './types.js'
