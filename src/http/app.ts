@@ -18,6 +18,7 @@ import { registerE2BRoutes } from './e2b/index.js'
 import { registerExecRoutes } from './routes/exec.js'
 import { registerPortRoutes } from './routes/ports.js'
 import { registerTerminalRoutes } from './routes/terminal.js'
+import { registerCodeRoutes } from './routes/code.js'
 import { registerProcessRoutes } from './routes/processes.js'
 import { registerSessionRoutes } from './routes/sessions.js'
 import { registerSystemRoutes } from './routes/system.js'
@@ -168,6 +169,7 @@ export function createApp(deps: AppDeps): App {
   registerPortRoutes(app, deps)
   registerTerminalRoutes(app, deps)
   registerProcessRoutes(app, deps)
+  registerCodeRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
   if (deps.e2b)
     registerE2BRoutes(app, {

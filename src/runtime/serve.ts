@@ -35,6 +35,7 @@ export async function startServer(
       toolCalls: runtime.toolCalls,
       sessions: runtime.sessions,
       processes: runtime.processes,
+      code: runtime.code,
       logger: runtime.logger,
     },
     {
@@ -61,6 +62,7 @@ export async function startServer(
     sessions: runtime.sessions,
     ...(runtime.streams ? { streams: runtime.streams } : {}),
     processes: runtime.processes,
+    code: runtime.code,
     agentRuns: runtime.agentRuns,
     mcp,
     ...(dashboard ? { admin: { queues: dashboard.queues } } : {}),
