@@ -14,7 +14,8 @@ const ANSWER_GRACE_MS = 3_000
 const INTERRUPT_GRACE_MS = 3_000
 const FAR = Number.MAX_SAFE_INTEGER
 
-interface KernelSpec {
+/** How a kernel is launched (see {@link kernelLaunch}). */
+export interface KernelSpec {
   file: string
   script: string
   binary: string
@@ -34,6 +35,14 @@ const KERNELS: Record<CodeLanguage, KernelSpec> = {
     binary: 'node',
     command: `exec node ${KERNEL_DIR}/kernel.js 3>&1 4<&0 </dev/null >/dev/null`,
   },
+}
+
+/**
+ * How a language's kernel is launched: the script, where it goes, and the shell command that starts
+ * it (for other hosts of the same kernel, such as the E2B fake's code interpreter).
+ */
+export function kernelLaunch(language: CodeLanguage): Readonly<KernelSpec> {
+  return KERNELS[language]
 }
 
 /** The background-process id of a language's kernel (the same on every worker). */
