@@ -52,6 +52,7 @@ export function e2bCode(
   sandboxId: string,
   connection: ConnectionOpts,
   classify: (err: unknown) => Promise<AppError>,
+  languages: SandboxCode['languages'],
 ): SandboxCode {
   let sdk: Promise<CodeSandbox> | undefined
   const connect = (): Promise<CodeSandbox> => {
@@ -62,7 +63,7 @@ export function e2bCode(
     return sdk
   }
   return {
-    languages: () => Promise.resolve(['python', 'javascript']),
+    languages,
     async run(req, opts) {
       const t0 = Date.now()
       try {

@@ -23,6 +23,7 @@ import { type E2BShellProcess, e2bShellTransport } from './shell.js'
 import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
 import { openE2BPort } from './preview.js'
 import { e2bCode } from './code.js'
+import { probeLanguages } from '../../src/sandbox/code/sandbox-code.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {
@@ -84,6 +85,7 @@ export class E2BSandbox implements Sandbox {
         ...(o.domain ? { domain: o.domain } : {}),
       },
       (err) => this.classify(err, { what: 'run code', sandboxId: ref.id, envd: true }),
+      (opts) => probeLanguages(this, opts?.signal),
     )
     if (o.agentBinaryPath) this.processes = uploadedAgentProcesses(this, o.agentBinaryPath, 'providers.e2b')
     this.shell = new PersistentShellRunner(
