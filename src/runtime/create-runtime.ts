@@ -312,6 +312,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       chains,
       router,
       processes,
+      code,
       model: (name) => modelFor(config, name, env),
       onFinished: (r) => {
         metrics.agentRuns.inc({ tenant: r.tenant, finish_reason: r.finishReason ?? r.state })
