@@ -7,6 +7,7 @@ import type {
   ExecResult,
   PortStream,
   Sandbox,
+  SandboxCode,
   SandboxHealth,
   SandboxProcesses,
   SandboxRef,
@@ -21,6 +22,8 @@ import { raceAbort } from '../../src/sandbox/provider-kit.js'
 import { type E2BShellProcess, e2bShellTransport } from './shell.js'
 import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
 import { openE2BPort } from './preview.js'
+import { e2bCode } from './code.js'
+import { probeLanguages } from '../../src/sandbox/code/sandbox-code.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {
@@ -43,6 +46,8 @@ const MAX_COMMAND_BYTES = 100 * 1024
 export class E2BSandbox implements Sandbox {
   /** Background processes, where `agentBinaryPath` is set (the agent is uploaded on first use). */
   readonly processes?: SandboxProcesses
+  /** E2B's code interpreter (`@e2b/code-interpreter`), see `code.ts`. */
+  readonly code: SandboxCode
   /** Commands take `shell: 'persistent'`: a long-lived bash per handle (see `shell.ts`). */
   readonly persistentShell = true
   /** Ports are reached through E2B's preview hosts (`getHost`), see `preview.ts`. */
@@ -70,6 +75,18 @@ export class E2BSandbox implements Sandbox {
       exitLingerMs: o.exitLingerMs,
       classify: (err, what) => this.classify(err, { what, sandboxId: ref.id, envd: true }),
     }
+    this.code = e2bCode(
+      ref.id,
+      {
+        apiKey: o.apiKey,
+        requestTimeoutMs: o.requestTimeoutMs,
+        ...(o.apiUrl ? { apiUrl: o.apiUrl } : {}),
+        ...(o.sandboxUrl ? { sandboxUrl: o.sandboxUrl } : {}),
+        ...(o.domain ? { domain: o.domain } : {}),
+      },
+      (err) => this.classify(err, { what: 'run code', sandboxId: ref.id, envd: true }),
+      (opts) => probeLanguages(this, opts?.signal),
+    )
     if (o.agentBinaryPath) this.processes = uploadedAgentProcesses(this, o.agentBinaryPath, 'providers.e2b')
     this.shell = new PersistentShellRunner(
       e2bShellTransport({

@@ -9,6 +9,8 @@ export { DEFAULT_COMPACT_INSTRUCTION } from './compact.js'
 export type { CompactOptions, CompactResult } from './compact.js'
 
 export { compileTool, defineTool, shellTool } from './define-tool.js'
+export { codeTool } from './code-tools.js'
+export type { CodeToolBackend, CodeToolOptions } from './code-tools.js'
 export { processTools } from './process-tools.js'
 export type { ProcessToolBackend, ProcessToolsOptions } from './process-tools.js'
 export type {

@@ -19,6 +19,7 @@ import { registerEventRoutes } from './routes/events.js'
 import { registerExecRoutes } from './routes/exec.js'
 import { registerPortRoutes } from './routes/ports.js'
 import { registerTerminalRoutes } from './routes/terminal.js'
+import { registerCodeRoutes } from './routes/code.js'
 import { registerProcessRoutes } from './routes/processes.js'
 import { registerSessionRoutes } from './routes/sessions.js'
 import { registerSystemRoutes } from './routes/system.js'
@@ -169,6 +170,7 @@ export function createApp(deps: AppDeps): App {
   registerPortRoutes(app, deps)
   registerTerminalRoutes(app, deps)
   registerProcessRoutes(app, deps)
+  registerCodeRoutes(app, deps)
   registerAgentRunRoutes(app, deps)
   registerEventRoutes(app, deps)
   if (deps.e2b)

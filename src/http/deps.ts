@@ -1,6 +1,7 @@
 import type { ToolCallRequest } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import type { ExecResult, ProcessInfo, ProcessOutput, SandboxHealth } from '../sandbox/types.js'
+import type { CodeLanguage, CodeResult } from '../sandbox/code/types.js'
 import type { CircuitState } from '../routing/circuit-breaker.js'
 import type { ServiceEventLog } from '../lifecycle/service-events.js'
 import type { SessionStreamService } from '../runtime/session-streams.js'
@@ -217,6 +218,28 @@ export interface ProcessService {
   remove(tenant: string, sessionId: string, id: string): Promise<ProcessInfo | undefined>
 }
 
+/** One cell for `POST /v1/sessions/{id}/code`. */
+export interface RunCodeInput {
+  code: string
+  language: CodeLanguage
+  /** Defaults to the session profile's `defaultTimeoutMs`; at most its `maxTimeoutMs`. */
+  timeoutMs?: number
+  env?: Record<string, string>
+}
+
+/**
+ * Tenant-scoped code interpreter of a session's sandbox (a stateful kernel per language). Answers
+ * `undefined` when the session is not the tenant's; a sandbox without one is `UNSUPPORTED`.
+ */
+export interface CodeService {
+  run(
+    tenant: string,
+    sessionId: string,
+    input: RunCodeInput,
+    opts?: { signal?: AbortSignal },
+  ): Promise<CodeResult | undefined>
+}
+
 /** Provider registry view for `GET /v1/providers`. */
 export interface ProviderView {
   id: string
@@ -325,6 +348,8 @@ export interface AppDeps {
   sessions: SessionService
   /** Background processes of sessions (`/v1/sessions/{id}/processes`); absent: those routes answer 501. */
   processes?: ProcessService
+  /** The code interpreter of sessions (`POST /v1/sessions/{id}/code`); absent: that route answers 501. */
+  code?: CodeService
   agentRuns: AgentRunsApi
   providers(): Promise<ProviderView[]>
   /** The routing policies. @default none */

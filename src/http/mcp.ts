@@ -4,6 +4,7 @@ import { AppError } from '../errors.js'
 import type { AppDeps } from './deps.js'
 import type { Principal } from './keyring.js'
 import { registerFileTools, text } from './mcp-file-tools.js'
+import { registerCodeTools } from './mcp-code-tools.js'
 import { registerProcessTools } from './mcp-process-tools.js'
 import { onConsumerCancel, requestIdsOf } from './mcp-disconnect.js'
 import type { RequestId } from './mcp-disconnect.js'
@@ -55,7 +56,7 @@ export class McpEndpoint {
   readonly checkHeaders: (headers: Headers) => void
 
   constructor(
-    private readonly deps: Pick<AppDeps, 'toolCalls' | 'sessions' | 'logger' | 'processes'>,
+    private readonly deps: Pick<AppDeps, 'toolCalls' | 'sessions' | 'logger' | 'processes' | 'code'>,
     private readonly options: McpOptions,
   ) {
     this.ttlMs = options.idleTtlMs ?? 600_000
@@ -206,6 +207,7 @@ export class McpEndpoint {
     registerFileTools(server, { sessions: this.deps.sessions, tenant, session: need, busy })
     if (this.deps.processes)
       registerProcessTools(server, { processes: this.deps.processes, tenant, session: need, busy })
+    if (this.deps.code) registerCodeTools(server, { code: this.deps.code, tenant, session: need, busy })
     return server
   }
 

@@ -53,6 +53,7 @@ import { PooledSessionService } from './session-service.js'
 import { PooledSessionStreams } from './session-streams.js'
 import type { SessionStreamService } from './session-streams.js'
 import { PooledProcessService } from './process-service.js'
+import { PooledCodeService } from './code-service.js'
 import { ChainToolCallService } from './tool-call-service.js'
 import { TenantJobLimiter } from './tenant-jobs.js'
 import type { AgentRunDeps } from './agent-runs/execute.js'
@@ -128,6 +129,8 @@ export interface Runtime {
   readonly streams?: SessionStreamService
   /** Background processes of sessions' sandboxes. */
   readonly processes: PooledProcessService
+  /** The code interpreter of sessions' sandboxes (`POST /v1/sessions/{id}/code`). */
+  readonly code: PooledCodeService
   readonly toolCalls: ChainToolCallService
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
@@ -347,11 +350,13 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       maxRunning: config.quotas.maxProcessesPerSession,
       outputBufferBytes: config.quotas.processOutputBytes,
     })
+    const code = new PooledCodeService(directory, pool, (r) => registry.profile(r.profile, r.provider))
     const agentDeps: AgentRunDeps = {
       store: agentStore,
       chains,
       router,
       processes,
+      code,
       model: (name) => modelFor(config, name, env),
       onFinished: (r) => {
         metrics.agentRuns.inc({ tenant: r.tenant, finish_reason: r.finishReason ?? r.state })
@@ -435,6 +440,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       sessions: new PooledSessionService(directory, routed, targets, config.routing.tenants),
       ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
       processes,
+      code,
       toolCalls: new ChainToolCallService(chains, router, directory),
       metrics,
       ...(worker ? { worker } : {}),

@@ -36,6 +36,7 @@ export async function startServer(
       toolCalls: runtime.toolCalls,
       sessions: runtime.sessions,
       processes: runtime.processes,
+      code: runtime.code,
       logger: runtime.logger,
     },
     {
@@ -62,6 +63,7 @@ export async function startServer(
     sessions: runtime.sessions,
     ...(runtime.streams ? { streams: runtime.streams } : {}),
     processes: runtime.processes,
+    code: runtime.code,
     agentRuns: runtime.agentRuns,
     serviceEvents: runtime.serviceEvents,
     mcp,

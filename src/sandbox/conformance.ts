@@ -12,6 +12,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { registerIoCases, rejectionOf } from './conformance-io.js'
+import { registerCodeCases } from './conformance-code.js'
 import { registerProcessCases } from './conformance-processes.js'
 import { registerShellCases } from './conformance-shell.js'
 import type { ResolvedProfile } from './profiles.js'
@@ -156,6 +157,7 @@ export function runProviderConformance(name: string, options: ConformanceOptions
     registerIoCases({ sandbox: () => sb, run, processGone, base, profile, timeout, largeBytes })
     registerShellCases({ sandbox: () => sb, run, processGone, base, profile, timeout, largeBytes })
     registerProcessCases({ sandbox: () => sb, run, processGone, base, profile, timeout, largeBytes })
+    registerCodeCases({ sandbox: () => sb, run, processGone, base, profile, timeout, largeBytes })
 
     test(
       'connect by ref from another provider instance sees the same sandbox',

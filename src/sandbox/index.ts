@@ -13,6 +13,7 @@ export type {
   ProcessOutput,
   ProcessStartRequest,
   Sandbox,
+  SandboxCode,
   SandboxHealth,
   SandboxProcesses,
   SandboxProvider,
@@ -33,3 +34,5 @@ export {
   raceAbort,
   SETTINGS_LABELS,
 } from './provider-kit.js'
+export { codeOf, CODE_LANGUAGES, kernelCode, requireCode, runKernelCode } from './code/index.js'
+export type { CodeError, CodeLanguage, CodeOutput, CodeResult, RunCodeRequest } from './code/index.js'

@@ -1,4 +1,5 @@
 import type { Duplex } from 'node:stream'
+import type { CodeLanguage, CodeResult, RunCodeRequest } from './code/types.js'
 import type { ResolvedProfile } from './profiles.js'
 
 /** Labels carried by every sandbox (Docker labels, Daytona labels, E2B metadata). */
@@ -187,6 +188,11 @@ export interface Sandbox {
    * where the provider has none; callers then answer `UNSUPPORTED`.
    */
   readonly processes?: SandboxProcesses
+  /**
+   * Capability: the provider's own stateful code interpreter (E2B's, Daytona's code run). Absent,
+   * the service runs its kernel as a background process ({@link processes}); see src/sandbox/code.
+   */
+  readonly code?: SandboxCode
   exec(request: ExecRequest, opts?: ExecOptions): Promise<ExecResult>
   /** Writes a file (binary-safe), creating parent directories. Relative paths resolve against the profile cwd. */
   writeFile(path: string, data: string | Uint8Array, opts?: { signal?: AbortSignal }): Promise<void>
@@ -326,4 +332,12 @@ export interface SandboxProcesses {
   signal(id: string, signal: string, waitMs: number, opts?: { signal?: AbortSignal }): Promise<ProcessInfo>
   /** Kills its group if it runs and forgets it (its output is gone). */
   remove(id: string, opts?: { signal?: AbortSignal }): Promise<ProcessInfo>
+}
+
+/** A sandbox's code interpreter: a kernel per language whose state persists between cells. */
+export interface SandboxCode {
+  /** The languages this sandbox runs (e.g. none in an image without python3 or node). */
+  languages(opts?: { signal?: AbortSignal }): Promise<CodeLanguage[]>
+  /** Runs one cell; an exception in the cell is the result's `error`, not a rejection. */
+  run(request: RunCodeRequest, opts?: { signal?: AbortSignal }): Promise<CodeResult>
 }

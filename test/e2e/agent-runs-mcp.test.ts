@@ -147,6 +147,7 @@ describe('MCP endpoint with the SDK client', () => {
       'list_sessions',
       'read_file',
       'read_process_output',
+      'run_code',
       'start_process',
       'write_file',
       'write_process_stdin',

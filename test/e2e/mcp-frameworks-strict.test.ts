@@ -28,6 +28,7 @@ const TOOLS = [
   'list_sessions',
   'read_file',
   'read_process_output',
+  'run_code',
   'start_process',
   'write_file',
   'write_process_stdin',
@@ -41,6 +42,7 @@ const OPTIONAL: Record<string, string[]> = {
   read_process_output: ['stdoutOffset', 'stderrOffset', 'waitMs'],
   write_process_stdin: ['close'],
   kill_process: ['signal'],
+  run_code: ['language', 'timeoutMs'],
 }
 
 interface WireTool {

@@ -244,6 +244,7 @@ describe('MCP tools through sbx serve', () => {
       'list_sessions',
       'read_file',
       'read_process_output',
+      'run_code',
       'start_process',
       'write_file',
       'write_process_stdin',

@@ -1,6 +1,6 @@
 import type { Logger } from '../../logger.js'
 import type { Keyring } from '../keyring.js'
-import type { ProcessService, SessionService } from '../deps.js'
+import type { CodeService, ProcessService, SessionService } from '../deps.js'
 import type { E2BState } from './state.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
@@ -29,6 +29,8 @@ export interface E2BRouteDeps {
   logger: Logger
   sessions: SessionService
   processes?: ProcessService
+  /** The code interpreter behind `/execute` (`@e2b/code-interpreter`'s runCode); absent: 501. */
+  code?: CodeService
   /** Counts one request of the tenant against the limiter of the rest of the API (RATE_LIMITED past it). */
   admitRequest(tenant: string): void
   fileLimitBytes: number

@@ -19,6 +19,7 @@ import {
 } from './connect.js'
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
+import { answerExecute } from './code-execute.js'
 import { unaryFilesystem } from './filesystem-rpc.js'
 import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './process-rpc.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
@@ -115,6 +116,20 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
   app.post(
     '/files',
     rest((s, c) => writeFiles(deps, s, c)),
+  )
+
+  // The code interpreter's `/execute` (port 49999 on E2B), on the same port and sandbox header.
+  app.post(
+    '/execute',
+    rest(async (s, c) => {
+      const code = deps.code
+      if (!code) throw new E2BApiError(501, 'this server has no code interpreter')
+      return answerExecute(c.req.raw, async (cell) => {
+        const r = await code.run(s.tenant, s.sandboxId, cell, { signal: c.req.raw.signal })
+        if (!r) throw new E2BApiError(502, `The sandbox ${s.sandboxId} was not found`)
+        return r
+      })
+    }),
   )
 
   app.post('/:service{process\\.Process|filesystem\\.Filesystem}/:method', async (c, next) => {

@@ -2,6 +2,7 @@ import { createAgent } from '../../agent/agent.js'
 import { BudgetInterceptor } from '../../agent/budget-interceptor.js'
 import { shellTool } from '../../agent/define-tool.js'
 import { processTools, type ProcessToolBackend } from '../../agent/process-tools.js'
+import { codeTool, type CodeToolBackend } from '../../agent/code-tools.js'
 import { finishReasonLabel } from '../../agent/finish-reason.js'
 import type { ModelClient } from '../../agent/model-client.js'
 import type { InterceptorChains } from '../../extensions/compose.js'
@@ -17,6 +18,8 @@ export interface AgentRunDeps {
   model: (name: string | undefined) => ModelClient
   /** Background processes of sessions: a run with a sessionId gets the process tools. */
   processes?: ProcessToolBackend
+  /** The code interpreter of sessions: a run with a sessionId gets `run_code`. */
+  code?: CodeToolBackend
   /** Observes finished runs (metrics). */
   onFinished?: (record: AgentRunRecord) => void
 }
@@ -47,6 +50,7 @@ export async function executeAgentRun(id: string, deps: AgentRunDeps, signal: Ab
       tools: [
         shellTool(),
         ...(deps.processes && request.sessionId ? processTools({ backend: deps.processes }) : []),
+        ...(deps.code && request.sessionId ? [codeTool({ backend: deps.code })] : []),
       ],
       toolInterceptors: deps.chains.toolCall,
       promptInterceptors: deps.chains.prompt,

@@ -15,6 +15,8 @@ import {
   writeUnary,
   writeUnaryError,
 } from './connect-rpc.js'
+import { answerExecute } from '../../../src/http/e2b/code-execute.js'
+import { kernelsOf } from './code-kernels.js'
 import { runFileCommand } from './files.js'
 import { FakeProcess, type ProcessConfig, type ProcessListener } from './processes.js'
 import type { FakeSandbox, SandboxStore } from './sandboxes.js'
@@ -231,6 +233,16 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 }
 
 /** Routes one envd request for `sandboxId`. */
+/** The code interpreter's `/execute` (port 49999): the shared module over the sandbox's kernels. */
+async function execute(sandbox: FakeSandbox, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const body = await readBody(req)
+  const answer = await answerExecute(new Request('http://fake/execute', { method: 'POST', body }), (cell) =>
+    kernelsOf(sandbox.container).run(cell, 60_000),
+  )
+  res.writeHead(answer.status, Object.fromEntries(answer.headers))
+  res.end(Buffer.from(await answer.arrayBuffer()))
+}
+
 export async function handleEnvd(
   ctx: EnvdContext,
   sandboxId: string,
@@ -257,6 +269,7 @@ export async function handleEnvd(
     }
     if (url.pathname === '/files' && req.method === 'GET') return await readFile(sandbox, req, res, url)
     if (url.pathname === '/files' && req.method === 'POST') return await writeFile(sandbox, req, res, url)
+    if (url.pathname === '/execute' && req.method === 'POST') return await execute(sandbox, req, res)
     if (rpc === 'Start' && streaming) return await startProcess(ctx, sandbox, req, res)
     if (rpc === 'Connect' && streaming) return await connectProcess(ctx, sandbox, req, res)
     if (rpc) {

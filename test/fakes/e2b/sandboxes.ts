@@ -81,6 +81,9 @@ export class SandboxStore extends EventEmitter<SandboxStoreEvents> {
     const sandboxId = `i${randomBytes(10).toString('hex')}`
     const container = await this.docker.createContainer({
       Image: spec.image,
+      // Another image (e.g. the dev image, for the code interpreter) may not keep running by itself:
+      // hold it up the way envd holds up a real sandbox.
+      ...(spec.image.startsWith('sandbox-router/base') ? {} : { Cmd: ['sleep', 'infinity'] }),
       Labels: { [FAKE_LABEL]: this.instanceId, [FAKE_SANDBOX_LABEL]: sandboxId },
       Hostname: 'e2b',
       HostConfig: {
