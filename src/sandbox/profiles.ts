@@ -94,9 +94,9 @@ export const ProfileSchema = z
     message: 'defaultTimeoutMs must not exceed maxTimeoutMs',
     path: ['defaultTimeoutMs'],
   })
-  .refine((p) => p.runtime !== 'runsc' || p.network === 'none', {
+  .refine((p) => p.runtime !== 'runsc' || p.network !== 'bridge', {
     message:
-      "runtime 'runsc' takes network 'none' only (the engine runs gVisor with --network=none); " +
+      "runtime 'runsc' takes network 'none' or an egress allowlist only (the engine runs gVisor with --network=none); " +
       'drop network: bridge or use runtime: runc',
     path: ['runtime'],
   })
