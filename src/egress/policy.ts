@@ -49,6 +49,12 @@ export const EgressPolicySchema = z
         BrokeredSecretSchema,
       )
       .default({}),
+    /**
+     * Terminate TLS to the destinations brokered secrets are bound to, so secrets reach HTTPS
+     * requests too: the sandbox trusts a CA of its own (its key stays on the service's machine).
+     * Other HTTPS destinations stay plain CONNECT tunnels. See docs/egress.md. @default false
+     */
+    tlsIntercept: z.boolean().default(false),
   })
   .strict()
 

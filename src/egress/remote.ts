@@ -36,6 +36,10 @@ function ipv4Network(rule: Extract<EgressRule, { kind: 'cidr' }>): string {
 }
 
 function refuseSecrets(policy: EgressPolicy, provider: string): void {
+  if (policy.tlsIntercept)
+    throw new EgressUnenforceableError(
+      `tlsIntercept needs the service's egress proxy, which ${provider} sandboxes do not go through`,
+    )
   const names = Object.keys(policy.secrets)
   if (names.length)
     throw new EgressUnenforceableError(

@@ -137,6 +137,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   // Audits land in the log now and in the metrics once they exist (below).
   let countEgress: ((e: EgressAuditEvent) => void) | undefined
   const egressProxy = new EgressProxy({
+    ...(config.egress.upstreamCaFile ? { upstreamCaFile: config.egress.upstreamCaFile } : {}),
     onAudit: (e) => {
       logger.info({ egress: e }, `egress ${e.verdict} ${e.destination}`)
       countEgress?.(e)

@@ -113,7 +113,7 @@ export class SandboxStore extends EventEmitter<SandboxStoreEvents> {
       tenant: 'fake-e2b',
       session: sandboxId,
       sandboxId,
-      policy: { allow, secrets: {} },
+      policy: { allow, secrets: {}, tlsIntercept: false },
     })
     const proxy = 'http://127.0.0.1:3128'
     return {
