@@ -41,7 +41,8 @@ export const EgressPolicySchema = z
     allow: ruleList,
     /**
      * Brokered credentials by the variable name the sandbox sees; the value there is a placeholder
-     * the proxy replaces in request headers to the secret's destinations (plain HTTP). @default {}
+     * the proxy replaces in request headers to the secret's destinations (plain HTTP, and HTTPS with
+     * `tlsIntercept`). @default {}
      */
     secrets: z
       .record(

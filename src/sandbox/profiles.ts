@@ -33,8 +33,9 @@ export const ProfileSchema = z
     tmpMb: z.number().int().min(1).max(1_048_576).optional(),
     /**
      * Network access: `none` (default), `bridge` (an explicit opt-out of isolation), or an egress
-     * allowlist `{ allow: [...], secrets?: {...} }` enforced by the service's egress proxy (see
-     * docs/egress.md; Docker only — other providers refuse such a profile at start-up).
+     * allowlist `{ allow: [...], secrets?: {...}, tlsIntercept? }`: on Docker the service's egress
+     * proxy, on Daytona and E2B their own network settings; what a provider cannot enforce is
+     * refused at start-up (docs/egress.md).
      */
     network: z.union([z.enum(['none', 'bridge']), EgressPolicySchema]).default('none'),
     /**
