@@ -36,6 +36,12 @@ describe('e2bNetwork', () => {
   )
 })
 
+test('tlsIntercept is refused on both remote providers (it needs the service proxy)', () => {
+  const p = EgressPolicySchema.parse({ allow: ['10.0.0.0/8'], tlsIntercept: true })
+  expect(() => daytonaNetwork(p)).toThrow('tlsIntercept needs the service')
+  expect(() => e2bNetwork(p)).toThrow('tlsIntercept needs the service')
+})
+
 describe('ruleCovers (a cap rule holding a profile rule)', () => {
   const covers = (outer: string, inner: string) => ruleCovers(parseEgressRule(outer), parseEgressRule(inner))
   test.each([
