@@ -2,13 +2,16 @@
 # Gives the running Docker engine gVisor's runtime `runsc`, for profiles with `runtime: runsc`.
 # Idempotent; called by scripts/setup.sh once dockerd answers. What it does:
 #   1. installs Debian's package `runsc` where /usr/bin/runsc is absent (as root);
-#   2. adds "runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]} to the
-#      "runtimes" of the engine's daemon.json (other keys are kept; a backup is written first);
+#   2. adds "runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}
+#      to the "runtimes" of the engine's daemon.json (other keys are kept; a backup is written first);
 #   3. reloads dockerd with SIGHUP, which re-reads `runtimes` without a restart: running containers
 #      are not touched. Then checks that `docker info` lists runsc.
 # `--network=none`: gVisor's own network stack refuses to start in this engine's network namespaces
 # ("cannot run with network enabled in root network namespace"), so runsc sandboxes get loopback
 # only, matching profiles' default `network: none` (a runsc profile with `network: bridge` is refused).
+# `--host-uds=open`: a sandbox may connect to a host Unix socket bind-mounted into it (gVisor refuses
+# by default); the egress proxy's per-sandbox socket is the only one the provider mounts
+# (docs/egress.md). A registration without it (an older setup) is updated the same way.
 # Environment: SBX_GVISOR=0 skips this step; SBX_DOCKERD_CONFIG (default /etc/docker/daemon.json).
 # Nothing to do (exit 0) when the engine already lists runsc. Not root, or an engine this script did
 # not start on this machine (DOCKER_HOST elsewhere): prints what to do instead and exits 0, so the
@@ -21,8 +24,8 @@ log() { printf 'setup-gvisor: %s\n' "$*"; }
 skip() { printf 'setup-gvisor: skipped: %s\n' "$*" >&2; exit 0; }
 
 [ "${SBX_GVISOR:-1}" != 0 ] || { log "SBX_GVISOR=0: skipped"; exit 0; }
-has_runsc() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
-if has_runsc; then
+has_runsc_uds() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc":{[^}]*--host-uds=open'; }
+if has_runsc_uds; then
   log "engine runtime runsc ok"
   exit 0
 fi
@@ -49,7 +52,7 @@ const fs = require('node:fs')
 const [file, path] = process.argv.slice(2)
 const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : ''
 const config = text ? JSON.parse(text) : {}
-config.runtimes = { ...(config.runtimes ?? {}), runsc: { path, runtimeArgs: ['--network=none'] } }
+config.runtimes = { ...(config.runtimes ?? {}), runsc: { path, runtimeArgs: ['--network=none', '--host-uds=open'] } }
 fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(config, null, 2)}\n`)
 fs.renameSync(`${file}.tmp`, file)
 JS
@@ -61,7 +64,7 @@ pid=$(cat /var/run/docker.pid 2>/dev/null || pidof dockerd 2>/dev/null | cut -d'
 log "reloading dockerd ($pid) with SIGHUP (running containers are not touched)"
 kill -HUP "$pid"
 for _ in $(seq 1 50); do
-  if has_runsc; then
+  if has_runsc_uds; then
     log "engine runtime runsc ok"
     exit 0
   fi

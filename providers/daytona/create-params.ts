@@ -1,4 +1,5 @@
 import type { CreateSandboxFromImageParams, CreateSandboxFromSnapshotParams } from '@daytonaio/sdk'
+import { daytonaNetwork } from '../../src/egress/remote.js'
 import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
 import { SETTINGS_LABELS } from '../../src/sandbox/provider-kit.js'
 import type { Labels } from '../../src/sandbox/types.js'
@@ -20,7 +21,8 @@ export type CreateParams = CreateSandboxFromSnapshotParams | CreateSandboxFromIm
 /**
  * Maps a profile onto Daytona's create parameters: `snapshot` wins, else `image` with resources
  * (cpu rounded up to whole cores, memory to whole GiB), else the default snapshot. The profile's
- * env becomes the sandbox env; `network: 'none'` blocks all egress. A server-side lifetime is always
+ * env becomes the sandbox env; `network: 'none'` blocks all egress, an allowlist of IPv4 CIDRs becomes
+ * `networkAllowList` (what else a policy may hold is refused at start-up). A server-side lifetime is always
  * set: auto-stop after the profile's idle TTL (or `autoStopMinutes`), then auto-delete, so a sandbox
  * whose worker died does not outlive it for long.
  */
@@ -33,8 +35,8 @@ export function buildCreateParams(
     labels: { ...labels },
     envVars: { ...profile.env },
     public: false,
-    // Anything but an explicit 'bridge' blocks all egress (an allowlist never reaches here: refused at start-up).
-    networkBlockAll: profile.network !== 'bridge',
+    // Throws for a policy Daytona cannot enforce (start-up refuses such a profile first).
+    ...daytonaNetwork(profile.network),
     autoStopInterval: options.autoStopMinutes ?? Math.max(1, Math.ceil(profile.idleTtlMs / MINUTE_MS)),
     autoDeleteInterval: options.autoDeleteMinutes,
     ...(options.ttlMinutes !== undefined ? { ttlMinutes: options.ttlMinutes } : {}),

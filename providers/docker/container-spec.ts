@@ -4,6 +4,7 @@ import { SETTINGS_LABELS } from '../../src/sandbox/provider-kit.js'
 import type { Labels } from '../../src/sandbox/types.js'
 import type { ResolvedDockerProviderOptions } from './options.js'
 import { secretPlaceholder } from '../../src/egress/policy.js'
+import { SANDBOX_CA_BUNDLE_FILE, SANDBOX_CA_FILE } from '../../src/egress/tls-ca.js'
 
 export { OWNER } from '../../src/sandbox/provider-kit.js'
 /** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
@@ -91,6 +92,17 @@ export function buildContainerSpec(
       no_proxy: '',
     })
     for (const name of Object.keys(egress.secrets)) env[name] = secretPlaceholder(name)
+    if (egress.tlsIntercept) {
+      // The sandbox's own CA (in its egress folder, read-only): curl/OpenSSL, Python, Node, git.
+      const bundle = `${EGRESS_MOUNT}/${SANDBOX_CA_BUNDLE_FILE}`
+      Object.assign(env, {
+        SSL_CERT_FILE: bundle,
+        CURL_CA_BUNDLE: bundle,
+        REQUESTS_CA_BUNDLE: bundle,
+        GIT_SSL_CAINFO: bundle,
+        NODE_EXTRA_CA_CERTS: `${EGRESS_MOUNT}/${SANDBOX_CA_FILE}`,
+      })
+    }
     cmd.push('--egress-forward', String(EGRESS_PORT), `${EGRESS_MOUNT}/proxy.sock`)
   }
   const tmpMb = profile.tmpMb ?? options.tmpSizeMb

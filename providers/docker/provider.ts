@@ -44,6 +44,7 @@ import {
 } from './errors.js'
 import { type DockerProviderOptions, DockerProviderOptionsSchema } from './options.js'
 import { engineRuntimes, missingRuntimeError } from './runtimes.js'
+import { readSandboxCa, removeSandboxCa, writeSandboxCa } from './egress-ca.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
 import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
 
@@ -118,12 +119,14 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     if (!egress || !dir) return
     const tenant = labels[LABELS.tenant] ?? ''
     const cap = egress.tenantCaps?.[tenant]
+    const ca = policy.tlsIntercept ? await readSandboxCa(egress.socketDir, dir) : undefined
     await egress.proxy.listen(egressSocket(dir), {
       tenant,
       session: labels[LABELS.session] ?? '',
       sandboxId: id,
       policy,
       ...(cap ? { cap } : {}),
+      ...(ca ? { ca } : {}),
     })
   }
 
@@ -132,6 +135,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     if (!egress || !dir) return
     await egress.proxy.close(egressSocket(dir))
     await rm(join(egress.socketDir, dir), { recursive: true, force: true })
+    await removeSandboxCa(egress.socketDir, dir)
   }
 
   async function create(profile: ResolvedProfile, options: CreateOptions): Promise<Sandbox> {
@@ -177,6 +181,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       if (!chowned) await chmod(dirPath, 0o711)
       allLabels[EGRESS_DIR_LABEL] = dir
       allLabels[EGRESS_POLICY_LABEL] = JSON.stringify(policy)
+      if (policy.tlsIntercept) await writeSandboxCa(egress.socketDir, dir)
     }
     let id: string
     let agent: AgentSource

@@ -6,7 +6,7 @@ import { mapEngineError } from './errors.js'
 /** How to give an engine the gVisor runtime (what `scripts/setup-gvisor.sh` does). */
 export const RUNSC_INSTALL_HINT =
   'install gVisor and register it with the engine: run scripts/setup-gvisor.sh as root ' +
-  '(it installs the Debian package runsc, adds "runsc" with runtimeArgs ["--network=none"] to ' +
+  '(it installs the Debian package runsc, adds "runsc" with runtimeArgs ["--network=none", "--host-uds=open"] to ' +
   '/etc/docker/daemon.json "runtimes" and reloads dockerd with SIGHUP, leaving running containers alone)'
 
 /** Names of the runtimes the engine offers (`docker info` `.Runtimes`), sorted. */

@@ -22,6 +22,7 @@ import {
 import { E2BSandbox } from './sandbox.js'
 import { shellQuote } from './wrapper.js'
 import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
+import { e2bNetwork } from '../../src/egress/remote.js'
 
 /** Provider id of the E2B provider. */
 export const E2B_PROVIDER_ID = 'e2b'
@@ -126,6 +127,8 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
       [META.idleTtlMs]: String(profile.idleTtlMs),
     }
     const initialMs = Lifetime.initialFor(profile.idleTtlMs, opts.lifetimeSlackMs)
+    // Throws for a policy E2B cannot enforce (start-up refuses such a profile first).
+    const { allowInternetAccess, ...egressRules } = e2bNetwork(profile.network)
     const start = Date.now()
     let sdk: E2BSdkSandbox
     try {
@@ -135,9 +138,9 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
         envs: profile.env,
         timeoutMs: initialMs,
         lifecycle: { onTimeout: 'kill' },
-        allowInternetAccess: profile.network === 'bridge',
+        allowInternetAccess,
         // Preview hosts only with the traffic token: the service is the gatekeeper of ports.
-        network: { allowPublicTraffic: false },
+        network: { allowPublicTraffic: false, ...egressRules },
         ...request,
       })
     } catch (err) {

@@ -4,7 +4,7 @@ import { loadConfig } from '../config/load.js'
 import type { LoadedConfig } from '../config/load.js'
 import { AppError } from '../errors.js'
 import { describeNetwork } from '../egress/policy.js'
-import { assertEgressEnforceable } from '../egress/providers.js'
+import { assertEgressEnforceable, describeEnforcement, egressCaps } from '../egress/providers.js'
 import { assertSessionId } from '../sessions/session-id.js'
 import { createLogger } from '../logger.js'
 import { createRuntime } from '../runtime/create-runtime.js'
@@ -298,7 +298,8 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
   if (values.help) return (io.out(usage), 0)
   const loaded = loadFor(values)
   // The same refusal as start-up: a policy the profile's provider cannot enforce is an error here.
-  for (const [name, p] of loaded.profiles) assertEgressEnforceable(name, p.provider, p.network)
+  const caps = egressCaps(loaded.config.egress.tenants)
+  for (const [name, p] of loaded.profiles) assertEgressEnforceable(name, p.provider, p.network, caps)
   const summary = {
     file: loaded.file ?? '(none: built-in defaults)',
     queue: loaded.config.queue.driver,
@@ -312,7 +313,7 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
         .filter(([, p]) => typeof p.network === 'object')
         .map(([name, p]) => [
           name,
-          `${describeNetwork(p.network)} (enforced by ${p.provider}: the service's egress proxy)`,
+          `${describeNetwork(p.network)} (enforced by ${p.provider}: ${describeEnforcement(p.provider, p.network)})`,
         ]),
     ),
     extensions: loaded.config.extensions,

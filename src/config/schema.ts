@@ -259,6 +259,8 @@ export const ConfigSchema = z
       .object({
         /** Host folder for the per-sandbox proxy sockets. @default `<tmpdir>/sbx-egress-<uid>` */
         socketDir: z.string().startsWith('/').optional(),
+        /** PEM file of a CA trusted for HTTPS servers behind `tlsIntercept`, besides Node's roots. */
+        upstreamCaFile: z.string().startsWith('/').optional(),
         /** Per tenant, a cap on egress: a destination must match the profile's rules and these. @default {} */
         tenants: z
           .record(z.string(), z.object({ allow: EgressPolicySchema.shape.allow }).strict())

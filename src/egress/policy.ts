@@ -41,7 +41,8 @@ export const EgressPolicySchema = z
     allow: ruleList,
     /**
      * Brokered credentials by the variable name the sandbox sees; the value there is a placeholder
-     * the proxy replaces in request headers to the secret's destinations (plain HTTP). @default {}
+     * the proxy replaces in request headers to the secret's destinations (plain HTTP, and HTTPS with
+     * `tlsIntercept`). @default {}
      */
     secrets: z
       .record(
@@ -49,6 +50,12 @@ export const EgressPolicySchema = z
         BrokeredSecretSchema,
       )
       .default({}),
+    /**
+     * Terminate TLS to the destinations brokered secrets are bound to, so secrets reach HTTPS
+     * requests too: the sandbox trusts a CA of its own (its key stays on the service's machine).
+     * Other HTTPS destinations stay plain CONNECT tunnels. See docs/egress.md. @default false
+     */
+    tlsIntercept: z.boolean().default(false),
   })
   .strict()
 

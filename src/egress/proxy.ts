@@ -9,6 +9,8 @@ import {
 } from './policy.js'
 import { parseEgressRule, ruleMatches } from './rules.js'
 import { readSni } from './sni.js'
+import { interceptTls } from './intercept.js'
+import type { CaPair, LeafPair } from './tls-ca.js'
 
 /** One egress decision, for the audit log and metrics. Never holds a secret's value. */
 export interface EgressAuditEvent {
@@ -23,6 +25,8 @@ export interface EgressAuditEvent {
   method: string
   /** Names of brokered secrets put into this request. */
   secrets?: string[]
+  /** Set when the proxy terminated the sandbox's TLS to put the secrets in (`network.tlsIntercept`). */
+  intercepted?: true
 }
 
 /** Who is behind one listener, and what it may reach. */
@@ -33,6 +37,8 @@ export interface EgressSandboxContext {
   policy: EgressPolicy
   /** The tenant's cap (rules), if it has one. */
   cap?: readonly string[]
+  /** The sandbox's CA, for a policy with `tlsIntercept` (its key never enters the sandbox). */
+  ca?: CaPair
 }
 
 /** Options of {@link EgressProxy}. */
@@ -43,6 +49,8 @@ export interface EgressProxyOptions {
   connectTimeoutMs?: number
   /** Where secrets' `env` values come from. @default process.env */
   env?: NodeJS.ProcessEnv
+  /** PEM file of an extra CA trusted for intercepted upstream servers (besides Node's roots). */
+  upstreamCaFile?: string
 }
 
 const MAX_HEAD = 64 * 1024
@@ -74,6 +82,7 @@ interface Listener {
   sockets: Set<net.Socket>
   ctx: EgressSandboxContext
   compiled: CompiledEgress
+  leaves: Map<string, Promise<LeafPair>>
 }
 
 /**
@@ -88,6 +97,7 @@ export class EgressProxy {
   private readonly listeners = new Map<string, Listener>()
   private readonly connectTimeoutMs: number
   private readonly env: NodeJS.ProcessEnv
+  private upstreamCa: Promise<string> | undefined
 
   constructor(private readonly options: EgressProxyOptions = {}) {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000
@@ -100,10 +110,11 @@ export class EgressProxy {
     await unlink(socketPath).catch(() => undefined)
     const compiled = compileEgress(ctx.policy.allow, ctx.cap)
     const sockets = new Set<net.Socket>()
+    const leaves = new Map<string, Promise<LeafPair>>()
     const server = net.createServer((sock) => {
       sockets.add(sock)
       sock.once('close', () => sockets.delete(sock))
-      this.serve(sock, ctx, compiled)
+      this.serve(sock, ctx, compiled, leaves)
     })
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)
@@ -111,7 +122,7 @@ export class EgressProxy {
     })
     // The sandbox's user (any uid) must be able to connect; the directory is bind-mounted read-only.
     await chmod(socketPath, 0o666)
-    this.listeners.set(socketPath, { server, sockets, ctx, compiled })
+    this.listeners.set(socketPath, { server, sockets, ctx, compiled, leaves })
   }
 
   /** Whether a listener for `socketPath` runs in this process. */
@@ -142,7 +153,12 @@ export class EgressProxy {
     this.options.onAudit?.({ tenant: ctx.tenant, session: ctx.session, sandboxId: ctx.sandboxId, ...e })
   }
 
-  private serve(client: net.Socket, ctx: EgressSandboxContext, compiled: CompiledEgress): void {
+  private serve(
+    client: net.Socket,
+    ctx: EgressSandboxContext,
+    compiled: CompiledEgress,
+    leaves: Map<string, Promise<LeafPair>>,
+  ): void {
     client.on('error', () => undefined)
     let buf = Buffer.alloc(0)
     const onData = (chunk: Buffer): void => {
@@ -157,7 +173,7 @@ export class EgressProxy {
       client.pause()
       const head = buf.subarray(0, end).toString('latin1')
       const rest = buf.subarray(end + 4)
-      this.handle(client, head, rest, ctx, compiled).catch((err: unknown) =>
+      this.handle(client, head, rest, ctx, compiled, leaves).catch((err: unknown) =>
         reply(client, '502 Bad Gateway', `sbx egress: ${(err as Error).message}`),
       )
     }
@@ -170,6 +186,7 @@ export class EgressProxy {
     rest: Buffer,
     ctx: EgressSandboxContext,
     compiled: CompiledEgress,
+    leaves: Map<string, Promise<LeafPair>>,
   ): Promise<void> {
     const [requestLine = '', ...headerLines] = head.split('\r\n')
     const [method = '', target = '', version = 'HTTP/1.1'] = requestLine.split(' ')
@@ -219,18 +236,22 @@ export class EgressProxy {
       reply(client, '403 Forbidden', `sbx egress refused ${destination}: ${verdict.reason}`)
       return
     }
+    const bound = Object.entries(ctx.policy.secrets).filter(([, secret]) =>
+      secret.destinations.some((r) => ruleMatches(parseEgressRule(r), dest.host, dest.port)),
+    )
+    if (method === 'CONNECT' && bound.length && ctx.policy.tlsIntercept && ctx.ca) {
+      await this.intercept(client, dest, rest, ctx, bound, leaves)
+      return
+    }
     if (method === 'CONNECT') {
       await this.tunnel(client, dest, rest, ctx, compiled)
       return
     }
-    const injected: string[] = []
     const out: string[] = [`${method} ${path || '/'} ${version}`]
     const values: [string, string][] = []
-    for (const [name, secret] of Object.entries(ctx.policy.secrets)) {
-      if (!secret.destinations.some((r) => ruleMatches(parseEgressRule(r), dest.host, dest.port))) continue
+    for (const [name, secret] of bound)
       values.push([secretPlaceholder(name), await this.secretValue(name, secret)])
-      injected.push(name)
-    }
+    const injected = bound.map(([name]) => name)
     for (const h of headers) {
       const lower = h.name.toLowerCase()
       if (HOP_HEADERS.has(lower) || lower === 'host') continue
@@ -251,6 +272,56 @@ export class EgressProxy {
         secrets: injected,
       })
     this.splice(client, upstream)
+  }
+
+  private async intercept(
+    client: net.Socket,
+    dest: { host: string; port: number },
+    rest: Buffer,
+    ctx: EgressSandboxContext,
+    bound: [string, EgressPolicy['secrets'][string]][],
+    leaves: Map<string, Promise<LeafPair>>,
+  ): Promise<void> {
+    const destination = `${dest.host}:${dest.port}`
+    // TLS interception takes the client's hello after the 200; a client that already sent bytes is
+    // not one this can serve.
+    if (rest.length || !ctx.ca) {
+      reply(client, '400 Bad Request', 'sbx egress: send nothing after CONNECT before the 200 answer')
+      return
+    }
+    const values: [string, string][] = []
+    for (const [name, secret] of bound)
+      values.push([secretPlaceholder(name), await this.secretValue(name, secret)])
+    const secrets = bound.map(([name]) => name)
+    const upstreamCa = await this.upstreamCaPem()
+    await interceptTls(client, dest, {
+      ca: ctx.ca,
+      leaves,
+      values,
+      ...(upstreamCa ? { upstreamCa } : {}),
+      connectTimeoutMs: this.connectTimeoutMs,
+      onForwarded: (method) =>
+        this.audit(ctx, {
+          destination,
+          verdict: 'allow',
+          reason: 'brokered secrets added (TLS intercepted)',
+          method,
+          secrets,
+          intercepted: true,
+        }),
+      onRefused: (reason) =>
+        this.audit(ctx, { destination, verdict: 'deny', reason, method: 'CONNECT', intercepted: true }),
+    }).catch(() => client.destroy())
+  }
+
+  private upstreamCaPem(): Promise<string | undefined> {
+    const file = this.options.upstreamCaFile
+    if (!file) return Promise.resolve(undefined)
+    this.upstreamCa ??= readFile(file, 'utf8').catch((err: unknown) => {
+      this.upstreamCa = undefined
+      throw new Error(`egress.upstreamCaFile ${file} cannot be read: ${(err as Error).message}`)
+    })
+    return this.upstreamCa
   }
 
   private async tunnel(

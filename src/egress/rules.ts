@@ -8,7 +8,16 @@ import { BlockList, isIP } from 'node:net'
  */
 export type EgressRule =
   | { kind: 'host'; text: string; host: string; wildcard: boolean; ports: readonly number[] | 'any' }
-  | { kind: 'cidr'; text: string; list: BlockList; ports: readonly number[] | 'any' }
+  | {
+      kind: 'cidr'
+      text: string
+      list: BlockList
+      ports: readonly number[] | 'any'
+      /** The address as written (any address inside the prefix) and the prefix length. */
+      address: string
+      bits: number
+      family: 4 | 6
+    }
 
 const DEFAULT_PORTS = [80, 443] as const
 const HOST_RE = /^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/
@@ -55,7 +64,15 @@ export function parseEgressRule(text: string): EgressRule {
       throw new EgressRuleError(`egress rule '${text}': prefix '/${prefix}' is out of range`)
     const list = new BlockList()
     list.addSubnet(ip, bits, family === 4 ? 'ipv4' : 'ipv6')
-    return { kind: 'cidr', text, list, ports: port === undefined ? 'any' : parsePort(port, text) }
+    return {
+      kind: 'cidr',
+      text,
+      list,
+      ports: port === undefined ? 'any' : parsePort(port, text),
+      address: ip,
+      bits,
+      family: family === 4 ? 4 : 6,
+    }
   }
   if (prefix !== undefined)
     throw new EgressRuleError(
@@ -90,4 +107,22 @@ export function ruleMatches(rule: EgressRule, host: string, port: number): boole
   if (rule.kind === 'cidr') return family !== 0 && rule.list.check(host, family === 4 ? 'ipv4' : 'ipv6')
   if (family) return false
   return rule.wildcard ? host.endsWith(`.${rule.host}`) : host === rule.host
+}
+
+/**
+ * Whether every destination `inner` lets through is also let through by `outer` (a tenant cap rule
+ * covering a profile rule): same kind, ports a subset, and the names or addresses inside.
+ */
+export function ruleCovers(outer: EgressRule, inner: EgressRule): boolean {
+  const outerPorts = outer.ports
+  const ports =
+    outerPorts === 'any' || (inner.ports !== 'any' && inner.ports.every((p) => outerPorts.includes(p)))
+  if (!ports) return false
+  if (outer.kind === 'cidr' || inner.kind === 'cidr') {
+    if (outer.kind !== 'cidr' || inner.kind !== 'cidr' || outer.family !== inner.family) return false
+    // inner's prefix is at most as wide and holds an address of outer's: all of it is inside outer
+    return outer.bits <= inner.bits && outer.list.check(inner.address, inner.family === 4 ? 'ipv4' : 'ipv6')
+  }
+  if (!outer.wildcard) return !inner.wildcard && inner.host === outer.host
+  return inner.host.endsWith(`.${outer.host}`) || (inner.wildcard && inner.host === outer.host)
 }

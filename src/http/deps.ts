@@ -247,7 +247,13 @@ export interface ProviderView {
   /** The provider's circuit (routing policies skip an open one). */
   circuit?: CircuitState
   /** What the provider enforces of a profile's egress policy. */
-  egress?: { allowlist: boolean; reason?: string }
+  egress?: {
+    allowlist: boolean
+    mechanism?: string
+    enforces?: string[]
+    refuses?: string[]
+    reason?: string
+  }
   profiles: {
     name: string
     cpu: number

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { EgressProxy, type EgressAuditEvent } from '../egress/proxy.js'
-import { assertEgressEnforceable } from '../egress/providers.js'
+import { assertEgressEnforceable, egressCaps } from '../egress/providers.js'
 import { Redis } from 'ioredis'
 import { createDockerProvider, DOCKER_PROVIDER_ID } from '../../providers/docker/index.js'
 import type { LoadedConfig } from '../config/load.js'
@@ -159,6 +159,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   // Audits land in the log now and in the metrics once they exist (below).
   let countEgress: ((e: EgressAuditEvent) => void) | undefined
   const egressProxy = new EgressProxy({
+    ...(config.egress.upstreamCaFile ? { upstreamCaFile: config.egress.upstreamCaFile } : {}),
     onAudit: (e) => {
       logger.info({ egress: e }, `egress ${e.verdict} ${e.destination}`)
       countEgress?.(e)
@@ -175,7 +176,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         egress: {
           proxy: egressProxy,
           socketDir: config.egress.socketDir ?? join(tmpdir(), `sbx-egress-${process.getuid?.() ?? 'user'}`),
-          tenantCaps: Object.fromEntries(Object.entries(config.egress.tenants).map(([t, c]) => [t, c.allow])),
+          tenantCaps: egressCaps(config.egress.tenants),
         },
       }),
     )
@@ -183,7 +184,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   for (const remote of createRemoteProviders(config.providers, opts.env ?? process.env))
     registry.register(remote)
   for (const [name, p] of loaded.profiles) {
-    assertEgressEnforceable(name, p.provider, p.network)
+    assertEgressEnforceable(name, p.provider, p.network, egressCaps(config.egress.tenants))
     const { name: _n, ...input } = p
     registry.addProfile(name, input)
   }

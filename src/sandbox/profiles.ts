@@ -33,8 +33,9 @@ export const ProfileSchema = z
     tmpMb: z.number().int().min(1).max(1_048_576).optional(),
     /**
      * Network access: `none` (default), `bridge` (an explicit opt-out of isolation), or an egress
-     * allowlist `{ allow: [...], secrets?: {...} }` enforced by the service's egress proxy (see
-     * docs/egress.md; Docker only — other providers refuse such a profile at start-up).
+     * allowlist `{ allow: [...], secrets?: {...}, tlsIntercept? }`: on Docker the service's egress
+     * proxy, on Daytona and E2B their own network settings; what a provider cannot enforce is
+     * refused at start-up (docs/egress.md).
      */
     network: z.union([z.enum(['none', 'bridge']), EgressPolicySchema]).default('none'),
     /**
@@ -94,9 +95,9 @@ export const ProfileSchema = z
     message: 'defaultTimeoutMs must not exceed maxTimeoutMs',
     path: ['defaultTimeoutMs'],
   })
-  .refine((p) => p.runtime !== 'runsc' || p.network === 'none', {
+  .refine((p) => p.runtime !== 'runsc' || p.network !== 'bridge', {
     message:
-      "runtime 'runsc' takes network 'none' only (the engine runs gVisor with --network=none); " +
+      "runtime 'runsc' takes network 'none' or an egress allowlist only (the engine runs gVisor with --network=none); " +
       'drop network: bridge or use runtime: runc',
     path: ['runtime'],
   })

@@ -69,6 +69,14 @@ beforeAll(async () => {
             secrets: { API_TOKEN: { env: 'EGRESS_TEST_TOKEN', destinations: [`localhost:${allowed.port}`] } },
           },
         },
+        'allowlist-runsc': {
+          provider: 'docker',
+          runtime: 'runsc',
+          network: {
+            allow: [`localhost:${allowed.port}`],
+            secrets: { API_TOKEN: { env: 'EGRESS_TEST_TOKEN', destinations: [`localhost:${allowed.port}`] } },
+          },
+        },
         // wider than the tenant's cap: the cap still decides
         wide: { provider: 'docker', network: { allow: ['localhost:*'] } },
       },
@@ -83,10 +91,20 @@ afterAll(async () => {
   denied?.server.close()
 }, 120_000)
 
-describe('egress allowlist profiles (docker, through sbx serve)', () => {
+// The same allowlist, under both kernel boundaries (runsc: gVisor, with --host-uds=open).
+describe.each([
+  ['runc', 'allowlist'],
+  ['runsc', 'allowlist-runsc'],
+])('egress allowlist profiles (docker, runtime %s, through sbx serve)', (runtime, profile) => {
+  test('the sandbox runs under the profile runtime', async () => {
+    const r = await exec(profile, 'dmesg 2>/dev/null | head -n 1; true')
+    if (runtime === 'runsc') expect(r.out).toContain('Starting gVisor')
+    else expect(r.out).not.toContain('gVisor')
+  }, 120_000)
+
   test('an allowed destination answers through the proxy, with the brokered secret put in by the proxy', async () => {
     const r = await exec(
-      'allowlist',
+      profile,
       `wget -q -O - --header "Authorization: Bearer $API_TOKEN" http://localhost:${allowed.port}/hello`,
     )
     expect(r).toEqual({ exitCode: 0, out: 'allowed-answer\n' })
@@ -95,7 +113,7 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
 
   test('the sandbox holds only the placeholder: not in its env, files or process list', async () => {
     const r = await exec(
-      'allowlist',
+      profile,
       'env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr "\\0" "\\n"; grep -rs . /run/sbx-egress || true',
     )
     expect(r.out).toContain('API_TOKEN=sbx-brokered-secret:API_TOKEN')
@@ -105,7 +123,7 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
   test('a denied destination fails fast inside the sandbox with the rule that refused it', async () => {
     const started = Date.now()
     const r = await exec(
-      'allowlist',
+      profile,
       rawProxy(`GET http://localhost:${denied.port}/ HTTP/1.1`, `localhost:${denied.port}`),
     )
     expect(r.out).toContain('HTTP/1.1 403 Forbidden')
@@ -113,7 +131,7 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
       `sbx egress refused localhost:${denied.port}: localhost:${denied.port} matches no rule of the profile's network.allow (localhost:${allowed.port})`,
     )
     expect(Date.now() - started).toBeLessThan(5_000)
-    const w = await exec('allowlist', `wget -q -O - http://localhost:${denied.port}/`)
+    const w = await exec(profile, `wget -q -O - http://localhost:${denied.port}/`)
     expect(w.exitCode).not.toBe(0)
     expect(w.out).toContain('403')
   }, 120_000)
@@ -122,23 +140,23 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
     const host = hostAddress()
     // the allowed server by its IP instead of its name: a name rule does not cover the address
     const ip = await exec(
-      'allowlist',
+      profile,
       rawProxy(`GET http://127.0.0.1:${allowed.port}/ HTTP/1.1`, `127.0.0.1:${allowed.port}`),
     )
     expect(ip.out).toContain('403 Forbidden')
     // straight to the host, no proxy: the sandbox has no network
-    const direct = await exec('allowlist', `echo x > /dev/tcp/${host}/${allowed.port} && echo CONNECTED`)
+    const direct = await exec(profile, `echo x > /dev/tcp/${host}/${allowed.port} && echo CONNECTED`)
     expect(direct.out).not.toContain('CONNECTED')
     expect(direct.exitCode).not.toBe(0)
     const tunnel = await exec(
-      'allowlist',
+      profile,
       rawProxy(`CONNECT localhost:${denied.port} HTTP/1.1`, `localhost:${denied.port}`),
     )
     expect(tunnel.out).toContain('403 Forbidden')
     expect(tunnel.out).not.toContain('denied-answer')
-    const dns = await exec('allowlist', `nslookup example.com ${host}`)
+    const dns = await exec(profile, `nslookup example.com ${host}`)
     expect(dns.exitCode).not.toBe(0)
-    const udp = await exec('allowlist', `echo x > /dev/udp/${host}/53 && echo SENT`)
+    const udp = await exec(profile, `echo x > /dev/udp/${host}/53 && echo SENT`)
     expect(udp.out).not.toContain('SENT')
     expect(denied.server.listenerCount('request')).toBe(1)
     expect(seen.every((h) => h.host !== `localhost:${denied.port}`)).toBe(true)
@@ -146,7 +164,7 @@ describe('egress allowlist profiles (docker, through sbx serve)', () => {
 
   test('a killed forwarder comes back (the agent restarts it)', async () => {
     const r = await exec(
-      'allowlist',
+      profile,
       // the forwarder is --init's child with the same command line (the agent comes from the agent
       // volume, /.sbx-agent, or from an image built FROM the base); pid 1 itself stays
       'for p in /proc/[0-9]*; do [ "${p#/proc/}" != 1 ] && tr "\\0" " " < $p/cmdline 2>/dev/null | grep -qE "^(/usr/local/bin|/\\.sbx-agent)/sbx-agent --init" && kill ${p#/proc/} && echo KILLED; done; ' +
@@ -206,7 +224,7 @@ describe('what each provider enforces', () => {
       }[]
     }
     const docker = body.providers.find((p) => p.id === 'docker')
-    expect(docker?.egress).toEqual({ allowlist: true })
+    expect(docker?.egress).toMatchObject({ allowlist: true, refuses: [] })
     expect(docker?.profiles.find((p) => p.name === 'allowlist')?.network).toBe(
       `allow: localhost:${allowed.port}`,
     )
@@ -224,6 +242,6 @@ describe('providers that cannot enforce an allowlist', () => {
     expect(r.stderr).toContain("profile 'remote': network.allow cannot be enforced on provider 'daytona'")
     const check = await runSbx(['config', 'check'], { cwd })
     expect(check.code).not.toBe(0)
-    expect(check.stderr).toContain('Daytona can block all egress (networkBlockAll) or allow up to five CIDRs')
+    expect(check.stderr).toContain("Daytona's networkAllowList takes IPv4 addresses and CIDRs only")
   }, 90_000)
 })

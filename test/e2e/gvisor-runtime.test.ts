@@ -105,7 +105,7 @@ describe('profiles gVisor cannot take are refused with the reason', () => {
     })
     const r = await runSbx(['config', 'check', '--config', join(dir, 'sandbox-router.config.json')])
     expect(r.code).not.toBe(0)
-    expect(r.stderr).toMatch(/runtime 'runsc' takes network 'none' only/)
+    expect(r.stderr).toMatch(/runtime 'runsc' takes network 'none' or an egress allowlist only/)
   })
 
   test('an unknown runtime: config check lists the ones there are', async () => {

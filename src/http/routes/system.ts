@@ -18,7 +18,18 @@ const ProvidersSchema = z
           })
           .optional(),
         /** What the provider enforces of a profile's egress policy (docs/egress.md). */
-        egress: z.object({ allowlist: z.boolean(), reason: z.string().optional() }).optional(),
+        egress: z
+          .object({
+            allowlist: z.boolean(),
+            /** The provider's own mechanism the policy compiles to. */
+            mechanism: z.string().optional(),
+            /** Parts of the policy language it enforces (`block-all`, `cidrs`, `hosts`, …). */
+            enforces: z.array(z.string()).optional(),
+            /** Parts it cannot enforce: a profile using one is refused at start-up. */
+            refuses: z.array(z.string()).optional(),
+            reason: z.string().optional(),
+          })
+          .optional(),
         profiles: z.array(
           z.object({
             name: z.string(),

@@ -86,6 +86,7 @@ async function createSandbox(ctx: FakeContext, req: IncomingMessage, res: Server
     target: typeof body.target === 'string' ? body.target : 'us',
     public: body.public === true,
     networkBlockAll: body.networkBlockAll === true,
+    ...(typeof body.networkAllowList === 'string' ? { networkAllowList: body.networkAllowList } : {}),
     autoStopInterval: num(body.autoStopInterval, 15),
     autoArchiveInterval: num(body.autoArchiveInterval, 10_080),
     autoDeleteInterval: num(body.autoDeleteInterval, -1),
@@ -109,7 +110,11 @@ async function createSandbox(ctx: FakeContext, req: IncomingMessage, res: Server
     env: record.env,
     cpu: Math.min(record.cpu, cpus().length),
     memoryMb: record.memory * 1024,
-    network: record.networkBlockAll ? 'none' : 'bridge',
+    network: record.networkBlockAll
+      ? 'none'
+      : record.networkAllowList
+        ? { allow: record.networkAllowList.split(',').map((c) => c.trim()) }
+        : 'bridge',
     maxConcurrentExecs: 64,
     readOnlyRoot: false,
     pidsLimit: 1024,

@@ -10,13 +10,18 @@
  *
  * Not covered: session log follow over WebSocket and session input, PTY, code-run, git, LSP, signed previews, snapshots/volumes and the Socket.IO
  * event stream (its path answers 404, so the SDK falls back to polling, as on a network that
- * blocks WebSockets). Lifetimes (auto-stop/-delete/ttl) are recorded, not enforced.
+ * blocks WebSockets). Lifetimes (auto-stop/-delete/ttl) are recorded, not enforced. Egress is
+ * enforced: `networkBlockAll` gives the container no network; a `networkAllowList` of CIDRs makes it
+ * an allowlist sandbox of the project's egress proxy (HTTP and CONNECT to those addresses only).
  */
 import { randomUUID } from 'node:crypto'
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { createDockerProvider } from '../../../providers/docker/index.js'
+import { EgressProxy } from '../../../src/egress/proxy.js'
 import { type FakeContext, destroyRecord, handleApi } from './control-plane.js'
 import { sendError } from './http-util.js'
 import type { FakeSandboxRecord } from './records.js'
@@ -89,7 +94,12 @@ export interface FakeDaytona {
 export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promise<FakeDaytona> {
   const runId = randomUUID()
   const apiKey = options.apiKey ?? `fake-daytona-${randomUUID()}`
-  const docker = createDockerProvider({ instanceId: `fake-daytona-${runId}` })
+  // Enforces a sandbox's networkAllowList with the project's egress proxy (address rules only).
+  const egressProxy = new EgressProxy()
+  const docker = createDockerProvider({
+    instanceId: `fake-daytona-${runId}`,
+    egress: { proxy: egressProxy, socketDir: join(tmpdir(), `sbx-fake-daytona-${runId.slice(0, 8)}`) },
+  })
   const timings: Timings = new Map()
   const sentBytes: SentBytes = new Map()
   const sessions = new FakeSessions()
@@ -204,6 +214,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       // Anything a crashed handler left behind.
       for (const ref of await docker.list({ labels: { [FAKE_RUN_LABEL]: runId } })) await docker.destroy(ref)
       await docker.close()
+      await egressProxy.closeAll()
     },
   }
 }

@@ -15,6 +15,8 @@ export interface FakeSandboxRecord {
   target: string
   public: boolean
   networkBlockAll: boolean
+  /** Comma-separated CIDRs the sandbox may reach (absent: all, unless `networkBlockAll`). */
+  networkAllowList?: string
   autoStopInterval: number
   autoArchiveInterval: number
   autoDeleteInterval: number
@@ -42,6 +44,7 @@ export function toDto(record: FakeSandboxRecord, toolboxProxyUrl: string): Recor
     labels: record.labels,
     public: record.public,
     networkBlockAll: record.networkBlockAll,
+    ...(record.networkAllowList !== undefined ? { networkAllowList: record.networkAllowList } : {}),
     target: record.target,
     cpu: record.cpu,
     gpu: 0,

@@ -122,6 +122,14 @@ function detailJson(ctx: ApiContext, s: FakeSandbox) {
     envdAccessToken: s.envdAccessToken,
     domain: null,
     allowInternetAccess: s.allowInternetAccess ?? null,
+    ...(s.allowOut || s.denyOut
+      ? {
+          network: {
+            ...(s.allowOut ? { allowOut: s.allowOut } : {}),
+            ...(s.denyOut ? { denyOut: s.denyOut } : {}),
+          },
+        }
+      : {}),
     lifecycle: { onTimeout: s.autoPause ? 'pause' : 'kill', autoResume: false },
   }
 }
@@ -140,6 +148,13 @@ function metadataFilter(raw: string | null): Record<string, string> {
 
 const network = (body: Record<string, unknown>): Record<string, unknown> =>
   typeof body.network === 'object' && body.network !== null ? (body.network as Record<string, unknown>) : {}
+
+/** `{ [key]: value }` when `value` is an array of strings, else `{}`. */
+function strings<K extends string>(key: K, value: unknown): Partial<Record<K, string[]>> {
+  return Array.isArray(value) && value.every((v) => typeof v === 'string')
+    ? ({ [key]: value } as Partial<Record<K, string[]>>)
+    : {}
+}
 
 async function createSandbox(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const body = await jsonBody(req)
@@ -168,6 +183,8 @@ async function createSandbox(ctx: ApiContext, req: IncomingMessage, res: ServerR
     allowInternetAccess:
       typeof body.allow_internet_access === 'boolean' ? body.allow_internet_access : undefined,
     ...(network(body).allowPublicTraffic === false ? { allowPublicTraffic: false } : {}),
+    ...strings('allowOut', network(body).allowOut),
+    ...strings('denyOut', network(body).denyOut),
   })
   send(res, 201, sandboxJson(ctx, sandbox))
 }

@@ -6,7 +6,11 @@
  */
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
+import { mkdir, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type Docker from 'dockerode'
+import { EgressProxy } from '../../../src/egress/proxy.js'
 import type { FakeProcess } from './processes.js'
 
 /** Label on every container of a fake; its value is the fake's instance id. */
@@ -25,6 +29,9 @@ export interface FakeSandboxRecord {
   timeoutMs: number
   autoPause: boolean
   allowInternetAccess: boolean | undefined
+  /** `network.allowOut` / `network.denyOut` of the create request, as sent. */
+  allowOut?: string[]
+  denyOut?: string[]
   startedAt: Date
   endAt: Date
   state: 'running' | 'paused' | 'killed'
@@ -61,6 +68,9 @@ export interface NewSandbox {
   timeoutMs: number
   autoPause: boolean
   allowInternetAccess: boolean | undefined
+  /** `network.allowOut` / `network.denyOut` of the create request. */
+  allowOut?: string[]
+  denyOut?: string[]
   /** `network.allowPublicTraffic` of the create request. @default true */
   allowPublicTraffic?: boolean
 }
@@ -69,16 +79,57 @@ export interface NewSandbox {
 export class SandboxStore extends EventEmitter<SandboxStoreEvents> {
   private readonly sandboxes = new Map<string, FakeSandbox>()
 
+  /** Enforces allowlist sandboxes (allowOut with everything else denied), as E2B's own proxy would. */
+  private readonly egress = new EgressProxy()
+  private readonly egressDir: string
+
   constructor(
     private readonly docker: Docker,
     readonly instanceId: string,
   ) {
     super()
+    this.egressDir = join(tmpdir(), `sbx-fake-e2b-${instanceId}`)
+  }
+
+  /**
+   * How the sandbox's network is enforced: no network unless internet access is on; with
+   * `denyOut` of all traffic and an `allowOut`, only those destinations, through the egress proxy
+   * (names on ports 80/443, addresses on any port, like E2B).
+   */
+  private network(spec: NewSandbox): 'none' | 'bridge' | { allow: string[] } {
+    const denyAll = spec.allowInternetAccess === false || (spec.denyOut ?? []).includes('0.0.0.0/0')
+    if (denyAll && spec.allowOut?.length) return { allow: spec.allowOut }
+    if (denyAll || spec.allowInternetAccess !== true) return 'none'
+    return 'bridge'
+  }
+
+  private async egressSpec(
+    sandboxId: string,
+    allow: string[],
+  ): Promise<Partial<Docker.ContainerCreateOptions> & { HostConfig: Docker.HostConfig }> {
+    const dir = join(this.egressDir, sandboxId)
+    await mkdir(dir, { recursive: true, mode: 0o755 })
+    await this.egress.listen(join(dir, 'proxy.sock'), {
+      tenant: 'fake-e2b',
+      session: sandboxId,
+      sandboxId,
+      policy: { allow, secrets: {}, tlsIntercept: false },
+    })
+    const proxy = 'http://127.0.0.1:3128'
+    return {
+      Entrypoint: ['/usr/local/bin/sbx-agent'],
+      Cmd: ['--init', '--egress-forward', '3128', '/run/sbx-egress/proxy.sock'],
+      Env: [`HTTP_PROXY=${proxy}`, `HTTPS_PROXY=${proxy}`, `http_proxy=${proxy}`, `https_proxy=${proxy}`],
+      HostConfig: { NetworkMode: 'none', Binds: [`${dir}:/run/sbx-egress:ro`] },
+    }
   }
 
   /** Starts a container and registers the sandbox. */
   async create(spec: NewSandbox): Promise<FakeSandbox> {
     const sandboxId = `i${randomBytes(10).toString('hex')}`
+    const network = this.network(spec)
+    const { HostConfig: egressHost, ...egressSpec } =
+      typeof network === 'object' ? await this.egressSpec(sandboxId, network.allow) : { HostConfig: {} }
     const container = await this.docker.createContainer({
       Image: spec.image,
       // Another image (e.g. the dev image, for the code interpreter) may not keep running by itself:
@@ -86,8 +137,10 @@ export class SandboxStore extends EventEmitter<SandboxStoreEvents> {
       ...(spec.image.startsWith('sandbox-router/base') ? {} : { Cmd: ['sleep', 'infinity'] }),
       Labels: { [FAKE_LABEL]: this.instanceId, [FAKE_SANDBOX_LABEL]: sandboxId },
       Hostname: 'e2b',
+      ...egressSpec,
       HostConfig: {
-        NetworkMode: spec.allowInternetAccess === true ? 'bridge' : 'none',
+        NetworkMode: network === 'bridge' ? 'bridge' : 'none',
+        ...egressHost,
         Memory: 512 * 1024 * 1024,
         PidsLimit: 512,
         Init: false,
@@ -111,6 +164,8 @@ export class SandboxStore extends EventEmitter<SandboxStoreEvents> {
       timeoutMs: spec.timeoutMs,
       autoPause: spec.autoPause,
       allowInternetAccess: spec.allowInternetAccess,
+      ...(spec.allowOut ? { allowOut: spec.allowOut } : {}),
+      ...(spec.denyOut ? { denyOut: spec.denyOut } : {}),
       startedAt: now,
       endAt: now,
       state: 'running',
@@ -184,11 +239,14 @@ export class SandboxStore extends EventEmitter<SandboxStoreEvents> {
     sandbox.killedBy = by
     clearTimeout(sandbox.timer)
     await sandbox.container.remove({ force: true, v: true }).catch(() => undefined)
+    await this.egress.close(join(this.egressDir, sandbox.sandboxId, 'proxy.sock'))
     this.emit('killed', this.record(sandbox))
   }
 
   /** Kills every sandbox (fake shutdown). */
   async killAll(): Promise<void> {
     await Promise.all(this.all().map((s) => this.kill(s, 'api')))
+    await this.egress.closeAll()
+    await rm(this.egressDir, { recursive: true, force: true })
   }
 }

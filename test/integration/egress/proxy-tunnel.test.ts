@@ -27,7 +27,7 @@ beforeAll(async () => {
     tenant: 't1',
     session: 's1',
     sandboxId: 'sb1',
-    policy: { allow: [`localhost:${upstreamPort}`], secrets: {} },
+    policy: { allow: [`localhost:${upstreamPort}`], secrets: {}, tlsIntercept: false },
   })
 })
 afterAll(async () => {

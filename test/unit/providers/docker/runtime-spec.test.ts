@@ -1,5 +1,8 @@
 import { describe, expect, test } from 'vitest'
-import { buildContainerSpec, RUNSC_HOST_TASKS_PER_PROCESS } from '../../../../providers/docker/container-spec.js'
+import {
+  buildContainerSpec,
+  RUNSC_HOST_TASKS_PER_PROCESS,
+} from '../../../../providers/docker/container-spec.js'
 import { DockerProviderOptionsSchema } from '../../../../providers/docker/options.js'
 import { missingRuntimeError } from '../../../../providers/docker/runtimes.js'
 import { ProfileSchema, resolveProfile } from '../../../../src/sandbox/profiles.js'
@@ -24,7 +27,9 @@ describe('profile runtime in the container spec', () => {
   test('runsc with network bridge is refused, saying what to change', () => {
     const r = ProfileSchema.safeParse({ provider: 'docker', runtime: 'runsc', network: 'bridge' })
     expect(r.success).toBe(false)
-    expect(r.error?.issues[0]?.message).toMatch(/takes network 'none' only.*drop network: bridge/)
+    expect(r.error?.issues[0]?.message).toMatch(
+      /takes network 'none' or an egress allowlist only.*drop network: bridge/,
+    )
   })
 
   test('a missing runtime names it, what the engine has, and the setup script', () => {
