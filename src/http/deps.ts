@@ -146,7 +146,14 @@ export interface SessionView {
    * Set when the session's sandbox was replaced by an empty one (its files are lost), until
    * `POST /v1/sessions/{id}/ack` or the session is deleted.
    */
-  sandboxReplaced?: { at: number; reason: string; filesLost: true; previousSandboxId: string }
+  sandboxReplaced?: {
+    at: number
+    reason: string
+    filesLost: true
+    previousSandboxId: string
+    /** The profile's persistent `/workspace` was kept. */
+    workspaceKept?: true
+  }
 }
 
 /** Tenant-scoped sessions and their files. */

@@ -36,7 +36,7 @@ export function shellQuote(s: string): string {
 const CAP_FUNCTIONS = [
   // `__sbx_sb`: GNU coreutils, whose dd counts a short read from a pipe as a whole block (the
   // head would come out short) but whose `head -c` writes as it reads when unbuffered.
-  "__sbx_sb=; command -v stdbuf >/dev/null 2>&1 && __sbx_sb=1",
+  '__sbx_sb=; command -v stdbuf >/dev/null 2>&1 && __sbx_sb=1',
   // $1: the FIFO; $2: head bytes; $3: tail bytes. Its stdout is the stream the head goes to.
   '__sbx_rd() { if [ -n "$__sbx_sb" ]; then command stdbuf -o0 head -c "$2"; ' +
     'else command dd bs=65536 iflag=count_bytes count="$2" 2>/dev/null || command head -c "$2"; fi; ' +
