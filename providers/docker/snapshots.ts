@@ -10,6 +10,7 @@ import type {
 import { EGRESS_DIR_LABEL, EGRESS_POLICY_LABEL, WORKSPACE } from './container-spec.js'
 import { engineStatus, mapEngineError } from './errors.js'
 import {
+  SESSION_IMAGE_REPO,
   SNAPSHOT_REPO,
   VOLUME_LABELS,
   copyVolume,
@@ -106,31 +107,42 @@ export function dockerSnapshots(
         'the session already has a workspace; start from a snapshot only in a new session',
       )
     try {
+      await docker.getImage(image).tag({ repo: SESSION_IMAGE_REPO, tag: name })
       await docker.createVolume({
         Name: name,
-        Labels: volumeLabels(labels, 'workspace', { [VOLUME_LABELS.image]: image }),
+        Labels: volumeLabels(labels, 'workspace', {
+          [VOLUME_LABELS.image]: `${SESSION_IMAGE_REPO}:${name}`,
+          [VOLUME_LABELS.snapshot]: snapshotId,
+        }),
       })
       await copyVolume(docker, helperImage, from, name)
     } catch (err) {
-      await removeVolume(docker, name).catch(() => undefined)
+      await drop(labels).catch(() => undefined)
+      if (engineStatus(err) === 404)
+        throw new AppError('NOT_FOUND', `snapshot ${snapshotId} has no image on this engine (deleted?)`)
       if (err instanceof AppError) throw err
       throw mapEngineError(err, `restoring snapshot ${snapshotId}`)
     }
   }
 
   async function remove(snapshotId: string): Promise<void> {
-    const image = imageOf(snapshotId)
-    try {
-      await docker.getImage(image).remove({ force: true })
-    } catch (err) {
-      if (engineStatus(err) !== 404) throw mapEngineError(err, `removing snapshot image ${image}`)
-    }
+    await removeImage(imageOf(snapshotId))
     await removeVolume(docker, snapshotVolumeName(snapshotId))
   }
 
   async function drop(labels: Labels): Promise<void> {
     const name = workspaceVolumeName(labels)
-    if (name) await removeVolume(docker, name)
+    if (!name) return
+    await removeVolume(docker, name)
+    await removeImage(`${SESSION_IMAGE_REPO}:${name}`)
+  }
+
+  async function removeImage(image: string): Promise<void> {
+    try {
+      await docker.getImage(image).remove({ force: true })
+    } catch (err) {
+      if (engineStatus(err) !== 404) throw mapEngineError(err, `removing image ${image}`)
+    }
   }
 
   return { snapshots: { capture, restore, remove }, workspaces: { drop } }

@@ -22,6 +22,11 @@ const NOT_A_SESSION = new Set(['warm', 'ephemeral'])
 
 /** Repository of snapshot images (`docker commit`); the tag is the snapshot id. */
 export const SNAPSHOT_REPO = 'sandbox-router/snapshot'
+/**
+ * Repository of a restored session's own tag of its snapshot's image (the tag is its workspace
+ * volume's name): the session keeps its image when the snapshot is deleted.
+ */
+export const SESSION_IMAGE_REPO = 'sandbox-router/session'
 
 const hash = (s: string): string => createHash('sha256').update(s).digest('hex').slice(0, 24)
 

@@ -20,6 +20,7 @@ import { registerPortRoutes } from './routes/ports.js'
 import { registerTerminalRoutes } from './routes/terminal.js'
 import { registerProcessRoutes } from './routes/processes.js'
 import { registerSessionRoutes } from './routes/sessions.js'
+import { registerSnapshotRoutes } from './routes/snapshots.js'
 import { registerSystemRoutes } from './routes/system.js'
 
 /** Hono environment: the authenticated principal and a request id. */
@@ -165,6 +166,7 @@ export function createApp(deps: AppDeps): App {
   registerSystemRoutes(app, deps)
   registerExecRoutes(app, deps)
   registerSessionRoutes(app, deps)
+  registerSnapshotRoutes(app, deps)
   registerPortRoutes(app, deps)
   registerTerminalRoutes(app, deps)
   registerProcessRoutes(app, deps)

@@ -40,6 +40,8 @@ import { createRemoteProviders } from './remote-providers.js'
 import { MemorySessionDirectory, RedisSessionDirectory, ensureSessionRecord } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import { PooledSessionService } from './session-service.js'
+import { MemorySnapshotDirectory, RedisSnapshotDirectory } from './snapshot-directory.js'
+import { PooledSnapshotService } from './snapshot-service.js'
 import { PooledSessionStreams } from './session-streams.js'
 import type { SessionStreamService } from './session-streams.js'
 import { PooledProcessService } from './process-service.js'
@@ -102,6 +104,8 @@ export interface Runtime {
   readonly directory: SessionDirectory
   readonly exec: QueueExecService
   readonly sessions: PooledSessionService
+  /** Snapshots and forks of sessions (docs/workspaces.md). */
+  readonly snapshots: PooledSnapshotService
   /**
    * Ports and terminals of sessions; absent for role `api`, whose process relays no streams (its
    * sandboxes are the workers' business).
@@ -254,6 +258,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const directory: SessionDirectory = redis
       ? new RedisSessionDirectory(redis, `${prefix}:`)
       : new MemorySessionDirectory()
+    const sessions = new PooledSessionService(directory, routed, targets, config.routing.tenants)
     const metrics = new Metrics({
       queueDepth: () => queue.counts(),
       circuits: async () =>
@@ -372,7 +377,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         new TenantJobLimiter(config.quotas.maxConcurrentJobs),
         routed,
       ),
-      sessions: new PooledSessionService(directory, routed, targets, config.routing.tenants),
+      sessions,
+      snapshots: new PooledSnapshotService({
+        sessions,
+        directory,
+        snapshots: redis ? new RedisSnapshotDirectory(redis, `${prefix}:`) : new MemorySnapshotDirectory(),
+        pool,
+        providers: registry,
+        maxSnapshots: config.quotas.maxSnapshots,
+      }),
       ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
       processes,
       toolCalls: new ChainToolCallService(chains, router, directory),

@@ -59,6 +59,7 @@ export async function startServer(
     exec: runtime.exec,
     toolCalls: runtime.toolCalls,
     sessions: runtime.sessions,
+    snapshots: runtime.snapshots,
     ...(runtime.streams ? { streams: runtime.streams } : {}),
     processes: runtime.processes,
     agentRuns: runtime.agentRuns,
@@ -90,6 +91,11 @@ export async function startServer(
             health,
             circuit: await runtime.breaker.state(id),
             egress: egressSupport(id),
+            workspaces: {
+              persistent: p.workspaces !== undefined,
+              snapshots: p.snapshots !== undefined,
+              fork: p.snapshots !== undefined,
+            },
             profiles,
             ...(runtimes ? { runtimes } : {}),
           }

@@ -33,6 +33,10 @@ const ProvidersSchema = z
         ),
         /** Runtimes the provider's engine offers (Docker: `docker info` runtimes); absent when it cannot say. */
         runtimes: z.array(z.string()).optional(),
+        /** Which of persistent workspaces, snapshots and forks the provider supports (docs/workspaces.md). */
+        workspaces: z
+          .object({ persistent: z.boolean(), snapshots: z.boolean(), fork: z.boolean() })
+          .optional(),
       }),
     ),
     /** Routing policies (config `routing.policies`): a name `routeTo` / `provider` may give instead of a provider. */
