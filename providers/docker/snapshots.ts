@@ -7,7 +7,8 @@ import type {
   SandboxRef,
   SnapshotCapture,
 } from '../../src/sandbox/types.js'
-import { EGRESS_DIR_LABEL, EGRESS_POLICY_LABEL, WORKSPACE } from './container-spec.js'
+import { LABELS } from '../../src/sandbox/types.js'
+import { EGRESS_DIR_LABEL, EGRESS_POLICY_LABEL, OWNER, WORKSPACE } from './container-spec.js'
 import { engineStatus, mapEngineError } from './errors.js'
 import {
   SESSION_IMAGE_REPO,
@@ -145,5 +146,19 @@ export function dockerSnapshots(
     }
   }
 
-  return { snapshots: { capture, restore, remove }, workspaces: { drop } }
+  async function dropAll(labels: Labels): Promise<void> {
+    const label = [`${LABELS.owner}=${OWNER}`, ...Object.entries(labels).map(([k, v]) => `${k}=${v}`)]
+    try {
+      const { Volumes } = await docker.listVolumes({ filters: { label } })
+      for (const v of Volumes ?? []) await removeVolume(docker, v.Name)
+      for (const img of await docker.listImages({ filters: { label } }))
+        for (const tag of img.RepoTags ?? [])
+          if (tag.startsWith(`${SNAPSHOT_REPO}:`) || tag.startsWith(`${SESSION_IMAGE_REPO}:`))
+            await removeImage(tag)
+    } catch (err) {
+      throw err instanceof AppError ? err : mapEngineError(err, 'removing workspaces and snapshots')
+    }
+  }
+
+  return { snapshots: { capture, restore, remove }, workspaces: { drop, dropAll } }
 }

@@ -48,7 +48,7 @@ export function snapshotVolumeName(snapshotId: string): string {
 /** Labels of a volume: the session's owner/tenant/session/profile/scope labels and its kind. */
 export function volumeLabels(labels: Labels, kind: 'workspace' | 'snapshot', extra: Labels = {}): Labels {
   const out: Labels = { [LABELS.owner]: OWNER, [VOLUME_LABELS.kind]: kind, ...extra }
-  for (const k of [LABELS.tenant, LABELS.session, LABELS.profile, VOLUME_LABELS.scope])
+  for (const k of [LABELS.tenant, LABELS.session, LABELS.profile, LABELS.instance, VOLUME_LABELS.scope])
     if (labels[k] !== undefined) out[k] = labels[k]
   return out
 }

@@ -433,6 +433,8 @@ async function destroyInstanceSandboxes(registry: ProviderRegistry, instanceId: 
     const provider = registry.get(id)
     const refs = await provider.list({ labels: { [LABELS.instance]: instanceId } }).catch(() => [])
     await Promise.allSettled(refs.map((ref) => provider.destroy(ref)))
+    // Its session and snapshot records die with it too: so do their workspaces and snapshots.
+    await provider.workspaces?.dropAll({ [LABELS.instance]: instanceId }).catch(() => undefined)
   }
 }
 

@@ -258,6 +258,11 @@ export interface SandboxProvider {
 export interface ProviderWorkspaces {
   /** Deletes a session's persistent workspace (`labels` as its sandboxes get them); absent is fine. */
   drop(labels: Labels): Promise<void>
+  /**
+   * Deletes every workspace and snapshot carrying all of `labels` (the embedded mode's shutdown:
+   * its session and snapshot records die with the process).
+   */
+  dropAll(labels: Labels): Promise<void>
 }
 
 /** What a snapshot holds, as its provider measured it. */
