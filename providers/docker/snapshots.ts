@@ -69,19 +69,28 @@ export function dockerSnapshots(
       )
     const volume = snapshotVolumeName(snapshotId)
     const labels = volumeLabels(opts.labels, 'snapshot', { [VOLUME_LABELS.snapshot]: snapshotId })
+    const container = docker.getContainer(ref.id)
     try {
       await docker.createVolume({ Name: volume, Labels: labels })
-      // The image: the container's root filesystem changes. The source's egress labels must not
-      // carry over to sandboxes started from it (they name the source's proxy socket).
-      await docker.getContainer(ref.id).commit({
-        repo: SNAPSHOT_REPO,
-        tag: snapshotId,
-        pause: true,
-        changes: [
-          `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${EGRESS_DIR_LABEL}="" ${EGRESS_POLICY_LABEL}=""`,
-        ],
-      })
-      const workspaceBytes = await copyVolume(docker, helperImage, source, volume)
+      // Frozen while both are taken, so the image and the workspace copy show one moment (commands
+      // in flight stall for that long, then go on).
+      await container.pause()
+      let workspaceBytes: number
+      try {
+        // The image: the container's root filesystem changes. The source's egress labels must not
+        // carry over to sandboxes started from it (they name the source's proxy socket).
+        await container.commit({
+          repo: SNAPSHOT_REPO,
+          tag: snapshotId,
+          pause: false,
+          changes: [
+            `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${EGRESS_DIR_LABEL}="" ${EGRESS_POLICY_LABEL}=""`,
+          ],
+        })
+        workspaceBytes = await copyVolume(docker, helperImage, source, volume)
+      } finally {
+        await container.unpause().catch(() => undefined)
+      }
       if (opts.maxWorkspaceBytes !== undefined && workspaceBytes > opts.maxWorkspaceBytes)
         throw new AppError(
           'NO_SPACE',

@@ -103,6 +103,27 @@ describe('docker persistent workspace', () => {
     await expect(docker.getImage(`${SNAPSHOT_REPO}:${id}`).inspect()).rejects.toThrow()
   })
 
+  test('a gVisor (runsc) sandbox snapshots and restores too', async () => {
+    const a = sessionLabels(`s-${randomUUID()}`)
+    const b = sessionLabels(`s-${randomUUID()}`)
+    sessions.push(a, b)
+    const profile = resolveProfile('pws-runsc', {
+      provider: 'docker',
+      runtime: 'runsc',
+      workspace: { persistent: true },
+    })
+    const sb = await provider.create(profile, { labels: a })
+    await sb.exec({ command: 'echo gvisor > /workspace/g', ...quick })
+    const id = `snap-${randomUUID()}`
+    snapshots.push(id)
+    await provider.snapshots?.capture(sb.ref, id, { labels: a })
+    // Unpaused again: it still runs commands.
+    expect((await sb.exec({ command: 'echo alive', ...quick })).stdout).toBe('alive\n')
+    await provider.snapshots?.restore(id, b)
+    const sb2 = await provider.create(profile, { labels: b })
+    expect((await sb2.exec({ command: 'cat /workspace/g', ...quick })).stdout).toBe('gvisor\n')
+  })
+
   test('a snapshot of a tmpfs workspace is refused, and one over its size bound', async () => {
     const labels = sessionLabels(`s-${randomUUID()}`)
     sessions.push(labels)
