@@ -76,6 +76,8 @@ export function buildContainerSpec(
   options: ResolvedDockerProviderOptions,
   agent: AgentSource = { path: options.agentPath },
   egressHostDir?: string,
+  /** A persistent workspace: this engine volume is mounted at /workspace instead of a tmpfs. */
+  workspaceVolume?: string,
 ): Docker.ContainerCreateOptions {
   const egress = typeof profile.network === 'object' ? profile.network : undefined
   const env = { ...profile.env }
@@ -106,11 +108,13 @@ export function buildContainerSpec(
     cmd.push('--egress-forward', String(EGRESS_PORT), `${EGRESS_MOUNT}/proxy.sock`)
   }
   const tmpMb = profile.tmpMb ?? options.tmpSizeMb
-  const tmpfs: Record<string, string> = {
-    '/tmp': `rw,nosuid,nodev,exec,size=${tmpMb}m,mode=1777`,
-    [WORKSPACE]: `rw,nosuid,nodev,exec,size=${profile.diskMb}m,${ownerOptions(profile.user)}`,
+  const tmpfs: Record<string, string> = { '/tmp': `rw,nosuid,nodev,exec,size=${tmpMb}m,mode=1777` }
+  let diskMb = tmpMb
+  // A volume's pages are the host disk's, not tmpfs memory: only a tmpfs workspace adds to the limit.
+  if (!workspaceVolume) {
+    tmpfs[WORKSPACE] = `rw,nosuid,nodev,exec,size=${profile.diskMb}m,${ownerOptions(profile.user)}`
+    diskMb += profile.diskMb
   }
-  let diskMb = profile.diskMb + tmpMb
   // A working directory outside the writable mounts gets a tmpfs of its own.
   if (!under(profile.cwd, WORKSPACE) && !under(profile.cwd, '/tmp')) {
     tmpfs[profile.cwd] = `rw,nosuid,nodev,exec,size=${profile.diskMb}m,${ownerOptions(profile.user)}`
@@ -120,6 +124,22 @@ export function buildContainerSpec(
   // memoryMb plus every tmpfs at its full size, so a full disk ends in ENOSPC (the size= bound)
   // rather than an out-of-memory kill, and filling the disk leaves the processes their memory.
   const memory = (profile.memoryMb + diskMb) * MiB
+  const mounts: Docker.MountSettings[] = [
+    ...(agent.volume
+      ? [{ Type: 'volume' as const, Source: agent.volume.name, Target: agent.volume.dir, ReadOnly: true }]
+      : []),
+    // NoCopy: like the tmpfs it replaces, the workspace takes nothing from the image's /workspace.
+    ...(workspaceVolume
+      ? [
+          {
+            Type: 'volume' as const,
+            Source: workspaceVolume,
+            Target: WORKSPACE,
+            VolumeOptions: { NoCopy: true } as Docker.MountSettings['VolumeOptions'],
+          },
+        ]
+      : []),
+  ]
   return {
     Image: image,
     // An agent older than --idle-exit-ms ignores it (and the container lives until destroyed).
@@ -153,18 +173,7 @@ export function buildContainerSpec(
       NanoCpus: Math.round(profile.cpu * 1e9),
       ReadonlyRootfs: profile.readOnlyRoot,
       Tmpfs: tmpfs,
-      ...(agent.volume
-        ? {
-            Mounts: [
-              {
-                Type: 'volume' as const,
-                Source: agent.volume.name,
-                Target: agent.volume.dir,
-                ReadOnly: true,
-              },
-            ],
-          }
-        : {}),
+      ...(mounts.length > 0 ? { Mounts: mounts } : {}),
       Init: false,
       AutoRemove: false,
       RestartPolicy: { Name: 'no' },

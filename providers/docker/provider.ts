@@ -46,6 +46,8 @@ import { type DockerProviderOptions, DockerProviderOptionsSchema } from './optio
 import { engineRuntimes, missingRuntimeError } from './runtimes.js'
 import { readSandboxCa, removeSandboxCa, writeSandboxCa } from './egress-ca.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
+import { dockerSnapshots } from './snapshots.js'
+import { ensureWorkspaceVolume } from './workspace.js'
 import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
 
 /** Provider id of the Docker provider. */
@@ -153,8 +155,12 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   async function createOnce(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
     assertProfileFor(DOCKER_PROVIDER_ID, profile)
     signal?.throwIfAborted()
-    const image = profile.image ?? opts.defaultImage
     const allLabels = ownedLabels(labels, profile, opts.instanceId)
+    // A persistent workspace: the session's volume (made from a snapshot: its image too).
+    const workspace = profile.workspace.persistent
+      ? await ensureWorkspaceVolume(docker, allLabels, { helperImage: opts.defaultImage, user: profile.user })
+      : undefined
+    const image = workspace?.image ?? profile.image ?? opts.defaultImage
     const policy = typeof profile.network === 'object' ? profile.network : undefined
     let egressHostDir: string | undefined
     if (policy) {
@@ -190,7 +196,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       // No abort signal on the create call itself: an aborted request could still leave a container.
       id = (
         await docker.createContainer(
-          buildContainerSpec(profile, image, allLabels, opts, agent, egressHostDir),
+          buildContainerSpec(profile, image, allLabels, opts, agent, egressHostDir, workspace?.name),
         )
       ).id
     } catch (err) {
@@ -376,9 +382,13 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     await Promise.all([...handles].map((h) => h.close()))
   }
 
+  const { snapshots, workspaces } = dockerSnapshots(docker, opts.defaultImage)
+
   return {
     id: DOCKER_PROVIDER_ID,
     persistentShells: true,
+    snapshots,
+    workspaces,
     docker,
     runtimes: () => engineRuntimes(docker),
     create,

@@ -5,6 +5,7 @@ import {
   findEngineLeftovers,
   removeEngineLeftovers,
 } from '../../providers/docker/engine-sweep.js'
+import { findVolumeLeftovers, removeVolumeLeftovers } from '../../providers/docker/volume-sweep.js'
 import { dockerOptionsOf } from '../runtime/docker-options.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
@@ -18,8 +19,10 @@ const USAGE = [
   '               (label sandbox-router.owner=sandbox-router). Lists them; removes them with --yes.',
   "--scope name   only containers of this scope (sandbox-router.scope label); default: the config's queue.prefix",
   '--all-scopes   every scope on the engine',
-  '--running      also running containers with nothing attached (no agent channel, no command);',
-  '               only when the fleet that owned them is gone: their files go with them',
+  '--running      also running containers with nothing attached (no agent channel, no command),',
+  "               and persistent-workspace volumes no container mounts (a live fleet's idle",
+  '               sessions keep theirs that way); only when the fleet that owned them is gone:',
+  '               their files go with them. Snapshot volumes are never swept (DELETE /v1/snapshots/{id})',
   '--yes          remove what is listed (without it nothing is removed: a dry run)',
   '--dry-run      list only (the default; says so explicitly)',
 ].join('\n')
@@ -79,10 +82,26 @@ export async function reapEngineCommand(args: readonly string[], io: CliIO): Pro
     includeRunning: values.running === true,
   })
   const removed = values.yes ? await removeEngineLeftovers(docker, leftovers) : []
+  // Volumes after containers: a removed container no longer holds its workspace.
+  const volumes = await findVolumeLeftovers(docker, {
+    ...(scope !== undefined ? { scope } : {}),
+    includeRunning: values.running === true,
+  })
+  const removedVolumes = values.yes ? await removeVolumeLeftovers(docker, volumes.leftovers) : []
   if (values.json) {
-    io.out(JSON.stringify({ scope: scope ?? null, dryRun: !values.yes, leftovers, removed }))
+    io.out(
+      JSON.stringify({
+        scope: scope ?? null,
+        dryRun: !values.yes,
+        leftovers,
+        removed,
+        volumes,
+        removedVolumes,
+      }),
+    )
     return 0
   }
+  reportVolumes(io, volumes, removedVolumes, values.yes === true)
   const where = scope === undefined ? 'in any scope' : `in scope ${scope}`
   const what = values.running ? 'stopped or unattached' : 'stopped'
   if (leftovers.length === 0) {
@@ -102,4 +121,27 @@ export async function reapEngineCommand(args: readonly string[], io: CliIO): Pro
       (kept ? ` (${kept} kept: gone meanwhile or something attached to it since the listing)` : ''),
   )
   return 0
+}
+
+/** The volume part of the report: workspace volumes listed, removed, or kept (and why). */
+function reportVolumes(
+  io: CliIO,
+  v: Awaited<ReturnType<typeof findVolumeLeftovers>>,
+  removed: readonly string[],
+  yes: boolean,
+): void {
+  for (const l of v.leftovers)
+    io.out(
+      `  volume ${l.name}  ${l.reason}  scope=${l.scope || '-'} tenant=${l.tenant || '-'} session=${l.session || '-'}`,
+    )
+  if (v.leftovers.length)
+    io.out(
+      yes
+        ? `removed ${removed.length} workspace volume(s)`
+        : `${v.leftovers.length} workspace volume(s) would be removed`,
+    )
+  if (v.keptUnused)
+    io.out(
+      `${v.keptUnused} workspace volume(s) without a sandbox kept: a live session's idle workspace looks the same; --running removes them once the fleet is gone`,
+    )
 }

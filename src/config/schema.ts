@@ -42,6 +42,8 @@ export const QuotaSchema = z
     maxProcessesPerSession: z.number().int().positive().default(16),
     /** Bytes of stdout and of stderr kept per background process (the oldest are dropped). @default 1048576 */
     processOutputBytes: z.number().int().min(1024).max(268_435_456).default(1_048_576),
+    /** Snapshots a tenant may hold at once (`POST /v1/sessions/{id}/snapshots`, kept forks). @default 32 */
+    maxSnapshots: z.number().int().positive().default(32),
   })
   .strict()
 
@@ -291,6 +293,7 @@ export const ConfigSchema = z
       requestsPerSecond: 50,
       maxProcessesPerSession: 16,
       processOutputBytes: 1_048_576,
+      maxSnapshots: 32,
     }),
     models: z.record(z.string(), ModelConfigSchema).default({}),
   })

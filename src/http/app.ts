@@ -22,6 +22,7 @@ import { registerTerminalRoutes } from './routes/terminal.js'
 import { registerCodeRoutes } from './routes/code.js'
 import { registerProcessRoutes } from './routes/processes.js'
 import { registerSessionRoutes } from './routes/sessions.js'
+import { registerSnapshotRoutes } from './routes/snapshots.js'
 import { registerSystemRoutes } from './routes/system.js'
 
 /** Hono environment: the authenticated principal and a request id. */
@@ -167,6 +168,7 @@ export function createApp(deps: AppDeps): App {
   registerSystemRoutes(app, deps)
   registerExecRoutes(app, deps)
   registerSessionRoutes(app, deps)
+  registerSnapshotRoutes(app, deps)
   registerPortRoutes(app, deps)
   registerTerminalRoutes(app, deps)
   registerProcessRoutes(app, deps)

@@ -148,7 +148,14 @@ export interface SessionView {
    * Set when the session's sandbox was replaced by an empty one (its files are lost), until
    * `POST /v1/sessions/{id}/ack` or the session is deleted.
    */
-  sandboxReplaced?: { at: number; reason: string; filesLost: true; previousSandboxId: string }
+  sandboxReplaced?: {
+    at: number
+    reason: string
+    filesLost: true
+    previousSandboxId: string
+    /** The profile's persistent `/workspace` was kept. */
+    workspaceKept?: true
+  }
 }
 
 /** Tenant-scoped sessions and their files. */
@@ -177,6 +184,50 @@ export interface SessionService {
     path: string,
     data: Uint8Array,
   ): Promise<Pick<SessionView, 'sandboxReplaced'> | undefined>
+}
+
+/** A snapshot as the API shows it (records: src/runtime/snapshot-directory.ts). */
+export interface SnapshotView {
+  id: string
+  provider: string
+  profile: string
+  /** The session it was taken from. */
+  sessionId: string
+  createdAt: number
+  /** `creating` while it is being taken; `ready` once sessions can start from it. */
+  state: 'creating' | 'ready'
+  /** Bytes of the captured workspace. */
+  workspaceBytes: number
+}
+
+/** What `POST /v1/sessions/{id}/fork` made. */
+export interface ForkResult {
+  /** The new sessions, each with its own copy of the source's workspace. */
+  sessions: SessionView[]
+  /** The snapshot the forks were made from, when kept (`keepSnapshot`). */
+  snapshot?: SnapshotView
+}
+
+/**
+ * Tenant-scoped snapshots of sessions (docs/workspaces.md). Methods answer `undefined` / `false`
+ * when the session or snapshot is not the tenant's (404); `UNSUPPORTED` on a provider without them.
+ */
+export interface SnapshotService {
+  create(tenant: string, sessionId: string): Promise<SnapshotView | undefined>
+  list(tenant: string): Promise<SnapshotView[]>
+  get(tenant: string, id: string): Promise<SnapshotView | undefined>
+  delete(tenant: string, id: string): Promise<boolean>
+  /** A new session whose sandboxes start from the snapshot (`NOT_FOUND` when it is not the tenant's). */
+  startSession(
+    tenant: string,
+    input: { id?: string; provider?: string; profile?: string; snapshot: string },
+  ): Promise<SessionView>
+  /** Snapshot of the session and `count` new sessions from it, in one call. */
+  fork(
+    tenant: string,
+    sessionId: string,
+    opts: { count: number; keepSnapshot: boolean },
+  ): Promise<ForkResult | undefined>
 }
 
 /** What starting a background process takes over the API. */
@@ -276,6 +327,8 @@ export interface ProviderView {
     seenAt: number
     reason?: string
   }[]
+  /** Which of persistent workspaces, snapshots and forks the provider supports (docs/workspaces.md). */
+  workspaces?: { persistent: boolean; snapshots: boolean; fork: boolean }
 }
 
 /** A routing policy for `GET /v1/providers` (config `routing.policies`). */
@@ -356,6 +409,8 @@ export interface AppDeps {
   processes?: ProcessService
   /** The code interpreter of sessions (`POST /v1/sessions/{id}/code`); absent: that route answers 501. */
   code?: CodeService
+  /** Snapshots and forks (`/v1/snapshots`, `/v1/sessions/{id}/snapshots|fork`); absent: 501. */
+  snapshots?: SnapshotService
   agentRuns: AgentRunsApi
   providers(): Promise<ProviderView[]>
   /** The routing policies. @default none */

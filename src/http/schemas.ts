@@ -123,6 +123,11 @@ export const SessionInputSchema = z
     id: SessionIdSchema.optional(),
     provider: z.string().min(1).default('docker'),
     profile: z.string().min(1).default('default'),
+    /**
+     * Start from this snapshot (`POST /v1/sessions/{id}/snapshots`): the session's sandboxes get its
+     * filesystem changes and a copy of its workspace. provider and profile default to the snapshot's.
+     */
+    snapshot: z.string().min(1).max(256).optional(),
   })
   .strict()
   .openapi('SessionInput')

@@ -87,6 +87,8 @@ export const SandboxReplacementSchema = z.object({
   reason: z.string(),
   filesLost: z.literal(true),
   previousSandboxId: z.string(),
+  /** The profile's persistent `/workspace` was kept; only files elsewhere and processes were lost. */
+  workspaceKept: z.literal(true).optional(),
 })
 
 /** The normalised result of a command (mirrors `ExecResult` of src/sandbox). */

@@ -50,6 +50,8 @@ import type { SessionDirectory } from './session-directory.js'
 import { MemoryE2BState, RedisE2BState } from '../http/e2b/state.js'
 import type { E2BState } from '../http/e2b/state.js'
 import { PooledSessionService } from './session-service.js'
+import { MemorySnapshotDirectory, RedisSnapshotDirectory } from './snapshot-directory.js'
+import { PooledSnapshotService } from './snapshot-service.js'
 import { PooledSessionStreams } from './session-streams.js'
 import type { SessionStreamService } from './session-streams.js'
 import { PooledProcessService } from './process-service.js'
@@ -122,6 +124,8 @@ export interface Runtime {
   readonly e2bState: E2BState
   readonly exec: QueueExecService
   readonly sessions: PooledSessionService
+  /** Snapshots and forks of sessions (docs/workspaces.md). */
+  readonly snapshots: PooledSnapshotService
   /**
    * Ports and terminals of sessions; absent for role `api`, whose process relays no streams (its
    * sandboxes are the workers' business).
@@ -301,6 +305,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       : new MemorySessionDirectory()
     const e2bState: E2BState = redis ? new RedisE2BState(redis, `${prefix}:e2b:`) : new MemoryE2BState()
     const engines = 'engines' in queue ? (queue as EngineJobQueue).engines : undefined
+    const sessions = new PooledSessionService(directory, routed, targets, config.routing.tenants)
     const metrics = new Metrics({
       queueDepth: () => queue.counts(),
       ...(engines ? { engines: () => engines.list() } : {}),
@@ -438,7 +443,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         new TenantJobLimiter(config.quotas.maxConcurrentJobs),
         routed,
       ),
-      sessions: new PooledSessionService(directory, routed, targets, config.routing.tenants),
+      sessions,
+      snapshots: new PooledSnapshotService({
+        sessions,
+        directory,
+        snapshots: redis ? new RedisSnapshotDirectory(redis, `${prefix}:`) : new MemorySnapshotDirectory(),
+        pool,
+        providers: registry,
+        maxSnapshots: config.quotas.maxSnapshots,
+      }),
       ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
       processes,
       code,
@@ -487,6 +500,8 @@ async function destroyInstanceSandboxes(registry: ProviderRegistry, instanceId: 
     const provider = registry.get(id)
     const refs = await provider.list({ labels: { [LABELS.instance]: instanceId } }).catch(() => [])
     await Promise.allSettled(refs.map((ref) => provider.destroy(ref)))
+    // Its session and snapshot records die with it too: so do their workspaces and snapshots.
+    await provider.workspaces?.dropAll({ [LABELS.instance]: instanceId }).catch(() => undefined)
   }
 }
 

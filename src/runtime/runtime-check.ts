@@ -12,6 +12,16 @@ import type { ProviderRegistry } from '../sandbox/registry.js'
 export async function assertProfileRuntimes(registry: ProviderRegistry, logger: Logger): Promise<void> {
   for (const name of registry.profileNames()) {
     const profile = registry.profile(name)
+    if (
+      profile.workspace.persistent &&
+      registry.has(profile.provider) &&
+      !registry.get(profile.provider).workspaces
+    )
+      throw new AppError(
+        'CONFIG_INVALID',
+        `profile '${name}' asks for a persistent workspace, but provider '${profile.provider}' has none ` +
+          `(GET /v1/providers, field workspaces); drop workspace.persistent or use provider: ${DOCKER_PROVIDER_ID}`,
+      )
     if (profile.runtime === 'runc' || !registry.has(profile.provider)) continue
     const provider = registry.get(profile.provider)
     if (!provider.runtimes) {

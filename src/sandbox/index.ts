@@ -17,6 +17,9 @@ export type {
   SandboxHealth,
   SandboxProcesses,
   SandboxProvider,
+  ProviderSnapshots,
+  ProviderWorkspaces,
+  SnapshotCapture,
   SandboxRef,
 } from './types.js'
 export { ProfileSchema, resolveProfile, SANDBOX_RUNTIMES } from './profiles.js'

@@ -83,6 +83,24 @@ export const ProfileSchema = z
         path: ['minIdle'],
       })
       .default({ minIdle: 0 }),
+    /**
+     * The session's `/workspace`: by default a tmpfs that dies with the sandbox. `persistent: true`
+     * (Docker) keeps it in an engine volume per session that the session's next sandbox mounts again
+     * (after idle eviction, a killed container, an engine restart) and that deleting the session
+     * deletes; only such sessions can be snapshotted and forked (docs/workspaces.md).
+     */
+    workspace: z
+      .object({
+        /** Keep `/workspace` in a per-session volume. @default false */
+        persistent: z.boolean().default(false),
+        /**
+         * Size bound of the persistent workspace in MiB, checked when it is snapshotted or forked
+         * (the engine's local volume driver has no hard quota on ext4). @default the profile's `diskMb`
+         */
+        sizeMb: z.number().int().min(1).max(1_048_576).optional(),
+      })
+      .strict()
+      .default({ persistent: false }),
     /** A bound sandbox unused this long is destroyed (ms). @default 900000 */
     idleTtlMs: z.number().int().positive().default(900_000),
     /** Hardening switches; each defaults to the hardened setting. */
@@ -94,6 +112,11 @@ export const ProfileSchema = z
   .refine((p) => p.defaultTimeoutMs <= p.maxTimeoutMs, {
     message: 'defaultTimeoutMs must not exceed maxTimeoutMs',
     path: ['defaultTimeoutMs'],
+  })
+  .refine((p) => !p.workspace.persistent || p.pool.minIdle === 0, {
+    message:
+      'a persistent workspace belongs to one session, so warm sandboxes cannot have it: set pool.minIdle to 0 or drop workspace.persistent',
+    path: ['pool', 'minIdle'],
   })
   .refine((p) => p.runtime !== 'runsc' || p.network !== 'bridge', {
     message:

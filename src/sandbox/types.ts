@@ -87,7 +87,14 @@ export interface ExecResult {
    * Set by the session pool (not by providers) while the session's sandbox was replaced by an
    * empty one and the user has not acknowledged it: files from before are lost.
    */
-  sandboxReplaced?: { at: number; reason: string; filesLost: true; previousSandboxId: string }
+  sandboxReplaced?: {
+    at: number
+    reason: string
+    filesLost: true
+    previousSandboxId: string
+    /** The profile's persistent `/workspace` was kept. */
+    workspaceKept?: true
+  }
   /**
    * Set by the worker (not by providers) when the call was routed by a routing policy: the
    * candidate that ran it, whether the session was pinned there, and why earlier candidates did not.
@@ -244,6 +251,52 @@ export interface SandboxProvider {
   runtimes?(): Promise<string[]>
   /** Releases clients and channels held by the provider. */
   close?(): Promise<void>
+  /**
+   * Capability: profiles with `workspace.persistent` (a session's /workspace outlives its sandbox).
+   * Absent: such profiles are refused and sessions have no workspace to drop.
+   */
+  readonly workspaces?: ProviderWorkspaces
+  /** Capability: snapshots of a sandbox and sessions started from one. Absent: `UNSUPPORTED`. */
+  readonly snapshots?: ProviderSnapshots
+}
+
+/** Persistent workspaces of sessions ({@link SandboxProvider.workspaces}). */
+export interface ProviderWorkspaces {
+  /** Deletes a session's persistent workspace (`labels` as its sandboxes get them); absent is fine. */
+  drop(labels: Labels): Promise<void>
+  /**
+   * Deletes every workspace and snapshot carrying all of `labels` (the embedded mode's shutdown:
+   * its session and snapshot records die with the process).
+   */
+  dropAll(labels: Labels): Promise<void>
+}
+
+/** What a snapshot holds, as its provider measured it. */
+export interface SnapshotCapture {
+  /** Bytes of the captured workspace. */
+  workspaceBytes: number
+}
+
+/** Snapshots of sandboxes ({@link SandboxProvider.snapshots}). */
+export interface ProviderSnapshots {
+  /**
+   * Captures a running sandbox under `snapshotId`: its filesystem changes and its persistent
+   * workspace. `BAD_REQUEST` when the sandbox has no persistent workspace; `NO_SPACE` when the
+   * workspace is over `maxWorkspaceBytes`.
+   */
+  capture(
+    ref: SandboxRef,
+    snapshotId: string,
+    opts: { labels: Labels; maxWorkspaceBytes?: number },
+  ): Promise<SnapshotCapture>
+  /**
+   * Prepares a session that has no sandbox yet (`labels` as its sandboxes get them) so that its
+   * sandboxes start from the snapshot: its filesystem changes, and its workspace as the session's.
+   * `CONFLICT` when the session already has a workspace.
+   */
+  restore(snapshotId: string, labels: Labels): Promise<void>
+  /** Deletes what the snapshot holds; a missing snapshot is fine. */
+  remove(snapshotId: string): Promise<void>
 }
 
 /** What {@link SandboxProcesses.start} runs. */

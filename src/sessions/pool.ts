@@ -23,6 +23,15 @@ import type {
 } from './types.js'
 import { withoutRecreateAdvice } from './replacement-reason.js'
 import { WarmPools } from './warm.js'
+import { AppError } from '../errors.js'
+import type { Labels } from '../sandbox/types.js'
+import { createLabels } from './keys.js'
+
+/** A replacement notice of a session whose workspace persists: it says the workspace was kept. */
+function keptNotice(t: Target, r: SandboxReplacement | undefined): SandboxReplacement | undefined {
+  if (!r || !t.profile.workspace.persistent || !t.provider.workspaces) return r
+  return { ...r, workspaceKept: true }
+}
 
 /** Dependencies and options of {@link createSessionPool}. */
 export interface CreateSessionPoolOptions extends SessionPoolOptions {
@@ -108,6 +117,27 @@ export class SandboxSessionPool implements SessionPool {
     if (t.session === undefined) return
     const b = await this.core.store.closeSession(t.session)
     if (b) await this.core.destroy(b.ref, b.slots, 'closed')
+    // A persistent workspace outlives the sandbox, not the session.
+    await t.provider.workspaces?.drop(this.sessionLabels(key))
+  }
+
+  /**
+   * Labels identifying a session's sandboxes and persistent workspace (owner, scope, tenant,
+   * session hash, profile): what provider workspace and snapshot calls take. `BAD_REQUEST` for a
+   * key without a session id.
+   */
+  sessionLabels(key: SessionKey): Labels {
+    const t = this.core.target(key)
+    if (t.session === undefined)
+      throw new AppError('BAD_REQUEST', 'an ephemeral call has no session; give a session id')
+    return createLabels({
+      scope: this.core.opts.scope,
+      instanceId: this.core.opts.instanceId,
+      profile: t.profile.name,
+      tenant: key.tenant,
+      session: t.session,
+      now: Date.now(),
+    })
   }
 
   async admit(key: SessionKey): Promise<void> {
@@ -122,9 +152,10 @@ export class SandboxSessionPool implements SessionPool {
       this.core.store.getBinding(t.session),
       this.core.store.replacement(t.session),
     ])
+    const notice = keptNotice(t, replaced ?? undefined)
     return {
       ...(binding ? { sandboxId: binding.ref.id } : {}),
-      ...(replaced ? { sandboxReplaced: replaced } : {}),
+      ...(notice ? { sandboxReplaced: notice } : {}),
     }
   }
 
@@ -217,7 +248,7 @@ export class SandboxSessionPool implements SessionPool {
             idleTtlMs: t.profile.idleTtlMs,
             idleDeadline,
           }
-          return this.leases.open(t.key, sandbox, outcome !== 'created', live, r.replaced)
+          return this.leases.open(t.key, sandbox, outcome !== 'created', live, keptNotice(t, r.replaced))
         } catch (err) {
           if (used) this.core.handles.unuse(b.ref.id)
           await store.endLease(b.ref.id, leaseId)
@@ -275,7 +306,7 @@ export class SandboxSessionPool implements SessionPool {
         await this.abandon(t, got, session).catch(() => undefined)
         throw err
       }
-      return this.leases.open(t.key, got.sandbox, got.hit, live, replaced)
+      return this.leases.open(t.key, got.sandbox, got.hit, live, keptNotice(t, replaced))
     }
   }
 

@@ -31,6 +31,11 @@ export interface SandboxReplacement {
   readonly filesLost: true
   /** Id of the sandbox that was lost. */
   readonly previousSandboxId: string
+  /**
+   * Set when the profile has a persistent workspace: `/workspace` was kept (the new sandbox mounts
+   * it again); only files elsewhere and processes were lost.
+   */
+  readonly workspaceKept?: true
 }
 
 /** What the pool knows about a session: its sandbox (once bound) and an unacknowledged replacement. */

@@ -25,12 +25,16 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
       responses: {
         201: { content: { 'application/json': { schema: SessionSchema } }, description: 'the session' },
         400: err('bad input'),
+        404: err('no such snapshot (with `snapshot`)'),
         409: err('a session with this id exists'),
+        429: err('a new sandbox would pass a bound (quota)'),
+        501: err('the provider has no snapshots (with `snapshot`)'),
       },
     }),
     async (c) => {
       const raw = await c.req.text()
-      const parsed = SessionInputSchema.safeParse(raw.trim() ? safeJson(raw) : {})
+      const body = raw.trim() ? safeJson(raw) : {}
+      const parsed = SessionInputSchema.safeParse(body)
       if (!parsed.success) {
         const i = parsed.error.issues[0]
         throw new AppError(
@@ -38,7 +42,20 @@ export function registerSessionRoutes(app: App, deps: AppDeps): void {
           `invalid request at "${i?.path.join('.') || '(body)'}": ${i?.message ?? 'invalid'}`,
         )
       }
-      const s = await deps.sessions.create(c.get('principal').tenant, parsed.data, { admit: true })
+      const { snapshot, ...input } = parsed.data
+      if (snapshot !== undefined) {
+        if (!deps.snapshots) throw new AppError('UNSUPPORTED', 'this server has no snapshots')
+        // provider and profile default to the snapshot's, not to the schema's defaults.
+        const given = body as { provider?: unknown; profile?: unknown }
+        const s = await deps.snapshots.startSession(c.get('principal').tenant, {
+          snapshot,
+          ...(input.id ? { id: input.id } : {}),
+          ...(given.provider !== undefined ? { provider: input.provider } : {}),
+          ...(given.profile !== undefined ? { profile: input.profile } : {}),
+        })
+        return c.json(s, 201)
+      }
+      const s = await deps.sessions.create(c.get('principal').tenant, input, { admit: true })
       return c.json(s, 201)
     },
   )

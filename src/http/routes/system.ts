@@ -58,6 +58,10 @@ const ProvidersSchema = z
             }),
           )
           .optional(),
+        /** Which of persistent workspaces, snapshots and forks the provider supports (docs/workspaces.md). */
+        workspaces: z
+          .object({ persistent: z.boolean(), snapshots: z.boolean(), fork: z.boolean() })
+          .optional(),
       }),
     ),
     /** Routing policies (config `routing.policies`): a name `routeTo` / `provider` may give instead of a provider. */

@@ -1,0 +1,116 @@
+import type { Redis } from 'ioredis'
+import { AppError } from '../errors.js'
+
+/** The API-level record of a snapshot (its data lives in the provider: image and workspace copy). */
+export interface SnapshotRecord {
+  id: string
+  tenant: string
+  provider: string
+  /** Profile of the session it was taken from (sessions started from it default to it). */
+  profile: string
+  /** Session it was taken from. */
+  sessionId: string
+  createdAt: number
+  /** `creating` while the provider captures it; `ready` once it can start sessions. */
+  state: 'creating' | 'ready'
+  /** Bytes of the captured workspace (0 while creating). */
+  workspaceBytes: number
+}
+
+/**
+ * Tenant-scoped snapshot records, counted against a per-tenant quota. In memory for the embedded
+ * mode, in Redis (one hash per tenant) for a fleet, so every API process sees the same.
+ */
+export interface SnapshotDirectory {
+  /** Adds the record unless the tenant holds `max` already (then `QUOTA_EXCEEDED`), atomically. */
+  add(record: SnapshotRecord, max: number): Promise<void>
+  /** Replaces an existing record (no-op when it was deleted meanwhile). */
+  update(record: SnapshotRecord): Promise<void>
+  get(tenant: string, id: string): Promise<SnapshotRecord | undefined>
+  list(tenant: string): Promise<SnapshotRecord[]>
+  delete(tenant: string, id: string): Promise<boolean>
+}
+
+function quotaFull(tenant: string, max: number): AppError {
+  return new AppError(
+    'QUOTA_EXCEEDED',
+    `tenant '${tenant}' holds ${max} snapshots, its quota (quotas.maxSnapshots); delete some with DELETE /v1/snapshots/{id} or raise the quota`,
+  )
+}
+
+/** In-process directory (embedded mode). */
+export class MemorySnapshotDirectory implements SnapshotDirectory {
+  private readonly byTenant = new Map<string, Map<string, SnapshotRecord>>()
+
+  private of(tenant: string): Map<string, SnapshotRecord> {
+    let t = this.byTenant.get(tenant)
+    if (!t) this.byTenant.set(tenant, (t = new Map()))
+    return t
+  }
+  async add(record: SnapshotRecord, max: number): Promise<void> {
+    const t = this.of(record.tenant)
+    if (t.size >= max) throw quotaFull(record.tenant, max)
+    t.set(record.id, record)
+  }
+  async update(record: SnapshotRecord): Promise<void> {
+    const t = this.of(record.tenant)
+    if (t.has(record.id)) t.set(record.id, record)
+  }
+  async get(tenant: string, id: string): Promise<SnapshotRecord | undefined> {
+    return this.byTenant.get(tenant)?.get(id)
+  }
+  async list(tenant: string): Promise<SnapshotRecord[]> {
+    return [...(this.byTenant.get(tenant)?.values() ?? [])].sort((a, b) => a.createdAt - b.createdAt)
+  }
+  async delete(tenant: string, id: string): Promise<boolean> {
+    return this.byTenant.get(tenant)?.delete(id) ?? false
+  }
+}
+
+/** Adds field ARGV[1] = ARGV[2] to hash KEYS[1] unless it has ARGV[3] fields already. */
+const ADD_SCRIPT = `
+if redis.call('hlen', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+return 1`
+
+/** Replaces field ARGV[1] of hash KEYS[1] with ARGV[2] only if it exists. */
+const UPDATE_SCRIPT = `
+if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then redis.call('hset', KEYS[1], ARGV[1], ARGV[2]) end
+return 1`
+
+/** Redis directory: hash `<prefix>snapshots:<tenant>` of id → JSON record. */
+export class RedisSnapshotDirectory implements SnapshotDirectory {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  private key(tenant: string): string {
+    return `${this.prefix}snapshots:${tenant}`
+  }
+  async add(record: SnapshotRecord, max: number): Promise<void> {
+    const ok = await this.redis.eval(
+      ADD_SCRIPT,
+      1,
+      this.key(record.tenant),
+      record.id,
+      JSON.stringify(record),
+      max,
+    )
+    if (ok !== 1) throw quotaFull(record.tenant, max)
+  }
+  async update(record: SnapshotRecord): Promise<void> {
+    await this.redis.eval(UPDATE_SCRIPT, 1, this.key(record.tenant), record.id, JSON.stringify(record))
+  }
+  async get(tenant: string, id: string): Promise<SnapshotRecord | undefined> {
+    const raw = await this.redis.hget(this.key(tenant), id)
+    return raw ? (JSON.parse(raw) as SnapshotRecord) : undefined
+  }
+  async list(tenant: string): Promise<SnapshotRecord[]> {
+    const all = await this.redis.hvals(this.key(tenant))
+    return all.map((r) => JSON.parse(r) as SnapshotRecord).sort((a, b) => a.createdAt - b.createdAt)
+  }
+  async delete(tenant: string, id: string): Promise<boolean> {
+    return (await this.redis.hdel(this.key(tenant), id)) === 1
+  }
+}

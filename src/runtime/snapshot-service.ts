@@ -1,0 +1,207 @@
+import { randomUUID } from 'node:crypto'
+import { AppError } from '../errors.js'
+import type { ForkResult, SessionView, SnapshotService, SnapshotView } from '../http/deps.js'
+import type { ResolvedProfile } from '../sandbox/profiles.js'
+import type { Labels, SandboxProvider } from '../sandbox/types.js'
+import type { AcquireOptions, Lease, SessionKey } from '../sessions/types.js'
+import type { SessionDirectory, SessionRecord } from './session-directory.js'
+import type { PooledSessionService } from './session-service.js'
+import { keyOf } from './session-service.js'
+import type { SnapshotDirectory, SnapshotRecord } from './snapshot-directory.js'
+
+const MiB = 1024 * 1024
+
+/** What the snapshot service needs of the session pool. */
+export interface SnapshotPool {
+  acquire(key: SessionKey, opts?: AcquireOptions): Promise<Lease>
+  sessionLabels(key: SessionKey): Labels
+}
+
+/** What the snapshot service needs of the provider registry. */
+export interface SnapshotProviders {
+  get(providerId: string): SandboxProvider
+  profile(name: string, providerId?: string): ResolvedProfile
+}
+
+/** Options of {@link PooledSnapshotService}. */
+export interface SnapshotServiceOptions {
+  sessions: PooledSessionService
+  directory: SessionDirectory
+  snapshots: SnapshotDirectory
+  pool: SnapshotPool
+  providers: SnapshotProviders
+  /** Snapshots one tenant may hold (config `quotas.maxSnapshots`). */
+  maxSnapshots: number
+}
+
+function view(r: SnapshotRecord): SnapshotView {
+  const { tenant: _t, ...rest } = r
+  return rest
+}
+
+/**
+ * Snapshots of sessions, sessions started from one, and forks (both in one call), on the session
+ * directory, the pool (a lease of the source session's sandbox) and the providers' snapshot
+ * capability. Records live in the {@link SnapshotDirectory} (Redis in a fleet).
+ */
+export class PooledSnapshotService implements SnapshotService {
+  constructor(private readonly o: SnapshotServiceOptions) {}
+
+  /** The provider's snapshot capability, or `UNSUPPORTED` naming the provider. */
+  private capability(providerId: string) {
+    let provider: SandboxProvider
+    try {
+      provider = this.o.providers.get(providerId)
+    } catch (err) {
+      throw new AppError(
+        'UNSUPPORTED',
+        `snapshots need a session on a provider; '${providerId}' is not one (a routing policy?): open the session on a provider such as 'docker'`,
+        { cause: err },
+      )
+    }
+    if (!provider.snapshots)
+      throw new AppError(
+        'UNSUPPORTED',
+        `provider '${providerId}' has no snapshots (see GET /v1/providers, field workspaces); use a docker profile with workspace: { persistent: true }`,
+      )
+    return provider.snapshots
+  }
+
+  private persistentProfile(name: string, providerId: string): ResolvedProfile {
+    const profile = this.o.providers.profile(name, providerId)
+    if (!profile.workspace.persistent)
+      throw new AppError(
+        'BAD_REQUEST',
+        `profile '${name}' has no persistent workspace; snapshots and forks need a profile with workspace: { persistent: true }`,
+      )
+    return profile
+  }
+
+  async create(tenant: string, sessionId: string): Promise<SnapshotView | undefined> {
+    const r = await this.o.directory.get(tenant, sessionId)
+    if (!r) return undefined
+    return view(await this.capture(r))
+  }
+
+  private async capture(r: SessionRecord): Promise<SnapshotRecord> {
+    const snapshots = this.capability(r.provider)
+    const profile = this.persistentProfile(r.profile, r.provider)
+    const key = keyOf(r)
+    const record: SnapshotRecord = {
+      id: `snap-${randomUUID()}`,
+      tenant: r.tenant,
+      provider: r.provider,
+      profile: r.profile,
+      sessionId: r.id,
+      createdAt: Date.now(),
+      state: 'creating',
+      workspaceBytes: 0,
+    }
+    await this.o.snapshots.add(record, this.o.maxSnapshots)
+    try {
+      const lease = await this.o.pool.acquire(key)
+      let outcome: 'ok' | 'lost' = 'ok'
+      try {
+        const cap = await snapshots.capture(lease.ref, record.id, {
+          labels: this.o.pool.sessionLabels(key),
+          maxWorkspaceBytes: (profile.workspace.sizeMb ?? profile.diskMb) * MiB,
+        })
+        record.workspaceBytes = cap.workspaceBytes
+      } catch (err) {
+        if (err instanceof AppError && err.code === 'SANDBOX_LOST') outcome = 'lost'
+        throw err
+      } finally {
+        await lease.release(outcome)
+      }
+      record.state = 'ready'
+      await this.o.snapshots.update(record)
+      // Deleted while it was being taken: its data goes too.
+      if (!(await this.o.snapshots.get(r.tenant, record.id))) await snapshots.remove(record.id)
+      return record
+    } catch (err) {
+      await this.o.snapshots.delete(r.tenant, record.id)
+      await snapshots.remove(record.id).catch(() => undefined)
+      throw err
+    }
+  }
+
+  async list(tenant: string): Promise<SnapshotView[]> {
+    return (await this.o.snapshots.list(tenant)).map(view)
+  }
+
+  async get(tenant: string, id: string): Promise<SnapshotView | undefined> {
+    const r = await this.o.snapshots.get(tenant, id)
+    return r ? view(r) : undefined
+  }
+
+  async delete(tenant: string, id: string): Promise<boolean> {
+    const r = await this.o.snapshots.get(tenant, id)
+    if (!r) return false
+    if (!(await this.o.snapshots.delete(tenant, id))) return false
+    // Sessions started from it keep their own copy (workspace and image tag).
+    await this.capability(r.provider).remove(id)
+    return true
+  }
+
+  async startSession(
+    tenant: string,
+    input: { id?: string; provider?: string; profile?: string; snapshot: string },
+  ): Promise<SessionView> {
+    const snap = await this.o.snapshots.get(tenant, input.snapshot)
+    if (!snap || snap.state !== 'ready')
+      throw new AppError('NOT_FOUND', `no snapshot ${input.snapshot}; list them with GET /v1/snapshots`)
+    return this.restore(snap, input)
+  }
+
+  private async restore(
+    snap: SnapshotRecord,
+    input: { id?: string; provider?: string; profile?: string },
+  ): Promise<SessionView> {
+    if (input.provider !== undefined && input.provider !== snap.provider)
+      throw new AppError(
+        'BAD_REQUEST',
+        `snapshot ${snap.id} was taken on provider '${snap.provider}'; start its sessions there (omit provider)`,
+      )
+    const profile = input.profile ?? snap.profile
+    const snapshots = this.capability(snap.provider)
+    this.persistentProfile(profile, snap.provider)
+    const session = await this.o.sessions.create(
+      snap.tenant,
+      { ...(input.id ? { id: input.id } : {}), provider: snap.provider, profile },
+      { admit: true },
+    )
+    const record = { id: session.id, tenant: snap.tenant, provider: snap.provider, profile }
+    try {
+      await snapshots.restore(snap.id, this.o.pool.sessionLabels(keyOf({ ...record, createdAt: 0 })))
+    } catch (err) {
+      await this.o.sessions.delete(snap.tenant, session.id).catch(() => undefined)
+      throw err
+    }
+    return session
+  }
+
+  async fork(
+    tenant: string,
+    sessionId: string,
+    opts: { count: number; keepSnapshot: boolean },
+  ): Promise<ForkResult | undefined> {
+    const r = await this.o.directory.get(tenant, sessionId)
+    if (!r) return undefined
+    const snap = await this.capture(r)
+    const made: SessionView[] = []
+    try {
+      const results = await Promise.allSettled(
+        Array.from({ length: opts.count }, () => this.restore(snap, {})),
+      )
+      for (const x of results) if (x.status === 'fulfilled') made.push(x.value)
+      const failed = results.find((x) => x.status === 'rejected')
+      if (failed) {
+        for (const s of made) await this.o.sessions.delete(tenant, s.id).catch(() => undefined)
+        throw failed.reason
+      }
+      return { sessions: made, ...(opts.keepSnapshot ? { snapshot: view(snap) } : {}) }
+    } finally {
+      if (!opts.keepSnapshot || made.length < opts.count) await this.delete(tenant, snap.id)
+    }
+  }
+}
