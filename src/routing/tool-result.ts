@@ -15,7 +15,8 @@ export const TRUNCATED_NOTE =
  * [timed out after 5000 ms; the process group was killed]     (only when timedOut)
  * [output truncated in the middle: ...]                       (only when truncated; the marker line
  *                                                               in stdout/stderr says how many bytes)
- * [sandbox replaced at <ISO time>: files from before are lost (<reason>)]   (until acknowledged)
+ * [sandbox replaced at <ISO time>: files from before are lost (<reason>)]   (until acknowledged;
+ *   with a persistent workspace: "the workspace is kept, other files and processes from before are gone")
  * stdout:
  * <stdout, verbatim>
  * stderr:
@@ -35,9 +36,10 @@ export function formatExecResult(result: ExecResult, opts: { timeoutMs?: number 
     lines.push('[shell restarted: the cwd, variables and functions of earlier calls are gone]')
   const r = result.sandboxReplaced
   if (r) {
-    lines.push(
-      `[sandbox replaced at ${new Date(r.at).toISOString()}: files from before are lost (${r.reason})]`,
-    )
+    const files = r.workspaceKept
+      ? 'the workspace is kept, other files and processes from before are gone'
+      : 'files from before are lost'
+    lines.push(`[sandbox replaced at ${new Date(r.at).toISOString()}: ${files} (${r.reason})]`)
   }
   lines.push('stdout:', block(result.stdout), 'stderr:', block(result.stderr))
   return lines.join('\n')

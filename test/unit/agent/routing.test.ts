@@ -248,3 +248,29 @@ describe('sandbox time in usage and budgets', () => {
     expect(() => new BudgetInterceptor({ maxCost: 1, sandboxPricePerSecond: { docker: 0 } })).not.toThrow()
   })
 })
+
+describe('formatExecResult: a replaced sandbox', () => {
+  const at = Date.UTC(2026, 11, 1)
+  it('says the files are lost, or that a persistent workspace was kept', () => {
+    const lost = formatExecResult({
+      ...execResult(),
+      sandboxReplaced: { at, reason: 'the sandbox vanished', filesLost: true, previousSandboxId: 'old' },
+    })
+    expect(lost).toContain(
+      '[sandbox replaced at 2026-12-01T00:00:00.000Z: files from before are lost (the sandbox vanished)]',
+    )
+    const kept = formatExecResult({
+      ...execResult(),
+      sandboxReplaced: {
+        at,
+        reason: 'idle eviction',
+        filesLost: true,
+        previousSandboxId: 'old',
+        workspaceKept: true,
+      },
+    })
+    expect(kept).toContain(
+      '[sandbox replaced at 2026-12-01T00:00:00.000Z: the workspace is kept, other files and processes from before are gone (idle eviction)]',
+    )
+  })
+})
