@@ -242,7 +242,7 @@ describe('HTTP API (embedded runtime, real Docker)', () => {
     expect(blocked.decision.kind).toBe('block')
   })
 
-  test('providers lists docker with its profiles', async () => {
+  test('providers lists docker with its profiles (the built-in default, dev and e2b)', async () => {
     const r = (await (await api('/v1/providers', { key: ACME })).json()) as {
       providers: { id: string; profiles: { name: string; network: string }[] }[]
     }
@@ -251,6 +251,7 @@ describe('HTTP API (embedded runtime, real Docker)', () => {
       profiles: [
         expect.objectContaining({ name: 'default', network: 'none' }),
         expect.objectContaining({ name: 'dev', network: 'none' }),
+        expect.objectContaining({ name: 'e2b', network: 'none' }),
       ],
     })
   })
