@@ -5,6 +5,7 @@ import type { CodeResult } from '../sandbox/code/types.js'
 import type { SessionPool } from '../sessions/types.js'
 import type { SessionDirectory, SessionRecord } from './session-directory.js'
 import { keyOf } from './session-service.js'
+import { useLease } from './use-lease.js'
 
 /** A session profile's timeout bounds (ms), from the profile registry. */
 export type CodeTimeouts = (record: SessionRecord) => { defaultTimeoutMs: number; maxTimeoutMs: number }
@@ -38,9 +39,7 @@ export class PooledCodeService implements CodeService {
         `timeoutMs ${timeoutMs} is over the profile '${r.profile}' maximum of ${maxTimeoutMs} ms; ask for less or raise the profile's maxTimeoutMs`,
       )
     const lease = await this.pool.acquire(keyOf(r), opts.signal ? { signal: opts.signal } : {})
-    let outcome: 'ok' | 'lost' = 'ok'
-    let reason: string | undefined
-    try {
+    return useLease(lease, async () => {
       return await requireCode(lease.sandbox).run(
         {
           code: input.code,
@@ -50,14 +49,6 @@ export class PooledCodeService implements CodeService {
         },
         opts.signal ? { signal: opts.signal } : {},
       )
-    } catch (err) {
-      if (err instanceof AppError && err.code === 'SANDBOX_LOST') {
-        outcome = 'lost'
-        reason = err.message
-      }
-      throw err
-    } finally {
-      await lease.release(outcome, reason)
-    }
+    })
   }
 }

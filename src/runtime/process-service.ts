@@ -5,6 +5,7 @@ import type { ProcessInfo, ProcessOutput, SandboxProcesses } from '../sandbox/ty
 import type { SessionPool } from '../sessions/types.js'
 import type { SessionDirectory, SessionRecord } from './session-directory.js'
 import { keyOf } from './session-service.js'
+import { useLease } from './use-lease.js'
 
 /** Limits of background processes (from `quotas`). */
 export interface ProcessLimits {
@@ -115,21 +116,11 @@ export class PooledProcessService implements ProcessService {
     if (!r) return undefined
     if (unbound && !(await this.pool.state(keyOf(r))).sandboxId) return unbound()
     const lease = await this.pool.acquire(keyOf(r))
-    let outcome: 'ok' | 'lost' = 'ok'
-    let reason: string | undefined
-    try {
+    return useLease(lease, async () => {
       const processes = lease.sandbox.processes
       if (!processes) throw unsupported(r)
       return await fn(processes)
-    } catch (err) {
-      if (err instanceof AppError && err.code === 'SANDBOX_LOST') {
-        outcome = 'lost'
-        reason = err.message
-      }
-      throw err
-    } finally {
-      await lease.release(outcome, reason)
-    }
+    })
   }
 }
 

@@ -4,6 +4,7 @@ import type { Lease, SandboxReplacement, SessionKey, SessionPool, SessionState }
 import type { SessionDirectory, SessionRecord } from './session-directory.js'
 import { assertTenantMayRoute } from '../routing/policies.js'
 import type { TenantRouteAllowList } from '../routing/policies.js'
+import { useLease } from './use-lease.js'
 
 /** Checks a provider/profile pair; throws UNKNOWN_PROVIDER / UNKNOWN_PROFILE listing the known ones. */
 export interface TargetCheck {
@@ -101,19 +102,9 @@ export class PooledSessionService implements SessionService {
     fn: (sb: Lease['sandbox'], replaced: SandboxReplacement | undefined) => Promise<T>,
   ): Promise<T> {
     const lease = await this.pool.acquire(keyOf(r))
-    let outcome: 'ok' | 'lost' = 'ok'
-    let reason: string | undefined
-    try {
+    return useLease(lease, async () => {
       return await fn(lease.sandbox, lease.sandboxReplaced)
-    } catch (err) {
-      if (err instanceof AppError && err.code === 'SANDBOX_LOST') {
-        outcome = 'lost'
-        reason = err.message
-      }
-      throw err
-    } finally {
-      await lease.release(outcome, reason)
-    }
+    })
   }
 
   /** The record with what the pool knows: the bound sandbox and an unacknowledged replacement. */

@@ -19,6 +19,7 @@ import {
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
 import { TenantJobIndex } from './tenant-index.js'
+import { trackedConsumer } from '../tracked-consumer.js'
 
 /** Options of {@link createBullmqJobQueue}. */
 export interface BullmqQueueOptions extends BullmqConsumerTuning {
@@ -389,17 +390,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         processor,
         opts,
       )
-      consumers.add(consumer)
-      return {
-        workerId: consumer.workerId,
-        get activeCount() {
-          return consumer.activeCount
-        },
-        close: async (o) => {
-          await consumer.close(o)
-          consumers.delete(consumer)
-        },
-      }
+      return trackedConsumer(consumers, consumer)
     },
 
     async close() {

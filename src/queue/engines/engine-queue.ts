@@ -13,6 +13,7 @@ import type { ConsumeOptions, Consumer, JobInfo, JobProcessor, JobQueue } from '
 import { EngineDirectory, laneName } from './engine-directory.js'
 import { startEngineConsumer } from './engine-consumer.js'
 import type { EngineSide } from './engine-consumer.js'
+import { trackedConsumer } from '../tracked-consumer.js'
 
 /** Options of {@link createEngineJobQueue}. */
 export interface EngineJobQueueOptions extends BullmqQueueOptions {
@@ -196,17 +197,7 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
           'This queue has no engine to consume for: pass `engine` (workers only).',
         )
       const consumer = await startEngineConsumer({ engines, lane, engine }, processor, opts)
-      consumers.add(consumer)
-      return {
-        workerId: consumer.workerId,
-        get activeCount() {
-          return consumer.activeCount
-        },
-        close: async (o) => {
-          await consumer.close(o)
-          consumers.delete(consumer)
-        },
-      }
+      return trackedConsumer(consumers, consumer)
     },
 
     async close() {
