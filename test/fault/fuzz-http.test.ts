@@ -393,6 +393,9 @@ describe('fuzzing the HTTP API (live server, real Docker)', () => {
     await fc.assert(
       fc.asyncProperty(route, id, async ([method, path], raw) => {
         const p = path(encodeSegment(raw))
+        // `..` (or `%2e%2e`) as the id leaves the resource: the URL is normalised before it is sent
+        // (`/v1/jobs/../events` is `/v1/events`, the service's own event stream), so it is no id.
+        fc.pre(new URL(p, 'http://x').pathname === p.split('?')[0])
         // A tenant with nothing: ids the fuzzing tenant created earlier are unknown here.
         const res = await api(p, { method, key: EMPTY_KEY, ...(method === 'PUT' ? { body: 'x' } : {}) })
         await expectClientError(res, `${method} ${p.slice(0, 200)}`)
