@@ -3,6 +3,7 @@ import { ExecJobResultSchema, FenceRecordSchema } from '../schemas.js'
 import type { ExecJob, ExecJobResult, LoggedChunk, OutputChunk } from '../schemas.js'
 import { OUTPUT_LOG_LINGER_MS, parseLoggedMessage } from '../output-log.js'
 import type { FenceOutcome, JobFence } from '../types.js'
+import { ChunkPublisher } from './chunk-publisher.js'
 
 /*
  * The Redis side of fenced execution (see ../fence.ts for the model). Each decision is one Lua script,
@@ -199,23 +200,28 @@ export class RedisFenceStore {
 
   /**
    * Numbers a live chunk, publishes it, retains it in the job's log and appends it to the bounded
-   * tail. Fire and forget: errors are dropped (scripts on one connection run in order).
+   * tail. Returns at once; the job's chunks are written in order, and one that Redis cannot take now
+   * (reconnecting) is tried again before the next ({@link ChunkPublisher}).
    */
   publishChunk(jobId: string, chunk: OutputChunk): void {
+    this.chunks.publish(jobId, chunk)
+  }
+
+  private readonly chunks = new ChunkPublisher((jobId, chunk) => this.sendChunk(jobId, chunk))
+
+  private sendChunk(jobId: string, chunk: OutputChunk): Promise<unknown> {
     const [, , , out, err] = this.keys.job(jobId)
     const s = chunk.stream === 'stdout' ? 'o' : 'e'
-    this.cmd
-      .sbxFenceChunk(
-        s === 'o' ? out : err,
-        ...this.keys.log(jobId),
-        this.keys.jobChannel(jobId),
-        s,
-        chunk.data,
-        this.opts.tailCapBytes,
-        this.opts.retentionMs,
-        this.opts.logCapBytes,
-      )
-      .catch(() => undefined)
+    return this.cmd.sbxFenceChunk(
+      s === 'o' ? out : err,
+      ...this.keys.log(jobId),
+      this.keys.jobChannel(jobId),
+      s,
+      chunk.data,
+      this.opts.tailCapBytes,
+      this.opts.retentionMs,
+      this.opts.logCapBytes,
+    )
   }
 
   /** The job's retained live output, oldest first. */
