@@ -102,6 +102,13 @@ export const ConfigSchema = z
          * session and files are deleted and its quota freed (ms). @default 600000
          */
         mcpSessionIdleMs: z.number().int().min(100).default(600_000),
+        /**
+         * An SSE stream with nothing to send for this long gets a comment line (`: keepalive`), so a
+         * proxy or load balancer between the client and the service does not close a quiet stream
+         * (a command that prints nothing for minutes, an event stream with no events) (ms).
+         * @default 15000
+         */
+        sseKeepAliveMs: z.number().int().min(100).max(3_600_000).default(15_000),
       })
       .strict()
       .default({
@@ -111,6 +118,7 @@ export const ConfigSchema = z
         fileLimitBytes: 10_485_760,
         requestTimeoutMs: 30_000,
         mcpSessionIdleMs: 600_000,
+        sseKeepAliveMs: 15_000,
       }),
     queue: z
       .object({

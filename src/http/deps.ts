@@ -444,6 +444,8 @@ export interface AppDeps {
     fileLimitBytes?: number
     requestsPerSecond?: number
     maxWaitMs?: number
+    /** SSE streams send `: keepalive` after this long without an event (ms). @default 15000 */
+    sseKeepAliveMs?: number
   }
   version?: string
 }

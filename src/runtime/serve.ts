@@ -137,6 +137,7 @@ export async function startServer(
       bodyLimitBytes: config.server.bodyLimitBytes,
       fileLimitBytes: config.server.fileLimitBytes,
       requestsPerSecond: config.quotas.requestsPerSecond,
+      sseKeepAliveMs: config.server.sseKeepAliveMs,
     },
     ...(opts.version ? { version: opts.version } : {}),
   })

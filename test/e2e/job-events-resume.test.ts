@@ -89,7 +89,7 @@ function curlEvents(
 function parseRaw(raw: string): SseEvent[] {
   return raw
     .split('\n\n')
-    .filter((f) => f.trim())
+    .filter((f) => f.trim() && !f.split('\n').every((l) => l.startsWith(':')))
     .map((frame) => ({
       event: /^event: ?(.*)$/m.exec(frame)?.[1] ?? 'message',
       data: [...frame.matchAll(/^data: ?(.*)$/gm)].map((m) => m[1]).join('\n'),

@@ -66,6 +66,8 @@ export async function openEventStream(
         while ((end = buf.indexOf('\n\n')) >= 0) {
           const frame = buf.slice(0, end)
           buf = buf.slice(end + 2)
+          // A comment-only frame (`: keepalive`) is no event.
+          if (frame.split('\n').every((l) => l.startsWith(':'))) continue
           const event = /^event: ?(.*)$/m.exec(frame)?.[1] ?? 'message'
           const data = [...frame.matchAll(/^data: ?(.*)$/gm)].map((m) => m[1]).join('\n')
           const eventId = /^id: ?(.*)$/m.exec(frame)?.[1]

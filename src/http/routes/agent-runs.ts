@@ -1,5 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { streamSSE } from 'hono/streaming'
+import { sseKeepAlive } from './stream-support.js'
 import { AppError } from '../../errors.js'
 import type { App } from '../app.js'
 import type { AppDeps } from '../deps.js'
@@ -127,14 +128,20 @@ export function registerAgentRunRoutes(app: App, deps: AppDeps): void {
       const items = await deps.agentRuns.stream(c.get('principal').tenant, id, c.req.raw.signal)
       if (!items) throw notFound(id)
       return streamSSE(c, async (stream) => {
-        for await (const item of items) {
-          if (item.kind === 'event')
-            await stream.writeSSE({
-              event: 'lifecycle',
-              id: String(item.event.seq),
-              data: JSON.stringify(item.event),
-            })
-          else await stream.writeSSE({ event: 'end', data: JSON.stringify(item.run) })
+        const alive = sseKeepAlive(stream, deps.limits?.sseKeepAliveMs)
+        try {
+          for await (const item of items) {
+            if (item.kind === 'event')
+              await stream.writeSSE({
+                event: 'lifecycle',
+                id: String(item.event.seq),
+                data: JSON.stringify(item.event),
+              })
+            else await stream.writeSSE({ event: 'end', data: JSON.stringify(item.run) })
+            alive.wrote()
+          }
+        } finally {
+          alive.stop()
         }
       }) as never
     },

@@ -1,5 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { streamSSE } from 'hono/streaming'
+import { sseKeepAlive } from './stream-support.js'
 import { AppError } from '../../errors.js'
 import { isServiceEventId } from '../../lifecycle/service-events.js'
 import type { App } from '../app.js'
@@ -47,8 +48,15 @@ export function registerEventRoutes(app: App, deps: AppDeps): void {
       const after = c.req.valid('header')['last-event-id']
       const events = log.stream(after, c.req.raw.signal)
       return streamSSE(c, async (stream) => {
-        for await (const e of events)
-          await stream.writeSSE({ event: 'lifecycle', id: e.id, data: JSON.stringify(e) })
+        const alive = sseKeepAlive(stream, deps.limits?.sseKeepAliveMs)
+        try {
+          for await (const e of events) {
+            await stream.writeSSE({ event: 'lifecycle', id: e.id, data: JSON.stringify(e) })
+            alive.wrote()
+          }
+        } finally {
+          alive.stop()
+        }
       }) as never
     },
   )

@@ -1,5 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { streamSSE } from 'hono/streaming'
+import { sseKeepAlive } from './stream-support.js'
 import { AppError } from '../../errors.js'
 import { noSuchJobMessage, unknownJobView, vanishedJobView } from '../../runtime/job-view.js'
 import type { App } from '../app.js'
@@ -193,15 +194,21 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       })
       if (!events) throw notFound(id)
       return streamSSE(c, async (stream) => {
-        for await (const e of events) {
-          if (e.type === 'result') await stream.writeSSE({ event: 'result', data: JSON.stringify(e.job) })
-          else if (e.type === 'missed')
-            await stream.writeSSE({
-              event: 'missed',
-              id: String(e.id),
-              data: JSON.stringify({ bytes: e.bytes }),
-            })
-          else await stream.writeSSE({ event: e.type, id: String(e.id), data: JSON.stringify(e.data) })
+        const alive = sseKeepAlive(stream, deps.limits?.sseKeepAliveMs)
+        try {
+          for await (const e of events) {
+            if (e.type === 'result') await stream.writeSSE({ event: 'result', data: JSON.stringify(e.job) })
+            else if (e.type === 'missed')
+              await stream.writeSSE({
+                event: 'missed',
+                id: String(e.id),
+                data: JSON.stringify({ bytes: e.bytes }),
+              })
+            else await stream.writeSSE({ event: e.type, id: String(e.id), data: JSON.stringify(e.data) })
+            alive.wrote()
+          }
+        } finally {
+          alive.stop()
         }
       }) as never
     },

@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
+import type { SSEStreamingApi } from 'hono/streaming'
 import { AppError } from '../../errors.js'
 
 /**
@@ -37,4 +38,25 @@ export function openDeadline(ms: number, onTimeout: () => void): { opened(): voi
   const timer = setTimeout(onTimeout, ms)
   timer.unref()
   return { opened: () => clearTimeout(timer) }
+}
+
+/**
+ * Sends `: keepalive` (an SSE comment, which clients ignore) on `stream` whenever `ms` pass without
+ * anything written through the returned `wrote()`; stops when the stream is aborted or `stop()` is
+ * called. Proxies between client and service then do not close a quiet stream.
+ */
+export function sseKeepAlive(stream: SSEStreamingApi, ms = 15_000): { wrote(): void; stop(): void } {
+  let last = Date.now()
+  const timer = setInterval(
+    () => {
+      if (Date.now() - last < ms) return
+      last = Date.now()
+      stream.write(': keepalive\n\n').catch(() => undefined)
+    },
+    Math.max(50, Math.floor(ms / 4)),
+  )
+  timer.unref()
+  const stop = (): void => clearInterval(timer)
+  stream.onAbort(stop)
+  return { wrote: () => (last = Date.now()), stop }
 }
