@@ -91,7 +91,10 @@ describe('Docker engine restarted under a live session', () => {
       )
     const settled = await inflight
     await stopping
-    expect('error' in settled, 'the in-flight command must not report success').toBe(true)
+    expect(
+      'error' in settled,
+      `the in-flight command must not report success: ${JSON.stringify(settled)}`,
+    ).toBe(true)
     const inflightCode = 'error' in settled ? codeOf(settled.error) : undefined
     expect(['SANDBOX_LOST', 'UNAVAILABLE']).toContain(inflightCode)
     // It settled no later than the engine finished stopping, plus a little: never a hang.

@@ -1326,7 +1326,13 @@ static int run_init(long idle_exit_ms, int fwd_port, const char *fwd_socket) {
     } else if (sigwait(&set, &sig) != 0) {
       continue;
     }
-    if (sig == SIGTERM || sig == SIGINT) return 0;
+    if (sig == SIGTERM || sig == SIGINT) {
+      /* The container is being stopped (its engine too, maybe): every process of it hears so first,
+       * so a session agent ends its channel (the host sees the sandbox lost) instead of reporting its
+       * command killed by the teardown as if it had finished. */
+      kill(-1, SIGTERM);
+      return 0;
+    }
     pid_t reaped;
     while ((reaped = waitpid(-1, NULL, WNOHANG)) > 0) {
       /* A killed forwarder comes back (a sandbox process may kill it; it cannot replace it). */
