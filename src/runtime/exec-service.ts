@@ -15,6 +15,8 @@ import { sessionKeyOf } from '../worker/exec-processor.js'
 
 /** After a wait that got no result, the job's current state is read for up to this long more (ms). */
 const FINAL_READ_GRACE_MS = 5_000
+/** How long an event stream tries to read a job's retained output while Redis is away (ms). */
+const REPLAY_RETRY_MS = 10_000
 /** How long a job this process added is remembered for the wait that follows its submit (ms). */
 const ADDED_MEMORY_MS = 30_000
 
@@ -227,8 +229,16 @@ export class QueueExecService implements ExecService {
     // Live chunks wait while the retained ones are replayed; the cursor drops what both carry.
     let early: LoggedChunk[] | undefined = []
     const off = await this.queue.subscribeOutput(id, (c) => (early ? early.push(c) : cursor.push(c)))
+    // The retained output, read again while Redis is briefly away (a connection still reconnecting
+    // after a restart): read once and dropped on failure, the chunks whose live message was missed
+    // were silently absent from the stream.
     const replay = async (): Promise<void> => {
-      for (const c of await this.queue.readOutput(id).catch(() => [])) cursor.push(c)
+      const chunks = await this.retrying(
+        () => this.queue.readOutput(id),
+        Date.now() + REPLAY_RETRY_MS,
+        signal,
+      ).catch(() => [])
+      for (const c of chunks) cursor.push(c)
     }
     await replay()
     for (const c of early) cursor.push(c)

@@ -75,7 +75,9 @@ export async function openEventStream(
           wake()
         }
       }
-      ended = new Error(`the event stream of ${id} ended`)
+      ended = new Error(
+        `the event stream of ${id} ended; its events: ${JSON.stringify(events.map((e) => [e.event, e.data.slice(0, 80)])).slice(0, 1500)}`,
+      )
     } catch (err) {
       ended = new Error(`the event stream of ${id} failed: ${String(err)}`)
     }
