@@ -15,13 +15,16 @@ export type ConnectCode =
   | 'permission_denied'
   | 'resource_exhausted'
   | 'failed_precondition'
+  | 'aborted'
+  | 'out_of_range'
   | 'unimplemented'
   | 'internal'
   | 'unavailable'
+  | 'data_loss'
   | 'unauthenticated'
 
 /** HTTP status of a unary error, per the Connect protocol specification. */
-const HTTP_STATUS: Record<ConnectCode, number> = {
+export const CONNECT_HTTP_STATUS: Readonly<Record<ConnectCode, number>> = {
   canceled: 499,
   unknown: 500,
   invalid_argument: 400,
@@ -31,9 +34,12 @@ const HTTP_STATUS: Record<ConnectCode, number> = {
   permission_denied: 403,
   resource_exhausted: 429,
   failed_precondition: 400,
+  aborted: 409,
+  out_of_range: 400,
   unimplemented: 501,
   internal: 500,
   unavailable: 503,
+  data_loss: 500,
   unauthenticated: 401,
 }
 
@@ -48,7 +54,8 @@ export class ConnectRpcError extends Error {
   }
 }
 
-const FLAG_END_STREAM = 0x02
+/** Envelope flag of the last message of a stream. */
+export const FLAG_END_STREAM = 0x02
 
 /** Frames one message as an envelope. */
 export function envelope(flags: number, json: unknown): Uint8Array {
@@ -85,7 +92,7 @@ export function unaryResponse(message: unknown): Response {
 
 /** A unary Connect error. */
 export function unaryError(code: ConnectCode, message: string): Response {
-  return Response.json({ code, message }, { status: HTTP_STATUS[code] })
+  return Response.json({ code, message }, { status: CONNECT_HTTP_STATUS[code] })
 }
 
 /** The writing half of one server-streaming answer. */

@@ -7,57 +7,13 @@
  * holds the error, if any.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { ConnectCode } from '../../../src/http/e2b/connect.js'
+import { CONNECT_HTTP_STATUS, envelope, FLAG_END_STREAM, isStreaming } from '../../../src/http/e2b/connect.js'
 
-/** Connect error codes (the string forms on the wire). */
-export type ConnectCode =
-  | 'canceled'
-  | 'unknown'
-  | 'invalid_argument'
-  | 'deadline_exceeded'
-  | 'not_found'
-  | 'already_exists'
-  | 'permission_denied'
-  | 'resource_exhausted'
-  | 'failed_precondition'
-  | 'aborted'
-  | 'out_of_range'
-  | 'unimplemented'
-  | 'internal'
-  | 'unavailable'
-  | 'data_loss'
-  | 'unauthenticated'
-
-/** HTTP status of a unary error, per the Connect protocol specification. */
-const HTTP_STATUS: Record<ConnectCode, number> = {
-  canceled: 499,
-  unknown: 500,
-  invalid_argument: 400,
-  deadline_exceeded: 504,
-  not_found: 404,
-  already_exists: 409,
-  permission_denied: 403,
-  resource_exhausted: 429,
-  failed_precondition: 400,
-  aborted: 409,
-  out_of_range: 400,
-  unimplemented: 501,
-  internal: 500,
-  unavailable: 503,
-  data_loss: 500,
-  unauthenticated: 401,
-}
-
-/** An error a handler throws to answer with a Connect error. */
-export class ConnectRpcError extends Error {
-  constructor(
-    readonly code: ConnectCode,
-    message: string,
-  ) {
-    super(message)
-  }
-}
-
-const FLAG_END_STREAM = 0x02
+// The wire format (codes, their HTTP statuses, envelopes) is the product's own: the E2B-compatible
+// endpoint's module. Only the node:http plumbing of the fake lives here.
+export type { ConnectCode } from '../../../src/http/e2b/connect.js'
+export { ConnectRpcError, envelope, parseEnvelopedRequest } from '../../../src/http/e2b/connect.js'
 
 /** Reads a whole request body. */
 export async function readBody(req: IncomingMessage): Promise<Buffer> {
@@ -66,26 +22,9 @@ export async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
-/** Frames one message as an envelope. */
-export function envelope(flags: number, json: unknown): Buffer {
-  const payload = Buffer.from(JSON.stringify(json), 'utf8')
-  const head = Buffer.alloc(5)
-  head.writeUInt8(flags, 0)
-  head.writeUInt32BE(payload.length, 1)
-  return Buffer.concat([head, payload])
-}
-
-/** Parses the single enveloped message of a server-streaming request. */
-export function parseEnvelopedRequest(body: Buffer): unknown {
-  if (body.length < 5) throw new ConnectRpcError('invalid_argument', 'request envelope is too short')
-  const length = body.readUInt32BE(1)
-  if (body.length < 5 + length) throw new ConnectRpcError('invalid_argument', 'request envelope is truncated')
-  return JSON.parse(body.subarray(5, 5 + length).toString('utf8')) as unknown
-}
-
 /** Whether the request is a Connect server-streaming call (enveloped JSON). */
 export function isStreamingRequest(req: IncomingMessage): boolean {
-  return (req.headers['content-type'] ?? '').startsWith('application/connect+json')
+  return isStreaming(req.headers['content-type'])
 }
 
 /** Answers a unary call. */
@@ -98,7 +37,10 @@ export function writeUnary(res: ServerResponse, message: unknown): void {
 /** Answers a unary call with a Connect error. */
 export function writeUnaryError(res: ServerResponse, code: ConnectCode, message: string): void {
   const body = Buffer.from(JSON.stringify({ code, message }), 'utf8')
-  res.writeHead(HTTP_STATUS[code], { 'content-type': 'application/json', 'content-length': body.length })
+  res.writeHead(CONNECT_HTTP_STATUS[code], {
+    'content-type': 'application/json',
+    'content-length': body.length,
+  })
   res.end(body)
 }
 
