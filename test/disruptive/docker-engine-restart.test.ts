@@ -11,16 +11,33 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { AppError } from '../../src/errors.js'
 import { createWorld } from '../integration/queue/world.js'
 import type { World } from '../integration/queue/world.js'
+import { SECOND_ENGINE } from '../support/second-engine.js'
 
 const run = promisify(execFile)
 const SETUP = new URL('../../scripts/setup.sh', import.meta.url).pathname
 
-/** The pid of the running dockerd, or undefined. */
+const pidIn = (file: string): number | undefined => {
+  try {
+    const pid = Number(readFileSync(file, 'utf8').trim())
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The pid of the machine's own running dockerd (the one at /var/run/docker.sock), or undefined. Never
+ * the second test engine's (test/support/second-engine.ts), which may run beside it: `pidof dockerd`
+ * lists both, newest first.
+ */
 async function dockerdPid(): Promise<number | undefined> {
+  const second = pidIn(SECOND_ENGINE.pidFile)
   try {
     const { stdout } = await run('pidof', ['dockerd'])
-    const pid = Number(stdout.trim().split(/\s+/)[0])
-    return Number.isInteger(pid) && pid > 0 ? pid : undefined
+    const pids = stdout.trim().split(/\s+/).map(Number)
+    const own = pidIn('/var/run/docker.pid')
+    if (own !== undefined && pids.includes(own)) return own
+    return pids.find((p) => Number.isInteger(p) && p > 0 && p !== second)
   } catch {
     return undefined
   }
