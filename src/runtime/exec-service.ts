@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { AppError } from '../errors.js'
 import type { ExecInput, ExecService, JobEvent, JobView } from '../http/deps.js'
 import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
-import { OutputCursor } from '../queue/output-log.js'
+import { chunkBytes, OutputCursor } from '../queue/output-log.js'
 import type { LoggedChunk } from '../queue/schemas.js'
 import type { JobInfo, JobQueue } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
@@ -226,9 +226,6 @@ export class QueueExecService implements ExecService {
           : { type: 'missed', bytes: d.bytes, id: d.offset },
       ),
     )
-    // Live chunks wait while the retained ones are replayed; the cursor drops what both carry.
-    let early: LoggedChunk[] | undefined = []
-    const off = await this.queue.subscribeOutput(id, (c) => (early ? early.push(c) : cursor.push(c)))
     // The retained output, read again while Redis is briefly away (a connection still reconnecting
     // after a restart): read once and dropped on failure, the chunks whose live message was missed
     // were silently absent from the stream.
@@ -240,9 +237,29 @@ export class QueueExecService implements ExecService {
       ).catch(() => [])
       for (const c of chunks) cursor.push(c)
     }
+    // Live chunks wait while the retained ones are replayed; the cursor drops what both carry. A live
+    // chunk that leaves a gap (a message published before the subscription was active again after
+    // a Redis restart) waits too while the log is read again: the log holds every chunk whose
+    // message went out (one script writes both), so the gap is filled unless the log no longer
+    // retains it, and only then is it reported as `missed`.
+    let held: LoggedChunk[] | undefined = []
+    const flush = (): void => {
+      const chunks = held ?? []
+      held = undefined
+      for (const c of chunks) cursor.push(c)
+    }
+    const live = (c: LoggedChunk): void => {
+      if (held) {
+        held.push(c)
+        return
+      }
+      if (c.offset - chunkBytes(c.data) <= cursor.offset) return cursor.push(c)
+      held = [c]
+      void replay().finally(flush)
+    }
+    const off = await this.queue.subscribeOutput(id, live)
     await replay()
-    for (const c of early) cursor.push(c)
-    early = undefined
+    flush()
     const finish = async (): Promise<void> => {
       try {
         const view = await this.waitForStream(tenant, id, signal)

@@ -45,6 +45,23 @@ export class Subscriber {
     }
     client.on('message', dispatch)
     client.on('pmessage', (_pattern: string, channel: string, message: string) => dispatch(channel, message))
+    // After a reconnect ioredis says `ready` first and sends its resubscriptions after, unconfirmed:
+    // a handler added then would be told the channel is live while Redis does not yet deliver it,
+    // and the messages published meanwhile (a job's first output chunk) would be lost. The same
+    // subscriptions sent again (a no-op for Redis, answered in order after ioredis's own) are what
+    // `ready` waits for until they are confirmed.
+    client.on('ready', () => {
+      if (this.pattern) {
+        this.pattern = undefined
+        this.patternReady().catch(() => undefined)
+      }
+      for (const channel of this.subscribed.keys()) {
+        if (this.patterned(channel)) continue
+        const again = this.client.subscribe(channel).then(() => undefined)
+        again.catch(() => undefined)
+        this.subscribed.set(channel, again)
+      }
+    })
   }
 
   private patterned(channel: string): boolean {
@@ -77,7 +94,7 @@ export class Subscriber {
       this.subscribed.set(channel, subscribing)
     }
     hs.add(handler)
-    const ready = this.subscribed.get(channel) ?? Promise.resolve()
+    const ready = patterned ? this.patternReady() : (this.subscribed.get(channel) ?? Promise.resolve())
     return {
       ready,
       off: async () => {
@@ -98,7 +115,8 @@ export class Subscriber {
   /**
    * Adds a handler and waits until the subscription is active; resolves with its remover. Fails fast
    * with QUEUE_UNAVAILABLE while Redis is unreachable (and after `timeoutMs` if it stops answering),
-   * instead of waiting for it to come back. Channels already subscribed are restored after a reconnect.
+   * instead of waiting for it to come back. Channels already subscribed are restored after a reconnect;
+   * a handler added to one while the connection is reconnecting waits (up to `timeoutMs`) until they are.
    */
   async on(channel: string, handler: Handler, timeoutMs = 5_000): Promise<() => Promise<void>> {
     const held = this.patterned(channel) ? this.pattern !== undefined : this.subscribed.has(channel)
@@ -110,10 +128,18 @@ export class Subscriber {
       )
     }
     const s = this.add(channel, handler)
+    // A held channel on a connection that is reconnecting is delivered again only once the
+    // connection is back and its resubscription confirmed: wait for that, not for the old promise.
+    const live =
+      this.client.status === 'ready'
+        ? s.ready
+        : new Promise<void>((resolve) => this.client.once('ready', resolve)).then(() =>
+            this.patterned(channel) ? this.patternReady() : this.subscribed.get(channel),
+          )
     let timer: NodeJS.Timeout | undefined
     try {
       await Promise.race([
-        s.ready,
+        live,
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () =>

@@ -157,6 +157,9 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
   // WebSocket upgrades: the preview proxy relays them; others (the SDK's Socket.IO event stream)
   // are refused like a proxy without WS.
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // The server gives an upgraded socket no error listener: a client that resets it (the SDK's
+    // Socket.IO client giving up on the refused event stream) would be an uncaught ECONNRESET.
+    socket.on('error', () => socket.destroy())
     if (isPreview(req)) {
       void handlePreviewUpgrade(ctx, req, socket, head).catch(() => socket.destroy())
       return

@@ -136,6 +136,8 @@ export async function startFakeE2B(options: FakeE2BOptions = {}): Promise<FakeE2
   })
   server.keepAliveTimeout = 30_000
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // An upgraded socket has no error listener of the server's: a client reset must not go uncaught.
+    socket.on('error', () => socket.destroy())
     void handlePreviewUpgrade(store, req, socket, head).catch(() => socket.destroy())
   })
   const port = await listen(server)
