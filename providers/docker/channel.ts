@@ -49,6 +49,8 @@ export class AgentChannel {
   private helloWaiter: ((hello: HelloFrame | AppError) => void) | undefined
   /** Whether the container has /bin/bash (from the agent's HELLO): without it there is no persistent shell. */
   hasBash = true
+  /** Whether the agent writes uploads through a part file renamed into place (from its HELLO). */
+  partWrites = false
 
   private constructor(
     private readonly socket: Duplex,
@@ -120,6 +122,7 @@ export class AgentChannel {
       )
     }
     channel.hasBash = hello.hasBash
+    channel.partWrites = hello.partWrites
     return channel
   }
 

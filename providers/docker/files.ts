@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { AppError } from '../../src/errors.js'
 import type { AgentChannel } from './channel.js'
 import { fileError } from './errors.js'
@@ -95,18 +96,32 @@ function request(
   })
 }
 
-/** Writes `data` to the absolute `path`, creating parent directories (binary-safe). */
+/** The hidden part file an upload to `path` is written to before it is renamed into place. */
+function partPath(path: string): string {
+  const slash = path.lastIndexOf('/')
+  return `${path.slice(0, slash + 1)}.${path.slice(slash + 1)}.sbx-part-${randomBytes(4).toString('hex')}`
+}
+
+/**
+ * Writes `data` to the absolute `path`, creating parent directories (binary-safe). Atomic where the
+ * agent supports it (every agent built from this tree): the bytes go to a hidden part file beside
+ * `path`, which the last frame renames into place, so a write that fails (a full disk, a cancel, a
+ * lost sandbox) leaves `path` as it was, never empty or cut short, and removes the part. A cancel
+ * between two 1 MiB frames of a large file may leave its part file behind.
+ */
 export async function writeFileOp(
   channel: AgentChannel,
   path: string,
   data: Uint8Array,
   opts: FileOpOptions,
 ): Promise<void> {
+  const target = channel.partWrites ? partPath(path) : path
   let off = 0
   do {
     const chunk = data.subarray(off, off + WRITE_CHUNK_BYTES)
     const first = off === 0
-    await request(channel, 'write', path, (id) => encodeWrite(id, path, chunk, first), opts)
+    const part = target === path ? undefined : { final: path, last: off + chunk.length >= data.length }
+    await request(channel, 'write', path, (id) => encodeWrite(id, target, chunk, first, 0o644, part), opts)
     off += chunk.length
   } while (off < data.length)
 }

@@ -156,8 +156,13 @@ export function encodeWrite(
   data: Uint8Array,
   first: boolean,
   mode = 0o644,
+  part?: { final: string; last: boolean },
 ): Buffer {
-  return encode(Frame.WRITE, id, [{ u32: first ? 1 : 0 }, { u32: mode }, str(path), { bytes: data }])
+  // Flags: 1 truncate (the first frame); 2 `path` is the part file of an upload to `final` (removed
+  // if a write fails); 4 the last frame: the part is renamed to `final`.
+  const flags = (first ? 1 : 0) | (part ? 2 | (part.last ? 4 : 0) : 0)
+  const fields = [{ u32: flags }, { u32: mode }, str(path), { bytes: data }]
+  return encode(Frame.WRITE, id, part ? [...fields, str(part.final)] : fields)
 }
 
 /** Encodes a file read. */
@@ -236,10 +241,14 @@ export interface HelloFrame {
   maxFrame: number
   /** Whether the container has an executable /bin/bash (the persistent shell needs it). */
   hasBash: boolean
+  /** Whether the agent writes uploads through a part file renamed into place (older agents do not). */
+  partWrites: boolean
 }
 
 /** HELLO flag bit: /bin/bash is executable (agent/protocol.h `SBX_HELLO_HAS_BASH`). */
 const HELLO_HAS_BASH = 1
+/** HELLO flag bit: WRITE takes part files (agent/protocol.h `SBX_HELLO_PART_WRITES`). */
+const HELLO_PART_WRITES = 2
 
 /** Decodes a HELLO payload (an agent without the flags word predates any-image support: it had bash). */
 export function decodeHello(p: Buffer): HelloFrame {
@@ -249,6 +258,7 @@ export function decodeHello(p: Buffer): HelloFrame {
     uid: p.readUInt32BE(8),
     maxFrame: p.readUInt32BE(12),
     hasBash: p.length >= 20 ? (p.readUInt32BE(16) & HELLO_HAS_BASH) !== 0 : true,
+    partWrites: p.length >= 20 && (p.readUInt32BE(16) & HELLO_PART_WRITES) !== 0,
   }
 }
 

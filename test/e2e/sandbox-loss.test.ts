@@ -246,7 +246,7 @@ describe('sandbox loss, full disk and deletes through sbx serve', () => {
     const fill = await exec(
       srv,
       'disk',
-      'dd if=/dev/zero of=/workspace/big bs=1M count=600 2>&1 | tail -n 3; echo "dd=${PIPESTATUS[0]}"',
+      'echo old > /workspace/keep.txt; dd if=/dev/zero of=/workspace/big bs=1M count=600 2>&1 | tail -n 3; echo "dd=${PIPESTATUS[0]}"',
     )
     expect(fill.state, JSON.stringify(fill)).toBe('completed')
     expect(fill.result?.signal).toBeUndefined()
@@ -268,6 +268,21 @@ describe('sandbox loss, full disk and deletes through sbx serve', () => {
     const body = (await put.json()) as { error: { code: string; message: string } }
     expect(body.error.code).toBe('NO_SPACE')
     expect(body.error.message).toContain('diskMb')
+    // The failed upload left nothing: no empty or partial file, and no part file.
+    expect((await srv.fetch('/v1/sessions/disk/files?path=/workspace/more.bin')).status).toBe(404)
+    // An upload over an existing file that fails keeps the file as it was (it is written beside it
+    // and renamed into place only once whole).
+    const over = await srv.fetch('/v1/sessions/disk/files?path=/workspace/keep.txt', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/octet-stream' },
+      body: new Uint8Array(3 * 1024 * 1024),
+    })
+    expect(over.status).toBe(507)
+    const kept = await srv.fetch('/v1/sessions/disk/files?path=/workspace/keep.txt')
+    expect(kept.status).toBe(200)
+    expect(await kept.text()).toBe('old\n')
+    const left = await exec(srv, 'disk', 'ls -A /workspace')
+    expect(left.result?.stdout).toBe('big\nkeep.txt\n')
   }, 120_000)
 
   test('deleting a session during a command ends it "cancelled: session deleted", quickly', async () => {

@@ -38,6 +38,7 @@
 /* agent -> host */
 #define FR_HELLO 16u  /* id 0: u32 version, u32 pid, u32 uid, u32 maxFrame, u32 flags */
 #define SBX_HELLO_HAS_BASH 1u /* HELLO flag: /bin/bash is executable (persistent shells work) */
+#define SBX_HELLO_PART_WRITES 2u /* HELLO flag: WRITE takes part files (flags 2 and 4, below) */
 #define FR_STDOUT 17u /* raw bytes: at most the head of the cap (see FR_TAIL) */
 #define FR_STDERR 18u /* raw bytes: at most the head of the cap (see FR_TAIL) */
 #define FR_EXIT 19u   /* u8 kind (0 exited, 1 signalled), u32 code|signal, u8 timedOut,

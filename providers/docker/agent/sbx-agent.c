@@ -107,6 +107,7 @@ typedef struct writer {
   int fd; /* read end of the child's report pipe */
   int cancelled;
   char *path;
+  char *part; /* the part file of an upload (removed if the child dies before its report) */
 } writer_t;
 
 static buf_t inq, outq;
@@ -1066,7 +1067,7 @@ static write_report_t not_regular(mode_t m) {
  * One WRITE: creates the parents, then writes only to a regular file (or a new path). The open is
  * non-blocking, because opening a FIFO for writing blocks until a reader comes, possibly forever.
  */
-static write_report_t do_write(char *path, uint32_t flags, uint32_t mode, const uint8_t *data, size_t len) {
+static write_report_t write_plain(char *path, uint32_t flags, uint32_t mode, const uint8_t *data, size_t len) {
   if (mkdir_parents(path) < 0) return write_failed(errno, "mkdir", NULL);
   struct stat st;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return not_regular(st.st_mode);
@@ -1100,6 +1101,46 @@ static write_report_t do_write(char *path, uint32_t flags, uint32_t mode, const 
   return write_failed(0, "", NULL);
 }
 
+/*
+ * The last frame of an upload through a part file: the part takes the destination's place in one
+ * rename, keeping an existing file's mode (and writing through a symlink to its target, as a plain
+ * write does). Until then the destination is untouched, whole.
+ */
+static write_report_t commit_part(const char *part, const char *final) {
+  char *target = realpath(final, NULL);
+  const char *to = target ? target : final;
+  struct stat st;
+  if (stat(to, &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      free(target);
+      return not_regular(st.st_mode);
+    }
+    (void)chmod(part, st.st_mode & 07777);
+  }
+  int rc = rename(part, to), err = errno;
+  free(target);
+  return rc < 0 ? write_failed(err, "rename", NULL) : write_failed(0, "", NULL);
+}
+
+/*
+ * A WRITE, to `path` itself or (`final` set: flags 2) to the part file `path` of an upload to
+ * `final`, which the frame with flags 4 renames into place. A part whose write fails is removed, so a
+ * failed upload (a full disk, a cancel) leaves the destination as it was and no partial file.
+ */
+static write_report_t do_write(char *path, uint32_t flags, uint32_t mode, const uint8_t *data, size_t len,
+                               const char *final) {
+  struct stat st;
+  if (final && stat(final, &st) == 0 && !S_ISREG(st.st_mode)) {
+    unlink(path);
+    return not_regular(st.st_mode);
+  }
+  write_report_t rep = write_plain(path, flags, mode, data, len);
+  if (!final) return rep;
+  if (rep.err == 0 && (flags & 4)) rep = commit_part(path, final);
+  if (rep.err != 0) unlink(path);
+  return rep;
+}
+
 static void send_write_report(uint32_t id, const char *path, const write_report_t *rep) {
   if (rep->err == 0) frame_head(FR_OK, id, 0);
   else send_err(id, rep->err, rep->op, rep->detail[0] ? rep->detail : path);
@@ -1118,9 +1159,11 @@ static void op_write(uint32_t id, const uint8_t *p, size_t n) {
   char *path = rd_cstr(&r);
   uint32_t len = 0;
   const uint8_t *data = rd_bytes(&r, &len);
-  if (r.bad || !path || path[0] != '/') {
+  char *final = (flags & 2) ? rd_cstr(&r) : NULL;
+  if (r.bad || !path || path[0] != '/' || ((flags & 2) && (!final || final[0] != '/'))) {
     send_err(id, EINVAL, "protocol", "write needs an absolute path");
     free(path);
+    free(final);
     return;
   }
   int nwriters = 0;
@@ -1133,7 +1176,7 @@ static void op_write(uint32_t id, const uint8_t *p, size_t n) {
       /* Not holding the channel's pipes keeps the exec session from outliving the agent. */
       close(STDIN_FILENO), close(STDOUT_FILENO);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
-      write_report_t rep = do_write(path, flags, mode, data, len);
+      write_report_t rep = do_write(path, flags, mode, data, len, final);
       (void)!write(rp[1], &rep, sizeof rep);
       _exit(0);
     }
@@ -1141,14 +1184,16 @@ static void op_write(uint32_t id, const uint8_t *p, size_t n) {
     if (pid < 0) close(rp[0]);
   }
   if (pid < 0) {
-    write_report_t rep = do_write(path, flags, mode, data, len);
-    send_write_report(id, path, &rep);
+    write_report_t rep = do_write(path, flags, mode, data, len, final);
+    send_write_report(id, final ? final : path, &rep);
     free(path);
+    free(final);
     return;
   }
   set_nonblock(rp[0]);
   writer_t *w = xrealloc(NULL, sizeof *w);
-  *w = (writer_t){.next = writers, .id = id, .pid = pid, .fd = rp[0], .path = path};
+  *w = (writer_t){.next = writers, .id = id, .pid = pid, .fd = rp[0], .path = final ? final : path,
+                  .part = final ? path : NULL};
   writers = w;
 }
 
@@ -1160,7 +1205,10 @@ static void finish_write(writer_t *w) {
   while (k < 0 && errno == EINTR);
   if (k < 0 && errno == EAGAIN) return;
   /* No report: the child was killed, by a CANCEL or from outside (the OOM killer, say). */
-  if (k != (ssize_t)sizeof rep) rep = write_failed(w->cancelled ? ECANCELED : EIO, "write", NULL);
+  if (k != (ssize_t)sizeof rep) {
+    rep = write_failed(w->cancelled ? ECANCELED : EIO, "write", NULL);
+    if (w->part) unlink(w->part);
+  }
   send_write_report(w->id, w->path, &rep);
   close(w->fd);
   for (writer_t **pw = &writers; *pw; pw = &(*pw)->next) {
@@ -1170,6 +1218,7 @@ static void finish_write(writer_t *w) {
     }
   }
   free(w->path);
+  free(w->part);
   free(w);
 }
 
@@ -1392,6 +1441,7 @@ int main(int argc, char **argv) {
   /* Flags: which shells the image has (commands fall back to /bin/sh; the persistent shell needs bash). */
   uint32_t flags = 0;
   if (access("/bin/bash", X_OK) == 0) flags |= SBX_HELLO_HAS_BASH;
+  flags |= SBX_HELLO_PART_WRITES;
   frame_head(FR_HELLO, 0, 20);
   out_u32(SBX_PROTOCOL_VERSION);
   out_u32((uint32_t)getpid());

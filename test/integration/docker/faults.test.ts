@@ -135,7 +135,9 @@ describe('docker provider faults', () => {
     const err = await rejectionOf(fx.provider.create(profile, { labels: fx.labels }))
     expect(err).toMatchObject({ code: 'SANDBOX_CREATE_FAILED' })
     const message = (err as Error).message
-    expect(message).toMatch(/^image sandbox-router\/does-not-exist:latest is not on the Docker engine at \S+;/)
+    expect(message).toMatch(
+      /^image sandbox-router\/does-not-exist:latest is not on the Docker engine at \S+;/,
+    )
     expect(message).toContain('docker pull sandbox-router/does-not-exist:latest')
     expect(message).toContain('docker load')
     expect(message).not.toMatch(/runc|OCI|no such file/)
@@ -193,6 +195,44 @@ describe('docker provider faults', () => {
     expect((await sb.exec({ ...quick, command: 'ls /sys/class/net | sort | tr "\\n" " "' })).stdout).toMatch(
       /eth0/,
     )
+  })
+
+  test('an upload lands whole or not at all: written beside the file, renamed into place', async () => {
+    const sb = await fx.create()
+    await sb.exec({
+      ...quick,
+      command:
+        'printf "#!/bin/sh\\necho v1\\n" > /workspace/run.sh && chmod 755 /workspace/run.sh && ' +
+        'echo target > /workspace/real.txt && ln -s real.txt /workspace/link.txt',
+    })
+    // Over an executable: the new bytes, the old mode.
+    await sb.writeFile('/workspace/run.sh', '#!/bin/sh\necho v2\n')
+    expect(
+      await sb.exec({ ...quick, command: '/workspace/run.sh; stat -c %a /workspace/run.sh' }),
+    ).toMatchObject({
+      stdout: 'v2\n755\n',
+    })
+    // Through a symlink: its target is written, the link stays a link.
+    await sb.writeFile('/workspace/link.txt', 'through\n')
+    expect(
+      await sb.exec({
+        ...quick,
+        command: 'cat /workspace/real.txt; test -L /workspace/link.txt && echo link',
+      }),
+    ).toMatchObject({ stdout: 'through\nlink\n' })
+    // A large file in several frames, then the listing: no part file is left.
+    const big = new Uint8Array(3 * 1024 * 1024 + 5).fill(7)
+    await sb.writeFile('/workspace/big.bin', big)
+    expect(await sb.readFile('/workspace/big.bin')).toEqual(big)
+    expect(await sb.exec({ ...quick, command: 'ls -A /workspace' })).toMatchObject({
+      stdout: 'big.bin\nlink.txt\nreal.txt\nrun.sh\n',
+    })
+    // A directory in the way is refused as before, and leaves nothing.
+    await sb.exec({ ...quick, command: 'mkdir /workspace/dir' })
+    expect(await rejectionOf(sb.writeFile('/workspace/dir', 'x'))).toMatchObject({ code: 'BAD_REQUEST' })
+    expect(await sb.exec({ ...quick, command: 'ls -A /workspace | grep -c sbx-part' })).toMatchObject({
+      stdout: '0\n',
+    })
   })
 
   test('another process reconnects by ref and sees the same files', async () => {
