@@ -183,6 +183,30 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
     }
   }, 120_000)
 
+  test("commands and files are E2B's user `user`: whoami, owners, and a sudo that says why it cannot", async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      expect((await sbx.commands.run('whoami; id -gn')).stdout).toBe('user\nuser\n')
+      await sbx.files.write('owned/f.txt', 'mine')
+      await sbx.files.write('/tmp/t.txt', 'mine too')
+      for (const path of ['/home/user/owned/f.txt', '/home/user/owned', '/tmp/t.txt'])
+        expect(await sbx.files.getInfo(path)).toMatchObject({ owner: 'user', group: 'user' })
+      const [entry] = await sbx.files.list('owned')
+      expect(entry).toMatchObject({ name: 'f.txt', owner: 'user', group: 'user' })
+      expect((await sbx.commands.run('stat -c %U:%G /home/user/owned/f.txt')).stdout).toBe('user:user\n')
+
+      // No root inside (capabilities dropped, no-new-privileges): sudo fails, saying so.
+      const sudo = await sbx.commands.run('sudo echo hi').catch((e: unknown) => e)
+      expect(sudo).toBeInstanceOf(CommandExitError)
+      expect(sudo).toMatchObject({ exitCode: 1, stdout: '' })
+      expect((sudo as CommandExitError).stderr).toContain(
+        'sudo: not available in this sandbox: it runs as user without privileges',
+      )
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
   test('a sandbox killed while a command runs: the SDK reports it gone', async () => {
     const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
     const cmd = await sbx.commands.run('sleep 60', { background: true })
