@@ -10,6 +10,7 @@ import type { App } from '../app.js'
 import type { Principal } from '../keyring.js'
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
+import { sandboxDomain } from './hosts.js'
 import { E2BSandboxStore, type E2BSandbox } from './sandboxes.js'
 
 /** The envd version we report: the SDK enables features by it (0.6.x: octet-stream uploads, file metadata). */
@@ -70,15 +71,15 @@ function timeoutSeconds(value: unknown): number {
   return value
 }
 
-function sandboxJson(s: E2BSandbox) {
+function sandboxJson(s: E2BSandbox, domain: string) {
   return {
     sandboxID: s.sandboxId,
     templateID: s.templateId,
     clientID: 'sandbox-router',
     envdVersion: ENVD_VERSION,
     envdAccessToken: s.accessToken,
-    trafficAccessToken: null,
-    domain: null,
+    trafficAccessToken: s.trafficAccessToken ?? null,
+    domain,
   }
 }
 
@@ -99,11 +100,11 @@ function listedJson(s: E2BSandbox) {
   }
 }
 
-function detailJson(s: E2BSandbox) {
+function detailJson(s: E2BSandbox, domain: string) {
   return {
     ...listedJson(s),
     envdAccessToken: s.accessToken,
-    domain: null,
+    domain,
     allowInternetAccess: null,
     lifecycle: { onTimeout: 'kill', autoResume: false },
   }
@@ -131,6 +132,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         return e2bErrorResponse(err)
       }
     }
+  const domainOf = (c: Context): string => sandboxDomain(deps.e2b.domain, c.req.header('host'))
   const own = async (p: Principal, id: string): Promise<E2BSandbox> => {
     const s = await store.get(p.tenant, id)
     if (!s) throw notFound(id)
@@ -158,6 +160,12 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
     const metadata = stringRecord(body.metadata, 'metadata')
     const envVars = stringRecord(body.envVars, 'envVars')
     const timeoutS = timeoutSeconds(body.timeout)
+    const network = body.network
+    if (network !== undefined && network !== null && (typeof network !== 'object' || Array.isArray(network)))
+      throw new E2BApiError(400, 'network must be an object')
+    const publicTraffic = (network as Json | null | undefined)?.allowPublicTraffic
+    if (publicTraffic !== undefined && typeof publicTraffic !== 'boolean')
+      throw new E2BApiError(400, 'network.allowPublicTraffic must be a boolean')
     const sandboxId = E2BSandboxStore.newId()
     await deps.sessions.create(p.tenant, { id: sandboxId, provider, profile }, { admit: true })
     const s = await store.add(
@@ -170,11 +178,12 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         cwd: deps.e2b.cwdOf?.(profile) ?? '/',
         metadata,
         envVars,
+        publicTraffic: publicTraffic !== false,
       },
       timeoutS * 1000,
     )
     deps.logger.info({ tenant: p.tenant, sandboxId, templateId, profile }, 'e2b sandbox created')
-    return c.json(sandboxJson(s), 201)
+    return c.json(sandboxJson(s, domainOf(c)), 201)
   })
   app.post('/v2/sandboxes', create)
   app.post('/sandboxes', create)
@@ -205,7 +214,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
   for (const prefix of ['/sandboxes/:id', '/v2/sandboxes/:id']) {
     app.get(
       prefix,
-      handle(async (c, p) => c.json(detailJson(await own(p, c.req.param('id') ?? '')))),
+      handle(async (c, p) => c.json(detailJson(await own(p, c.req.param('id') ?? ''), domainOf(c)))),
     )
     app.delete(
       prefix,
@@ -242,7 +251,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         const ms = timeoutSeconds((await jsonBody(c)).timeout) * 1000
         // Connect only ever extends a running sandbox's lifetime.
         if (Date.now() + ms > s.endAt.getTime()) await store.setTimeout(s, ms)
-        return c.json(sandboxJson(s), 200)
+        return c.json(sandboxJson(s, domainOf(c)), 200)
       }),
     )
     for (const action of ['pause', 'resume'] as const) {

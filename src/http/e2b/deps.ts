@@ -1,6 +1,7 @@
 import type { Logger } from '../../logger.js'
 import type { Keyring } from '../keyring.js'
 import type { CodeService, ProcessService, SessionService } from '../deps.js'
+import type { SessionStreamService } from '../../runtime/session-streams.js'
 import type { E2BState } from './state.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
@@ -16,6 +17,11 @@ export interface E2BEndpointDeps {
   cwdOf?(profile: string): string
   /** Where E2B sandbox records live (Redis in a fleet). @default one in this process's memory */
   state?: E2BState
+  /**
+   * The sandbox domain create and connect report (config `e2b.domain`): `getHost(port)` is
+   * `<port>-<sandboxId>.<domain>`. @default `localhost:<the port the request came to>`
+   */
+  domain?: string
   /** Whether the provider can pause and resume sandboxes (none of ours can yet). */
   canPause?(provider: string): boolean
   /** Runs `command` through the server's tool-call interceptors as a `bash` call. */
@@ -29,6 +35,8 @@ export interface E2BRouteDeps {
   logger: Logger
   sessions: SessionService
   processes?: ProcessService
+  /** Port forwarding (`getHost(port)` host names); absent (`sbx api`): such a request is a 501. */
+  streams?: SessionStreamService
   /** The code interpreter behind `/execute` (`@e2b/code-interpreter`'s runCode); absent: 501. */
   code?: CodeService
   /** Counts one request of the tenant against the limiter of the rest of the API (RATE_LIMITED past it). */

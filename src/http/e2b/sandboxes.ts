@@ -22,12 +22,20 @@ export interface E2BSandbox {
   readonly envVars: Record<string, string>
   /** The `X-Access-Token` envd calls must carry. */
   readonly accessToken: string
+  /** What a request to a port through the sandbox's host name must carry (unset: public, as E2B's default). */
+  readonly trafficAccessToken?: string
   readonly startedAt: Date
   endAt: Date
 }
 
 /** What creating a sandbox records. */
-export type NewE2BSandbox = Omit<E2BSandbox, 'sandboxId' | 'accessToken' | 'startedAt' | 'endAt'>
+export type NewE2BSandbox = Omit<
+  E2BSandbox,
+  'sandboxId' | 'accessToken' | 'trafficAccessToken' | 'startedAt' | 'endAt'
+> & {
+  /** Whether ports answer through the sandbox's host name without a traffic token. @default true */
+  publicTraffic?: boolean
+}
 
 /** How often each process looks for sandboxes whose lifetime ended (ms). */
 const SWEEP_MS = 1_000
@@ -64,10 +72,12 @@ export class E2BSandboxStore {
 
   async add(sandboxId: string, input: NewE2BSandbox, timeoutMs: number): Promise<E2BSandbox> {
     const now = new Date()
+    const { publicTraffic = true, ...rest } = input
     const s: E2BSandbox = {
-      ...input,
+      ...rest,
       sandboxId,
       accessToken: randomBytes(24).toString('hex'),
+      ...(publicTraffic ? {} : { trafficAccessToken: randomBytes(24).toString('hex') }),
       startedAt: now,
       endAt: new Date(now.getTime() + timeoutMs),
     }
@@ -86,6 +96,12 @@ export class E2BSandboxStore {
     const r = await this.state.get(sandboxId)
     if (!r) return 'unknown'
     return token === r.accessToken ? sandboxOf(r) : 'bad-token'
+  }
+
+  /** The sandbox of any tenant (a request through its host name, whose id and token are the credentials). */
+  async byId(sandboxId: string): Promise<E2BSandbox | undefined> {
+    const r = await this.state.get(sandboxId)
+    return r ? sandboxOf(r) : undefined
   }
 
   /** The tenant's sandboxes, newest first. */

@@ -19,6 +19,11 @@ export interface E2BRecord {
   envVars: Record<string, string>
   /** The `X-Access-Token` envd calls must carry. */
   accessToken: string
+  /**
+   * The `e2b-traffic-access-token` a request to one of the sandbox's ports through its host name
+   * (`getHost`) must carry: set when create asked `network.allowPublicTraffic: false`.
+   */
+  trafficAccessToken?: string
   startedAt: number
   endAt: number
 }
