@@ -15,6 +15,7 @@ import type { McpShellProfile } from '../http/mcp-schemas.js'
 import { redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createRuntime } from './create-runtime.js'
 import { e2bCommandPolicy } from './e2b-policy.js'
+import { e2bPauseHooks } from './e2b-pause.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
 import { describeNetwork } from '../egress/policy.js'
 import { egressSupport } from '../egress/providers.js'
@@ -133,6 +134,7 @@ export async function startServer(
       providerOf: (profile) => runtime.registry.profile(profile).provider,
       cwdOf: (profile) => runtime.registry.profile(profile).cwd,
       state: runtime.e2bState,
+      ...e2bPauseHooks(runtime),
       policy: (tenant, sandboxId, command) =>
         e2bCommandPolicy(runtime.chains.toolCall, tenant, sandboxId, command),
     },

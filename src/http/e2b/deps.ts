@@ -22,8 +22,20 @@ export interface E2BEndpointDeps {
    * `<port>-<sandboxId>.<domain>`. @default `localhost:<the port the request came to>`
    */
   domain?: string
-  /** Whether the provider can pause and resume sandboxes (none of ours can yet). */
+  /** Whether the provider can pause and resume sandboxes (and this process holds them). */
   canPause?(provider: string): boolean
+  /**
+   * Freezes (`paused`) or thaws the sandbox of the tenant's session (E2B's pause / resume) and
+   * returns its id (undefined: the session has no sandbox yet, nothing to freeze). A thaw naming
+   * `sandbox` (the id the pause returned) is NOT_FOUND when the session no longer has that sandbox
+   * (evicted while paused). Only called when {@link canPause} said yes.
+   */
+  setPaused?(
+    tenant: string,
+    sessionId: string,
+    paused: boolean,
+    sandbox?: string,
+  ): Promise<string | undefined>
   /** Runs `command` through the server's tool-call interceptors as a `bash` call. */
   policy(tenant: string, sandboxId: string, command: string): Promise<E2BCommandVerdict>
 }

@@ -69,6 +69,7 @@ export function sandboxHostRouter(deps: E2BRouteDeps, store: E2BSandboxStore): M
     if (!target) return next()
     const s = await store.byId(target.sandboxId)
     if (!s) return proxyError('The sandbox was not found', target.sandboxId)
+    if (s.paused) return proxyError('The sandbox is paused', s.sandboxId)
     if (target.port === ENVD_PORT) {
       // envd: the routes behind check the X-Access-Token as for any envd call.
       const headers = new Headers(c.req.raw.headers)

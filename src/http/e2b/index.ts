@@ -28,6 +28,9 @@ export function registerE2BRoutes(
       { tenant: s.tenant, sandboxId: s.sandboxId },
       'e2b sandbox timed out; deleting its session',
     )
+    // A frozen sandbox is thawed first, so its processes get their signals as they end.
+    if (s.paused)
+      await deps.e2b.setPaused?.(s.tenant, s.sandboxId, false, s.pausedSandbox).catch(() => undefined)
     await deps.sessions
       .delete(s.tenant, s.sandboxId)
       .catch((err: unknown) =>

@@ -24,6 +24,10 @@ export interface E2BSandbox {
   readonly accessToken: string
   /** What a request to a port through the sandbox's host name must carry (unset: public, as E2B's default). */
   readonly trafficAccessToken?: string
+  /** Paused by E2B's pause: frozen until connect (or resume) thaws it. */
+  paused?: boolean
+  /** The provider's id of the sandbox the pause froze. */
+  pausedSandbox?: string
   readonly startedAt: Date
   endAt: Date
 }
@@ -31,7 +35,7 @@ export interface E2BSandbox {
 /** What creating a sandbox records. */
 export type NewE2BSandbox = Omit<
   E2BSandbox,
-  'sandboxId' | 'accessToken' | 'trafficAccessToken' | 'startedAt' | 'endAt'
+  'sandboxId' | 'accessToken' | 'trafficAccessToken' | 'paused' | 'pausedSandbox' | 'startedAt' | 'endAt'
 > & {
   /** Whether ports answer through the sandbox's host name without a traffic token. @default true */
   publicTraffic?: boolean
@@ -114,6 +118,19 @@ export class E2BSandboxStore {
 
   /** Sets the remaining lifetime to `ms` from now. */
   async setTimeout(s: E2BSandbox, ms: number): Promise<void> {
+    s.endAt = new Date(Date.now() + ms)
+    await this.state.put(recordOf(s))
+  }
+
+  /**
+   * Marks the sandbox paused (its lifetime then ends `ms` from now: a paused sandbox is kept that
+   * long) or running again with `ms` of lifetime.
+   */
+  async setPaused(s: E2BSandbox, paused: boolean, ms: number, sandbox?: string): Promise<void> {
+    if (paused) s.paused = true
+    else delete s.paused
+    if (paused && sandbox) s.pausedSandbox = sandbox
+    else delete s.pausedSandbox
     s.endAt = new Date(Date.now() + ms)
     await this.state.put(recordOf(s))
   }

@@ -24,6 +24,10 @@ export interface E2BRecord {
    * (`getHost`) must carry: set when create asked `network.allowPublicTraffic: false`.
    */
   trafficAccessToken?: string
+  /** Paused (E2B's pause): envd and ports answer 502 until connect resumes it. */
+  paused?: boolean
+  /** The provider's id of the sandbox the pause froze (resume checks it is still the session's). */
+  pausedSandbox?: string
   startedAt: number
   endAt: number
 }
