@@ -10,7 +10,9 @@
 #   dev    sandbox-router/dev       the dev sandbox image (the built-in `dev` profile): a Debian rootfs
 #                                   with python3 (venv, pip), git, nodejs, npm, build-essential, curl,
 #                                   ca-certificates, jq, ripgrep, procps, less, unzip, file; user
-#                                   `sandbox` (uid 1000, home /workspace). No sbx-agent inside: the
+#                                   `sandbox` (uid 1000, home /workspace) and E2B's `user` (uid 1001,
+#                                   home /home/user: the built-in `e2b` profile), a `sudo` that says
+#                                   why there is none (scripts/sandbox-sudo.sh). No sbx-agent inside: the
 #                                   Docker provider brings its own into every container. Not part of `all`.
 # Each image is rebuilt only when its inputs changed: their hash is stored as the image label
 # sandbox-router.inputs (like the base image of scripts/setup.sh). The Debian packages come from this
@@ -198,7 +200,7 @@ DEV_PACKAGES=python3,python-is-python3,python3-venv,python3-pip,git,nodejs,npm,b
 
 build_dev() {
   local inputs
-  inputs=$({ recipe build_dev; echo "$DEV_PACKAGES"; } | sha256sum | cut -c1-12)-$sources_hash
+  inputs=$({ recipe build_dev; echo "$DEV_PACKAGES"; cat "$ROOT/scripts/sandbox-sudo.sh"; } | sha256sum | cut -c1-12)-$sources_hash
   if [ "$(current_inputs "$DEV_IMAGE")" = "$inputs" ]; then
     log "image $DEV_IMAGE up to date ($inputs)"
     return
@@ -215,7 +217,10 @@ build_dev() {
     --customize-hook='mkdir -p "$1/workspace"' \
     --customize-hook='chroot "$1" groupadd --gid 1000 sandbox' \
     --customize-hook='chroot "$1" useradd --uid 1000 --gid sandbox --shell /bin/bash --home-dir /workspace --no-create-home sandbox' \
-    --customize-hook='chroot "$1" chown 1000:1000 /workspace'
+    --customize-hook='chroot "$1" chown 1000:1000 /workspace' \
+    --customize-hook='chroot "$1" groupadd --gid 1001 user' \
+    --customize-hook='chroot "$1" useradd --uid 1001 --gid user --shell /bin/bash --home-dir /home/user --no-create-home user' \
+    --customize-hook="install -m 0755 '$ROOT/scripts/sandbox-sudo.sh' \"\$1/usr/local/bin/sudo\""
   step "docker import" import_image "$work/rootfs.tar" "$DEV_IMAGE" "$inputs" \
     'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin' \
     'ENV HOME=/workspace' \

@@ -2,7 +2,8 @@
 # Runs E2B's own JS-SDK tests (a checkout of e2b-dev/E2B, packages/js-sdk/tests) against sandbox-router's
 # E2B-compatible endpoint. Nothing of theirs is kept in this repository: the tests are copied into a
 # temporary directory, their `../src` imports pointed at the installed `e2b` package, and run with
-# E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY aimed at a `sbx serve` started here (docs/e2b-endpoint.md).
+# E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY aimed at a `sbx serve` started here, over HTTPS with a
+# CA made for the run (docs/e2b-endpoint.md). Needs openssl. SBX_DEV_IMAGE names another dev image.
 #
 #   scripts/e2b-upstream-tests.sh <path to an e2b-dev/E2B checkout> [vitest args…]
 set -euo pipefail
@@ -41,12 +42,37 @@ scope="e2bup-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
 key="sbx_e2bup_$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 mkdir -p "$work/srv"
-# E2B's base template has python3 and node: the dev image (scripts/setup.sh --dev) with E2B's home.
+# getHost(port) is `<port>-<sandboxId>.<domain>` and the suite fetches it over https: the endpoint
+# serves TLS with a certificate for *.e2b.localhost (and 127.0.0.1, the API URL) signed by a CA made
+# here (NODE_EXTRA_CA_CERTS), its domain is e2b.localhost:<port>, and since Node's resolver does not
+# map *.localhost to loopback as RFC 6761 (and curl, browsers, systemd-resolved) do, the test
+# processes preload a lookup that does.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=e2b-upstream test CA" \
+  -keyout "$work/srv/ca.key" -out "$work/srv/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=e2b.localhost" \
+  -keyout "$work/srv/tls.key" -out "$work/srv/tls.csr" 2>/dev/null
+printf 'subjectAltName=DNS:*.e2b.localhost,DNS:e2b.localhost,DNS:localhost,IP:127.0.0.1\n' > "$work/srv/san.ext"
+openssl x509 -req -in "$work/srv/tls.csr" -CA "$work/srv/ca.crt" -CAkey "$work/srv/ca.key" -CAcreateserial \
+  -days 2 -extfile "$work/srv/san.ext" -out "$work/srv/tls.crt" 2>/dev/null
+cat > "$work/localhost-dns.cjs" <<'JS'
+const dns = require('node:dns')
+const lookup = dns.lookup
+dns.lookup = function (host, options, callback) {
+  if (typeof host !== 'string' || !/\.localhost\.?$/i.test(host)) return lookup.apply(this, arguments)
+  const cb = typeof options === 'function' ? options : callback
+  const all = typeof options === 'object' && options !== null && options.all
+  process.nextTick(() => (all ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4)))
+  return {}
+}
+JS
+# E2B's base template has python3 and node: the dev image (scripts/setup.sh --dev) as E2B's user `user`
+# (uid 1001 in our images) with its home.
 cat > "$work/srv/sandbox-router.config.json" <<CFG
 { "queue": { "prefix": "$scope" }, "quotas": { "requestsPerSecond": 1000 },
-  "profiles": { "e2b-dev": { "provider": "docker", "image": "sandbox-router/dev:latest", "cwd": "/home/user",
-                             "env": { "HOME": "/home/user" }, "memoryMb": 1024, "pidsLimit": 512 } },
-  "e2b": { "templates": { "base": "e2b-dev" } } }
+  "server": { "tls": { "certFile": "tls.crt", "keyFile": "tls.key" } },
+  "profiles": { "e2b-dev": { "provider": "docker", "image": "${SBX_DEV_IMAGE:-sandbox-router/dev:latest}", "cwd": "/home/user",
+                             "env": { "HOME": "/home/user" }, "user": "1001:1001", "memoryMb": 1024, "pidsLimit": 512 } },
+  "e2b": { "templates": { "base": "e2b-dev" }, "domain": "e2b.localhost:$port" } }
 CFG
 (cd "$work/srv" && SBX_API_KEY=$key exec node "$root/bin/sbx.js" serve --host 127.0.0.1 --port "$port") > "$work/serve.log" 2>&1 &
 srv=$!
@@ -60,5 +86,6 @@ trap cleanup EXIT
 for _ in $(seq 1 240); do grep -q 'listening on' "$work/serve.log" && break; sleep 0.5; done
 grep -q 'listening on' "$work/serve.log" || { cat "$work/serve.log"; exit 1; }
 cd "$work"
-E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$port" E2B_API_KEY=$key \
+E2B_API_URL="https://127.0.0.1:$port" E2B_SANDBOX_URL="https://127.0.0.1:$port" E2B_API_KEY=$key \
+  NODE_EXTRA_CA_CERTS="$work/srv/ca.crt" NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require $work/localhost-dns.cjs" \
   npx vitest run --config vitest.config.mts "$@"

@@ -4,8 +4,9 @@
 #   2. starts dockerd in the background when `docker info` fails, and waits until it answers, then
 #      registers gVisor's runtime runsc with it (scripts/setup-gvisor.sh: SIGHUP, no restart);
 #   3. compiles the in-sandbox agent (providers/docker/agent) when the binary is missing or stale;
-#   4. builds the base image (busybox + bash + agent, user `sandbox` uid 1000) with `docker import`,
-#      only when its inputs changed (their hash is stored as an image label);
+#   4. builds the base image (busybox + bash + agent, user `sandbox` uid 1000, and E2B's `user`
+#      uid 1001 for the built-in `e2b` profile, a `sudo` that explains why there is none) with
+#      `docker import`, only when its inputs changed (their hash is stored as an image label);
 #   5. with --dev (or SBX_SETUP_DEV=1): also the dev image sandbox-router/dev (scripts/build-images.sh
 #      dev: Debian packages, about 80 s the first time on a 2-core machine, cached by its inputs after).
 #      `sbx setup` / `sbx image build` pass --dev when a configured profile uses the dev image.
@@ -110,7 +111,7 @@ log "agent ok ($AGENT_BIN)"
 # ---- 4. base image --------------------------------------------------------------------------
 BUSYBOX=/bin/busybox
 BASH_STATIC=/bin/bash-static
-inputs=$(cat "$AGENT_BIN" "${AGENT_SOURCES[@]}" "$BUSYBOX" "$BASH_STATIC" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
+inputs=$(cat "$AGENT_BIN" "${AGENT_SOURCES[@]}" "$BUSYBOX" "$BASH_STATIC" "${BASH_SOURCE[0]}" "$ROOT/scripts/sandbox-sudo.sh" | sha256sum | cut -c1-16)
 current=$(docker image inspect -f "{{ index .Config.Labels \"$INPUTS_LABEL\" }}" "$IMAGE" 2>/dev/null || true)
 # ---- 5. dev image (when asked) --------------------------------------------------------------
 dev_image() {
@@ -137,14 +138,18 @@ done
 rm -f "$rootfs/bin/bash"
 cp "$BASH_STATIC" "$rootfs/bin/bash"
 cp "$AGENT_BIN" "$rootfs/usr/local/bin/sbx-agent"
+cp "$ROOT/scripts/sandbox-sudo.sh" "$rootfs/usr/local/bin/sudo"
+chmod 0755 "$rootfs/usr/local/bin/sudo"
 cat >"$rootfs/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 sandbox:x:1000:1000:sandbox:/workspace:/bin/bash
+user:x:1001:1001:user:/home/user:/bin/bash
 nobody:x:65534:65534:nobody:/nonexistent:/bin/false
 EOF
 cat >"$rootfs/etc/group" <<'EOF'
 root:x:0:
 sandbox:x:1000:
+user:x:1001:
 nogroup:x:65534:
 EOF
 chmod 0755 "$rootfs" "$rootfs/workspace"

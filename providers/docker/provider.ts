@@ -369,6 +369,25 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     }
   }
 
+  /** The engine's pause / unpause; 404 is NOT_FOUND, 409 (already in that state) is fine. */
+  async function freeze(ref: SandboxRef, paused: boolean): Promise<void> {
+    const c = docker.getContainer(ref.id)
+    try {
+      await (paused ? c.pause() : c.unpause())
+    } catch (err) {
+      const status = engineStatus(err)
+      if (status === 404) throw new AppError('NOT_FOUND', `sandbox ${ref.id} is gone`, { cause: err })
+      if (status === 409) {
+        const state = await c.inspect().then(
+          (i) => i.State,
+          () => undefined,
+        )
+        if (state?.Running && state.Paused === paused) return
+      }
+      throw mapEngineError(err, `${paused ? 'pausing' : 'resuming'} sandbox ${ref.id}`)
+    }
+  }
+
   async function health(): Promise<SandboxHealth> {
     try {
       await docker.ping()
@@ -395,6 +414,8 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     connect,
     list,
     destroy,
+    pause: (ref: SandboxRef) => freeze(ref, true),
+    resume: (ref: SandboxRef) => freeze(ref, false),
     health,
     close,
   }

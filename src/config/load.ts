@@ -58,6 +58,11 @@ export function loadConfig(opts: LoadConfigOptions = {}): LoadedConfig {
   const config = parsed.data
   if (file)
     config.extensions = config.extensions.map((s) => (s.startsWith('.') ? resolve(dirname(file), s) : s))
+  const tls = config.server.tls
+  if (tls) {
+    const base = file ? dirname(file) : cwd
+    config.server.tls = { certFile: resolve(base, tls.certFile), keyFile: resolve(base, tls.keyFile) }
+  }
   const profiles = new Map<string, ResolvedProfile>()
   if (!config.profiles['default']) profiles.set('default', resolveProfile('default', { provider: 'docker' }))
   if (!config.profiles['dev']) profiles.set('dev', resolveProfile('dev', DEV_PROFILE))

@@ -109,6 +109,20 @@ export const ConfigSchema = z
          * @default 15000
          */
         sseKeepAliveMs: z.number().int().min(100).max(3_600_000).default(15_000),
+        /**
+         * Serve HTTPS instead of HTTP: PEM files of the certificate (chain) and its private key,
+         * resolved against the config file's folder. E2B apps fetch `getHost(port)` URLs over
+         * https (docs/e2b-endpoint.md). @default unset: plain HTTP
+         */
+        tls: z
+          .object({
+            /** PEM certificate (leaf first, then intermediates). */
+            certFile: z.string().min(1),
+            /** PEM private key of the certificate. */
+            keyFile: z.string().min(1),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .default({
@@ -288,6 +302,17 @@ export const ConfigSchema = z
         templates: z
           .record(z.string().regex(/^[A-Za-z0-9._:/-]{1,128}$/), z.string().regex(/^[A-Za-z0-9._-]+$/))
           .default({ base: 'e2b' }),
+        /**
+         * The sandbox domain create and connect report, so the SDK's `getHost(port)` gives
+         * `<port>-<sandboxId>.<domain>`: a request to this server with that `Host` goes to the port
+         * in the sandbox. Needs names under it to resolve to this server (wildcard DNS, or
+         * `*.localhost` where the resolver maps it to loopback). A `:port` may follow the name.
+         * @default `localhost:<the port the request came to>`
+         */
+        domain: z
+          .string()
+          .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, 'a host name, optionally with :port (e2b.example.com:8443)')
+          .optional(),
       })
       .strict()
       .default({ templates: { base: 'e2b' } }),

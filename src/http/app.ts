@@ -107,6 +107,10 @@ export function createApp(deps: AppDeps): App {
     c.set('requestId', c.req.header('x-request-id') ?? crypto.randomUUID())
     await next()
   })
+  // E2B sandbox host names (`<port>-<sandboxId>.<domain>`, the SDK's getHost): the sandbox's server
+  // answers, before any key or body limit of ours. Set below, once the E2B routes exist.
+  let e2bHosts: MiddlewareHandler<HttpEnv> | undefined
+  app.use('*', (c, next) => (e2bHosts ? e2bHosts(c, next) : next()))
 
   const fileLimitBytes = deps.limits?.fileLimitBytes ?? 10_485_760
   const limitBody = (maxSize: number, what: string) =>
@@ -176,12 +180,12 @@ export function createApp(deps: AppDeps): App {
   registerAgentRunRoutes(app, deps)
   registerEventRoutes(app, deps)
   if (deps.e2b)
-    registerE2BRoutes(app, {
+    e2bHosts = registerE2BRoutes(app, {
       ...deps,
       e2b: deps.e2b,
       fileLimitBytes,
       admitRequest: (tenant) => admit(limiter, tenant),
-    })
+    }).hosts
   if (deps.admin) registerAdminRoutes(app, { keyring: deps.keyring, logger: deps.logger, ...deps.admin })
   const mcp = deps.mcp
   if (mcp) app.all('/mcp', (c) => mcp.handle(c.req.raw, c.get('principal')))

@@ -1,5 +1,7 @@
 import { serve } from '@hono/node-server'
 import { WebSocketServer } from 'ws'
+import { readFileSync } from 'node:fs'
+import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { LoadedConfig } from '../config/load.js'
@@ -13,6 +15,7 @@ import type { McpShellProfile } from '../http/mcp-schemas.js'
 import { redactUrl } from '../queue/bullmq/redis-clients.js'
 import { createRuntime } from './create-runtime.js'
 import { e2bCommandPolicy } from './e2b-policy.js'
+import { e2bPauseHooks } from './e2b-pause.js'
 import type { Runtime, RuntimeOptions } from './create-runtime.js'
 import { describeNetwork } from '../egress/policy.js'
 import { egressSupport } from '../egress/providers.js'
@@ -127,9 +130,11 @@ export async function startServer(
     metrics: (scope) => runtime.metrics.text(scope),
     e2b: {
       templates: config.e2b.templates,
+      ...(config.e2b.domain ? { domain: config.e2b.domain } : {}),
       providerOf: (profile) => runtime.registry.profile(profile).provider,
       cwdOf: (profile) => runtime.registry.profile(profile).cwd,
       state: runtime.e2bState,
+      ...e2bPauseHooks(runtime),
       policy: (tenant, sandboxId, command) =>
         e2bCommandPolicy(runtime.chains.toolCall, tenant, sandboxId, command),
     },
@@ -148,22 +153,25 @@ export async function startServer(
     handleProtocols: chooseProtocol,
     maxPayload: 16 * 1024 * 1024,
   })
+  const tls = config.server.tls ? readTls(config.server.tls) : undefined
   const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-    const s = serve(
-      {
-        fetch: app.fetch,
-        port: opts.port ?? config.server.port,
-        hostname: host,
-        websocket: { server: wss },
-        serverOptions: requestTimeouts(config.server.requestTimeoutMs),
-      },
-      () => resolve(s),
-    )
+    const common = {
+      fetch: app.fetch,
+      port: opts.port ?? config.server.port,
+      hostname: host,
+      websocket: { server: wss },
+    }
+    const timeouts = requestTimeouts(config.server.requestTimeoutMs)
+    const s = tls
+      ? serve({ ...common, createServer: createHttpsServer, serverOptions: { ...timeouts, ...tls } }, () =>
+          resolve(s),
+        )
+      : serve({ ...common, serverOptions: timeouts }, () => resolve(s))
     s.once('error', reject)
   })
   const port = (server.address() as AddressInfo).port
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url: `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,
     async close() {
       await mcp.close()
@@ -214,6 +222,23 @@ function providerHasPersistentShells(runtime: Runtime, providerId: string): bool
   } catch {
     return undefined
   }
+}
+
+/** The PEM certificate and key of `server.tls`; CONFIG_INVALID naming the file that cannot be read. */
+function readTls(tls: { certFile: string; keyFile: string }): { cert: Buffer; key: Buffer } {
+  const read = (file: string, what: string): Buffer => {
+    try {
+      return readFileSync(file)
+    } catch (err) {
+      throw new AppError(
+        'CONFIG_INVALID',
+        `server.tls.${what}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)}); ` +
+          'give the PEM file of the certificate (certFile) and of its key (keyFile)',
+        { cause: err },
+      )
+    }
+  }
+  return { cert: read(tls.certFile, 'certFile'), key: read(tls.keyFile, 'keyFile') }
 }
 
 /**

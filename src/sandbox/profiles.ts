@@ -158,14 +158,22 @@ export const DEV_PROFILE: ProfileInput = {
 }
 
 /**
+ * E2B's sandbox user: `user` (uid:gid 1001:1001, home `/home/user`) in the images scripts/setup.sh
+ * and `scripts/build-images.sh dev` build, beside their own `sandbox` (1000).
+ */
+export const E2B_USER = '1001:1001'
+
+/**
  * The built-in `e2b` profile (unless the config defines one), which the E2B-compatible endpoint's
- * `base` template names by default: the default image, with E2B's home `/home/user` as the working
- * directory and `HOME`, so relative paths and `~` mean what E2B apps expect.
+ * `base` template names by default: the default image, run as E2B's user `user`
+ * ({@link E2B_USER}), with its home `/home/user` as the working directory and `HOME`, so relative
+ * paths and `~` mean what E2B apps expect and files written through the endpoint are `user`'s.
  */
 export const E2B_PROFILE: ProfileInput = {
   provider: 'docker',
   cwd: '/home/user',
   env: { HOME: '/home/user' },
+  user: E2B_USER,
 }
 
 /** Whether a profile runs the dev image (so setup must build it). */

@@ -244,6 +244,14 @@ export interface SandboxProvider {
   /** Whether the provider's backend answers (engine ping, API reachability). */
   health?(): Promise<SandboxHealth>
   /**
+   * Capability: freezes every process of the sandbox in place, memory and files kept, until
+   * {@link resume} (Docker: the engine's pause, the cgroup freezer); E2B's pause. Pausing a paused
+   * sandbox is not an error; a gone one is `NOT_FOUND`. Absent: the provider cannot pause.
+   */
+  pause?(ref: SandboxRef): Promise<void>
+  /** Thaws a sandbox {@link pause} froze; resuming a running one is not an error. */
+  resume?(ref: SandboxRef): Promise<void>
+  /**
    * Container runtimes (kernel boundaries) the backend offers, for profiles' `runtime` (Docker:
    * the engine's registered runtimes, e.g. `runc`, `runsc`). A provider without it takes only
    * profiles with the default `runtime: 'runc'`.

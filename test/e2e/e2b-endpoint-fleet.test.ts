@@ -47,6 +47,10 @@ describe('E2B-compatible endpoint through sbx api + sbx worker (fleet)', () => {
       expect(await sbx.files.read('/tmp/f.txt')).toBe('fleet file')
       const listed = await Sandbox.list({ ...conn, query: { metadata: { suite: scope } } }).nextItems()
       expect(listed.map((s) => s.sandboxId)).toEqual([sbx.sandboxId])
+      // The workers hold the sandboxes, not this process: pause says it cannot here.
+      await expect(sbx.pause()).rejects.toThrow(
+        /pause is not supported: provider 'docker' .*cannot pause sandboxes here/,
+      )
     } finally {
       expect(await sbx.kill()).toBe(true)
     }

@@ -1,10 +1,13 @@
+import { execFile } from 'node:child_process'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { CommandExitError, Sandbox, TimeoutError } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { BLOCK_REASON } from './fixtures/e2b-block-policy.js'
 import { removeScope, scopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
+const run = promisify(execFile)
 const ACME = `acme_e2b_${'a'.repeat(24)}`
 const GLOBEX = `globex_e2b_${'g'.repeat(24)}`
 
@@ -183,6 +186,30 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
     }
   }, 120_000)
 
+  test("commands and files are E2B's user `user`: whoami, owners, and a sudo that says why it cannot", async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    try {
+      expect((await sbx.commands.run('whoami; id -gn')).stdout).toBe('user\nuser\n')
+      await sbx.files.write('owned/f.txt', 'mine')
+      await sbx.files.write('/tmp/t.txt', 'mine too')
+      for (const path of ['/home/user/owned/f.txt', '/home/user/owned', '/tmp/t.txt'])
+        expect(await sbx.files.getInfo(path)).toMatchObject({ owner: 'user', group: 'user' })
+      const [entry] = await sbx.files.list('owned')
+      expect(entry).toMatchObject({ name: 'f.txt', owner: 'user', group: 'user' })
+      expect((await sbx.commands.run('stat -c %U:%G /home/user/owned/f.txt')).stdout).toBe('user:user\n')
+
+      // No root inside (capabilities dropped, no-new-privileges): sudo fails, saying so.
+      const sudo = await sbx.commands.run('sudo echo hi').catch((e: unknown) => e)
+      expect(sudo).toBeInstanceOf(CommandExitError)
+      expect(sudo).toMatchObject({ exitCode: 1, stdout: '' })
+      expect((sudo as CommandExitError).stderr).toContain(
+        'sudo: not available in this sandbox: it runs as user without privileges',
+      )
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
   test('a sandbox killed while a command runs: the SDK reports it gone', async () => {
     const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
     const cmd = await sbx.commands.run('sleep 60', { background: true })
@@ -239,18 +266,63 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
     await c.kill()
   }, 120_000)
 
-  test('clear errors: unknown template, bad key, pause on Docker', async () => {
+  test('clear errors: unknown template, bad key, auto-pause', async () => {
     await expect(Sandbox.create('no-such-template')).rejects.toThrow(
       /template 'no-such-template' not found; known templates: base, python/,
     )
     await expect(Sandbox.create('base', { apiKey: 'sbx_wrong_key_0123456789abcdef' })).rejects.toThrow(
       /Invalid API key/,
     )
-    const sbx = await Sandbox.create('base', { metadata: { suite: scope } })
+    await expect(Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } })).rejects.toThrow(
+      /autoPause is not supported: a sandbox here is killed at the end of its lifetime/,
+    )
+  }, 120_000)
+
+  test('pause freezes the sandbox in place; connect resumes it with its files and processes', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope, role: 'paused' } })
     try {
-      await expect(sbx.pause()).rejects.toThrow(/pause is not supported: provider 'docker'/)
+      await sbx.files.write('state.txt', 'kept')
+      const ticker = await sbx.commands.run('while true; do date +%s%N > /tmp/tick; sleep 0.05; done', {
+        background: true,
+      })
+      expect(await sbx.pause()).toBe(true)
+      expect(await sbx.isRunning()).toBe(false)
+      // Frozen by the engine (the cgroup freezer), not stopped: nothing in it runs.
+      const paused = await run('docker', [
+        'ps',
+        '-q',
+        '--filter',
+        `label=sandbox-router.scope=${scope}`,
+        '--filter',
+        'status=paused',
+      ])
+      expect(paused.stdout.trim().split('\n')).toHaveLength(1)
+      expect((await Sandbox.getInfo(sbx.sandboxId)).state).toBe('paused')
+      const listed = await Sandbox.list({
+        query: { metadata: { suite: scope, role: 'paused' }, state: ['paused'] },
+      }).nextItems()
+      expect(listed.map((s) => [s.sandboxId, s.state])).toEqual([[sbx.sandboxId, 'paused']])
+      expect(await sbx.pause()).toBe(false) // already paused
+      // envd of a paused sandbox answers 502, as E2B's proxy does; the SDK says so in its words.
+      await expect(sbx.commands.run('true')).rejects.toThrow(/not running anymore/)
+
+      const resumed = await Sandbox.connect(sbx.sandboxId)
+      expect(await resumed.isRunning()).toBe(true)
+      expect((await Sandbox.getInfo(sbx.sandboxId)).state).toBe('running')
+      expect(await resumed.files.read('state.txt')).toBe('kept')
+      expect((await resumed.commands.list()).map((p) => p.pid)).toContain(ticker.pid)
+      const t1 = (await resumed.commands.run('cat /tmp/tick')).stdout
+      await expect
+        .poll(async () => (await resumed.commands.run('cat /tmp/tick')).stdout, { timeout: 10_000 })
+        .not.toBe(t1)
     } finally {
       await sbx.kill()
     }
+    // A paused sandbox can be killed too.
+    const other = await Sandbox.create('base', { metadata: { suite: scope } })
+    await other.commands.run('true')
+    expect(await other.pause()).toBe(true)
+    expect(await Sandbox.kill(other.sandboxId)).toBe(true)
+    await expect.poll(() => scopeContainers(scope, true), { timeout: 30_000 }).toEqual([])
   }, 120_000)
 })

@@ -2,7 +2,7 @@
  * E2B's REST control plane over our sessions, at the paths the pinned `e2b` SDK calls (and the v1
  * ones): create (`POST /v2/sandboxes`, `/sandboxes`), list with metadata filter, states and paging
  * (`GET /v2/sandboxes`, `GET /sandboxes`), get, kill, timeout, connect, refresh, and pause/resume
- * (refused: no provider of ours can pause). The key comes as `X-API-Key` (the SDK's header) or as
+ * (where the provider can freeze a sandbox and this process holds it: Docker under `sbx serve`). The key comes as `X-API-Key` (the SDK's header) or as
  * a bearer token; it is one of our API keys, so tenants, quotas and rate limits are ours.
  */
 import type { Context } from 'hono'
@@ -10,6 +10,7 @@ import type { App } from '../app.js'
 import type { Principal } from '../keyring.js'
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
+import { sandboxDomain } from './hosts.js'
 import { E2BSandboxStore, type E2BSandbox } from './sandboxes.js'
 
 /** The envd version we report: the SDK enables features by it (0.6.x: octet-stream uploads, file metadata). */
@@ -18,6 +19,8 @@ export const ENVD_VERSION = '0.6.4'
 const DEFAULT_TIMEOUT_S = 300
 /** The longest lifetime one call may set (s): E2B's Pro tier limit, 24 h. */
 const MAX_TIMEOUT_S = 86_400
+/** How long a paused sandbox's record is kept (s); its profile's `idleTtlMs` may end it sooner. */
+const PAUSED_KEEP_S = MAX_TIMEOUT_S
 
 type Json = Record<string, unknown>
 
@@ -70,15 +73,15 @@ function timeoutSeconds(value: unknown): number {
   return value
 }
 
-function sandboxJson(s: E2BSandbox) {
+function sandboxJson(s: E2BSandbox, domain: string) {
   return {
     sandboxID: s.sandboxId,
     templateID: s.templateId,
     clientID: 'sandbox-router',
     envdVersion: ENVD_VERSION,
     envdAccessToken: s.accessToken,
-    trafficAccessToken: null,
-    domain: null,
+    trafficAccessToken: s.trafficAccessToken ?? null,
+    domain,
   }
 }
 
@@ -95,15 +98,15 @@ function listedJson(s: E2BSandbox) {
     metadata: s.metadata,
     startedAt: s.startedAt.toISOString(),
     endAt: s.endAt.toISOString(),
-    state: 'running',
+    state: s.paused ? 'paused' : 'running',
   }
 }
 
-function detailJson(s: E2BSandbox) {
+function detailJson(s: E2BSandbox, domain: string) {
   return {
     ...listedJson(s),
     envdAccessToken: s.accessToken,
-    domain: null,
+    domain,
     allowInternetAccess: null,
     lifecycle: { onTimeout: 'kill', autoResume: false },
   }
@@ -131,6 +134,39 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         return e2bErrorResponse(err)
       }
     }
+  const domainOf = (c: Context): string => sandboxDomain(deps.e2b.domain, c.req.header('host'))
+  /** The pause hook when the sandbox's provider can pause here; else 501 saying so. */
+  const pausable = (s: E2BSandbox, action: 'pause' | 'resume') => {
+    const setPaused = deps.e2b.setPaused
+    if (!setPaused || !deps.e2b.canPause?.(s.provider))
+      // Not 409: the SDK reads a 409 on pause as "already paused" and returns false.
+      throw new E2BApiError(
+        501,
+        `${action} is not supported: provider '${s.provider}' (template '${s.templateId}', profile '${s.profile}') ` +
+          'cannot pause sandboxes here; keep the sandbox running (setTimeout) or kill it',
+      )
+    return setPaused
+  }
+  /** Thaws a paused sandbox; NOT_FOUND (404 to the SDK) when it was destroyed while paused. */
+  const thaw = async (s: E2BSandbox): Promise<void> => {
+    const setPaused = pausable(s, 'resume')
+    try {
+      await setPaused(s.tenant, s.sandboxId, false, s.pausedSandbox)
+    } catch (err) {
+      if ((err as { code?: string }).code === 'NOT_FOUND')
+        throw new E2BApiError(
+          404,
+          `sandbox "${s.sandboxId}" was destroyed while paused (${(err as Error).message}); ` +
+            "a paused sandbox is kept while its profile's idleTtlMs allows: create a new one",
+        )
+      throw err
+    }
+  }
+  const resume = async (s: E2BSandbox, ms: number): Promise<void> => {
+    await thaw(s)
+    await store.setPaused(s, false, ms)
+    deps.logger.info({ tenant: s.tenant, sandboxId: s.sandboxId }, 'e2b sandbox resumed')
+  }
   const own = async (p: Principal, id: string): Promise<E2BSandbox> => {
     const s = await store.get(p.tenant, id)
     if (!s) throw notFound(id)
@@ -150,14 +186,22 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       )
     }
     const provider = deps.e2b.providerOf(profile)
-    if (body.autoPause === true && !deps.e2b.canPause?.(provider))
+    if (body.autoPause === true)
       throw new E2BApiError(
         400,
-        `autoPause is not supported: provider '${provider}' (profile '${profile}') cannot pause sandboxes; create without autoPause`,
+        deps.e2b.canPause?.(provider)
+          ? `autoPause is not supported: a sandbox here is killed at the end of its lifetime; create without autoPause and call pause() yourself`
+          : `autoPause is not supported: provider '${provider}' (profile '${profile}') cannot pause sandboxes; create without autoPause`,
       )
     const metadata = stringRecord(body.metadata, 'metadata')
     const envVars = stringRecord(body.envVars, 'envVars')
     const timeoutS = timeoutSeconds(body.timeout)
+    const network = body.network
+    if (network !== undefined && network !== null && (typeof network !== 'object' || Array.isArray(network)))
+      throw new E2BApiError(400, 'network must be an object')
+    const publicTraffic = (network as Json | null | undefined)?.allowPublicTraffic
+    if (publicTraffic !== undefined && typeof publicTraffic !== 'boolean')
+      throw new E2BApiError(400, 'network.allowPublicTraffic must be a boolean')
     const sandboxId = E2BSandboxStore.newId()
     await deps.sessions.create(p.tenant, { id: sandboxId, provider, profile }, { admit: true })
     const s = await store.add(
@@ -170,11 +214,12 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         cwd: deps.e2b.cwdOf?.(profile) ?? '/',
         metadata,
         envVars,
+        publicTraffic: publicTraffic !== false,
       },
       timeoutS * 1000,
     )
     deps.logger.info({ tenant: p.tenant, sandboxId, templateId, profile }, 'e2b sandbox created')
-    return c.json(sandboxJson(s), 201)
+    return c.json(sandboxJson(s, domainOf(c)), 201)
   })
   app.post('/v2/sandboxes', create)
   app.post('/sandboxes', create)
@@ -184,7 +229,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       const filter = metadataFilter(c.req.query('metadata'))
       const states = (c.req.query('state') ?? 'running,paused').split(',')
       const matching = (await store.list(p.tenant))
-        .filter(() => states.includes('running'))
+        .filter((s) => states.includes(s.paused ? 'paused' : 'running'))
         .filter((s) => Object.entries(filter).every(([k, v]) => s.metadata[k] === v))
       if (!paged) return c.json(matching.map(listedJson))
       const limitRaw = c.req.query('limit')
@@ -205,13 +250,15 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
   for (const prefix of ['/sandboxes/:id', '/v2/sandboxes/:id']) {
     app.get(
       prefix,
-      handle(async (c, p) => c.json(detailJson(await own(p, c.req.param('id') ?? '')))),
+      handle(async (c, p) => c.json(detailJson(await own(p, c.req.param('id') ?? ''), domainOf(c)))),
     )
     app.delete(
       prefix,
       handle(async (c, p) => {
         const id = c.req.param('id') ?? ''
-        await own(p, id)
+        const s = await own(p, id)
+        // A frozen sandbox is thawed first, so its processes get their signals as they end.
+        if (s.paused) await thaw(s).catch(() => undefined)
         await store.remove(id)
         await deps.sessions.delete(p.tenant, id)
         deps.logger.info({ tenant: p.tenant, sandboxId: id }, 'e2b sandbox killed')
@@ -240,24 +287,38 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       handle(async (c, p) => {
         const s = await own(p, c.req.param('id') ?? '')
         const ms = timeoutSeconds((await jsonBody(c)).timeout) * 1000
+        // A paused sandbox is resumed with the new lifetime (201, as E2B answers a resume).
+        if (s.paused) {
+          await resume(s, ms)
+          return c.json(sandboxJson(s, domainOf(c)), 201)
+        }
         // Connect only ever extends a running sandbox's lifetime.
         if (Date.now() + ms > s.endAt.getTime()) await store.setTimeout(s, ms)
-        return c.json(sandboxJson(s), 200)
+        return c.json(sandboxJson(s, domainOf(c)), 200)
       }),
     )
-    for (const action of ['pause', 'resume'] as const) {
-      app.post(
-        `${prefix}/${action}`,
-        handle(async (_c, p) => {
-          const s = await own(p, _c.req.param('id') ?? '')
-          // Not 409: the SDK reads a 409 on pause as "already paused" and returns false.
-          throw new E2BApiError(
-            501,
-            `${action} is not supported: provider '${s.provider}' (template '${s.templateId}', profile '${s.profile}') ` +
-              'cannot pause sandboxes; keep the sandbox running (setTimeout) or kill it',
-          )
-        }),
-      )
-    }
+    app.post(
+      `${prefix}/pause`,
+      handle(async (c, p) => {
+        const s = await own(p, c.req.param('id') ?? '')
+        const setPaused = pausable(s, 'pause')
+        // 409: the SDK reads it as "already paused" and returns false.
+        if (s.paused) throw new E2BApiError(409, `sandbox ${s.sandboxId} is already paused`)
+        const frozen = await setPaused(s.tenant, s.sandboxId, true)
+        await store.setPaused(s, true, PAUSED_KEEP_S * 1000, frozen)
+        deps.logger.info({ tenant: s.tenant, sandboxId: s.sandboxId }, 'e2b sandbox paused')
+        return c.body(null, 204)
+      }),
+    )
+    app.post(
+      `${prefix}/resume`,
+      handle(async (c, p) => {
+        const s = await own(p, c.req.param('id') ?? '')
+        pausable(s, 'resume')
+        if (!s.paused) throw new E2BApiError(409, `sandbox ${s.sandboxId} is not paused`)
+        await resume(s, timeoutSeconds((await jsonBody(c)).timeout) * 1000)
+        return c.json(sandboxJson(s, domainOf(c)), 201)
+      }),
+    )
   }
 }

@@ -1,6 +1,7 @@
 import type { Logger } from '../../logger.js'
 import type { Keyring } from '../keyring.js'
 import type { CodeService, ProcessService, SessionService } from '../deps.js'
+import type { SessionStreamService } from '../../runtime/session-streams.js'
 import type { E2BState } from './state.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
@@ -16,8 +17,25 @@ export interface E2BEndpointDeps {
   cwdOf?(profile: string): string
   /** Where E2B sandbox records live (Redis in a fleet). @default one in this process's memory */
   state?: E2BState
-  /** Whether the provider can pause and resume sandboxes (none of ours can yet). */
+  /**
+   * The sandbox domain create and connect report (config `e2b.domain`): `getHost(port)` is
+   * `<port>-<sandboxId>.<domain>`. @default `localhost:<the port the request came to>`
+   */
+  domain?: string
+  /** Whether the provider can pause and resume sandboxes (and this process holds them). */
   canPause?(provider: string): boolean
+  /**
+   * Freezes (`paused`) or thaws the sandbox of the tenant's session (E2B's pause / resume) and
+   * returns its id (undefined: the session has no sandbox yet, nothing to freeze). A thaw naming
+   * `sandbox` (the id the pause returned) is NOT_FOUND when the session no longer has that sandbox
+   * (evicted while paused). Only called when {@link canPause} said yes.
+   */
+  setPaused?(
+    tenant: string,
+    sessionId: string,
+    paused: boolean,
+    sandbox?: string,
+  ): Promise<string | undefined>
   /** Runs `command` through the server's tool-call interceptors as a `bash` call. */
   policy(tenant: string, sandboxId: string, command: string): Promise<E2BCommandVerdict>
 }
@@ -29,6 +47,8 @@ export interface E2BRouteDeps {
   logger: Logger
   sessions: SessionService
   processes?: ProcessService
+  /** Port forwarding (`getHost(port)` host names); absent (`sbx api`): such a request is a 501. */
+  streams?: SessionStreamService
   /** The code interpreter behind `/execute` (`@e2b/code-interpreter`'s runCode); absent: 501. */
   code?: CodeService
   /** Counts one request of the tenant against the limiter of the rest of the API (RATE_LIMITED past it). */

@@ -31,6 +31,8 @@ async function sandboxOf(c: Context, store: E2BSandboxStore, deps: E2BRouteDeps)
   if (found === 'unknown') throw new E2BApiError(502, `The sandbox ${id} was not found`)
   if (found === 'bad-token')
     throw new E2BApiError(401, 'invalid or missing X-Access-Token (the envdAccessToken create returned)')
+  // As E2B's proxy: a paused sandbox does not answer (the SDK's isRunning() is then false).
+  if (found.paused) throw new E2BApiError(502, `The sandbox ${id} is paused; Sandbox.connect resumes it`)
   deps.admitRequest(found.tenant)
   return found
 }

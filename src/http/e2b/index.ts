@@ -3,22 +3,34 @@
  * own port, backed by our sessions and background processes, so an app using the `e2b` SDK runs on
  * sandbox-router with `E2B_API_URL`, `E2B_SANDBOX_URL` and `E2B_API_KEY` pointed at us.
  */
-import type { App } from '../app.js'
+import type { MiddlewareHandler } from 'hono'
+import type { App, HttpEnv } from '../app.js'
 import { registerControlPlane } from './control-plane.js'
 import type { E2BRouteDeps } from './deps.js'
 import { registerEnvd } from './envd.js'
+import { sandboxHostRouter } from './hosts.js'
 import { E2BSandboxStore } from './sandboxes.js'
 import { MemoryE2BState } from './state.js'
 
 export type { E2BEndpointDeps, E2BCommandVerdict, E2BRouteDeps } from './deps.js'
 
-/** Registers the E2B routes on `app`; returns the store of E2B sandboxes (`close()` it at shutdown). */
-export function registerE2BRoutes(app: App, deps: E2BRouteDeps): E2BSandboxStore {
+/**
+ * Registers the E2B routes on `app`; returns the store of E2B sandboxes (`close()` it at shutdown)
+ * and the middleware serving sandbox host names (`getHost`), which the app must run before its
+ * authentication.
+ */
+export function registerE2BRoutes(
+  app: App,
+  deps: E2BRouteDeps,
+): { store: E2BSandboxStore; hosts: MiddlewareHandler<HttpEnv> } {
   const store = new E2BSandboxStore(deps.e2b.state ?? new MemoryE2BState(), async (s) => {
     deps.logger.info(
       { tenant: s.tenant, sandboxId: s.sandboxId },
       'e2b sandbox timed out; deleting its session',
     )
+    // A frozen sandbox is thawed first, so its processes get their signals as they end.
+    if (s.paused)
+      await deps.e2b.setPaused?.(s.tenant, s.sandboxId, false, s.pausedSandbox).catch(() => undefined)
     await deps.sessions
       .delete(s.tenant, s.sandboxId)
       .catch((err: unknown) =>
@@ -27,5 +39,5 @@ export function registerE2BRoutes(app: App, deps: E2BRouteDeps): E2BSandboxStore
   })
   registerEnvd(app, deps, store)
   registerControlPlane(app, deps, store)
-  return store
+  return { store, hosts: sandboxHostRouter(deps, store) }
 }

@@ -22,12 +22,24 @@ export interface E2BSandbox {
   readonly envVars: Record<string, string>
   /** The `X-Access-Token` envd calls must carry. */
   readonly accessToken: string
+  /** What a request to a port through the sandbox's host name must carry (unset: public, as E2B's default). */
+  readonly trafficAccessToken?: string
+  /** Paused by E2B's pause: frozen until connect (or resume) thaws it. */
+  paused?: boolean
+  /** The provider's id of the sandbox the pause froze. */
+  pausedSandbox?: string
   readonly startedAt: Date
   endAt: Date
 }
 
 /** What creating a sandbox records. */
-export type NewE2BSandbox = Omit<E2BSandbox, 'sandboxId' | 'accessToken' | 'startedAt' | 'endAt'>
+export type NewE2BSandbox = Omit<
+  E2BSandbox,
+  'sandboxId' | 'accessToken' | 'trafficAccessToken' | 'paused' | 'pausedSandbox' | 'startedAt' | 'endAt'
+> & {
+  /** Whether ports answer through the sandbox's host name without a traffic token. @default true */
+  publicTraffic?: boolean
+}
 
 /** How often each process looks for sandboxes whose lifetime ended (ms). */
 const SWEEP_MS = 1_000
@@ -64,10 +76,12 @@ export class E2BSandboxStore {
 
   async add(sandboxId: string, input: NewE2BSandbox, timeoutMs: number): Promise<E2BSandbox> {
     const now = new Date()
+    const { publicTraffic = true, ...rest } = input
     const s: E2BSandbox = {
-      ...input,
+      ...rest,
       sandboxId,
       accessToken: randomBytes(24).toString('hex'),
+      ...(publicTraffic ? {} : { trafficAccessToken: randomBytes(24).toString('hex') }),
       startedAt: now,
       endAt: new Date(now.getTime() + timeoutMs),
     }
@@ -88,6 +102,12 @@ export class E2BSandboxStore {
     return token === r.accessToken ? sandboxOf(r) : 'bad-token'
   }
 
+  /** The sandbox of any tenant (a request through its host name, whose id and token are the credentials). */
+  async byId(sandboxId: string): Promise<E2BSandbox | undefined> {
+    const r = await this.state.get(sandboxId)
+    return r ? sandboxOf(r) : undefined
+  }
+
   /** The tenant's sandboxes, newest first. */
   async list(tenant: string): Promise<E2BSandbox[]> {
     const all = await this.state.list(tenant)
@@ -98,6 +118,19 @@ export class E2BSandboxStore {
 
   /** Sets the remaining lifetime to `ms` from now. */
   async setTimeout(s: E2BSandbox, ms: number): Promise<void> {
+    s.endAt = new Date(Date.now() + ms)
+    await this.state.put(recordOf(s))
+  }
+
+  /**
+   * Marks the sandbox paused (its lifetime then ends `ms` from now: a paused sandbox is kept that
+   * long) or running again with `ms` of lifetime.
+   */
+  async setPaused(s: E2BSandbox, paused: boolean, ms: number, sandbox?: string): Promise<void> {
+    if (paused) s.paused = true
+    else delete s.paused
+    if (paused && sandbox) s.pausedSandbox = sandbox
+    else delete s.pausedSandbox
     s.endAt = new Date(Date.now() + ms)
     await this.state.put(recordOf(s))
   }

@@ -19,6 +19,15 @@ export interface E2BRecord {
   envVars: Record<string, string>
   /** The `X-Access-Token` envd calls must carry. */
   accessToken: string
+  /**
+   * The `e2b-traffic-access-token` a request to one of the sandbox's ports through its host name
+   * (`getHost`) must carry: set when create asked `network.allowPublicTraffic: false`.
+   */
+  trafficAccessToken?: string
+  /** Paused (E2B's pause): envd and ports answer 502 until connect resumes it. */
+  paused?: boolean
+  /** The provider's id of the sandbox the pause froze (resume checks it is still the session's). */
+  pausedSandbox?: string
   startedAt: number
   endAt: number
 }

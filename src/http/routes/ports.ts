@@ -43,11 +43,13 @@ const DROP_RESPONSE = new Set([
   'upgrade',
 ])
 
-interface PortTarget {
+/** Where a forwarded request goes: a port of a session's sandbox, and the path on it. */
+export interface PortTarget {
   sessionId: string
   port: number
   /** Path and query inside the sandbox server. */
   path: string
+  /** The URL prefix the request came under (`X-Forwarded-Prefix`); empty for a host-routed one. */
   prefix: string
 }
 
@@ -81,7 +83,7 @@ function forwardHeaders(c: Context<HttpEnv>, t: PortTarget, stream: PortStream):
   for (const [k, v] of Object.entries(preview?.headers ?? {})) out[k.toLowerCase()] = v
   out['x-forwarded-host'] = c.req.header('host') ?? ''
   out['x-forwarded-proto'] = new URL(c.req.url).protocol.replace(':', '')
-  out['x-forwarded-prefix'] = t.prefix
+  if (t.prefix) out['x-forwarded-prefix'] = t.prefix
   return out
 }
 
@@ -94,18 +96,29 @@ function forwardHeaders(c: Context<HttpEnv>, t: PortTarget, stream: PortStream):
  * host and token, and its own "port closed" 502 becomes `PORT_UNREACHABLE`.
  */
 export function registerPortRoutes(app: App, deps: AppDeps): void {
-  const handler = async (c: Context<HttpEnv>): Promise<Response> => {
-    const t = targetOf(c)
-    const streams = deps.streams
-    if (!streams) throw streamsUnavailable('ports')
-    const tenant = c.get('principal').tenant
-    const { stream } = await streams.openPort(tenant, t.sessionId, t.port, { signal: c.req.raw.signal })
-    if (c.req.header('upgrade')?.toLowerCase() === 'websocket') return relayWebSocket(c, t, stream)
-    return forwardHttp(c, t, stream)
-  }
+  const handler = (c: Context<HttpEnv>): Promise<Response> =>
+    forwardToPort(c, deps, c.get('principal').tenant, targetOf(c))
   app.all('/v1/sessions/:id/ports/:port', handler)
   app.all('/v1/sessions/:id/ports/:port/*', handler)
   documentPortRoute(app)
+}
+
+/**
+ * Sends the request of `c` (HTTP, or a WebSocket upgrade relayed message by message) to
+ * `target.port` in the sandbox of `tenant`'s session `target.sessionId`, and streams the answer back.
+ * NOT_FOUND for another tenant's or an unknown session, PORT_UNREACHABLE when nothing answers there.
+ */
+export async function forwardToPort(
+  c: Context<HttpEnv>,
+  deps: Pick<AppDeps, 'streams'>,
+  tenant: string,
+  t: PortTarget,
+): Promise<Response> {
+  const streams = deps.streams
+  if (!streams) throw streamsUnavailable('ports')
+  const { stream } = await streams.openPort(tenant, t.sessionId, t.port, { signal: c.req.raw.signal })
+  if (c.req.header('upgrade')?.toLowerCase() === 'websocket') return relayWebSocket(c, t, stream)
+  return forwardHttp(c, t, stream)
 }
 
 const err = (description: string) => ({
