@@ -5,6 +5,7 @@ import type { LoadedConfig } from '../config/load.js'
 import { AppError } from '../errors.js'
 import { describeNetwork } from '../egress/policy.js'
 import { assertEgressEnforceable, describeEnforcement, egressCaps } from '../egress/providers.js'
+import { DEFAULT_CODE_TOOLS } from '../interceptors/builtins/route-code-tools.js'
 import { assertSessionId } from '../sessions/session-id.js'
 import { createLogger } from '../logger.js'
 import { createRuntime } from '../runtime/create-runtime.js'
@@ -316,6 +317,15 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
           `${describeNetwork(p.network)} (enforced by ${p.provider}: ${describeEnforcement(p.provider, p.network)})`,
         ]),
     ),
+    /** Where the server's host policy routes tool calls. */
+    routing: {
+      shell: `${loaded.config.routing.shell.providerId}/${loaded.config.routing.shell.profile}`,
+      ...(loaded.config.routing.code
+        ? {
+            code: `${loaded.config.routing.code.providerId}/${loaded.config.routing.code.profile} (${(loaded.config.routing.code.tools ?? DEFAULT_CODE_TOOLS).join(', ')})`,
+          }
+        : {}),
+    },
     extensions: loaded.config.extensions,
     apiKeys: loaded.config.apiKeys.map((k) => ({ tenant: k.tenant, admin: k.admin })),
   }
@@ -324,6 +334,10 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
     io.out(`config ok: ${summary.file}`)
     io.out(
       `  queue: ${summary.queue}; providers: ${summary.providers.join(', ')}; profiles: ${summary.profiles.join(', ')}`,
+    )
+    io.out(
+      `  routing: shell tools -> ${summary.routing.shell}` +
+        (summary.routing.code ? `; code tools -> ${summary.routing.code}` : '; code tools not routed'),
     )
     for (const [name, how] of Object.entries(summary.egress)) io.out(`  egress ${name}: ${how}`)
     io.out(

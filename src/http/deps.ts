@@ -97,6 +97,8 @@ export interface ToolCallEvaluation {
     providerId?: string
     profile?: string
     command?: string
+    /** A routed code cell (`routeCode`): `command` is the cell, run in the session's kernel of `language`. */
+    run?: { kind: 'code'; language: CodeLanguage }
     decidedBy?: string
   }
   /** The effective request after modifies. */

@@ -11,6 +11,7 @@ import { composeInterceptors } from '../extensions/compose.js'
 import type { InterceptorChains } from '../extensions/compose.js'
 import { ExtensionRegistry } from '../extensions/registry.js'
 import { routeShellTools } from '../interceptors/builtins/route-shell-tools.js'
+import { routeCodeTools } from '../interceptors/builtins/route-code-tools.js'
 import { secretScanner } from '../interceptors/builtins/secret-scanner.js'
 import type { ToolCallInterceptor } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
@@ -295,6 +296,16 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const host: ToolCallInterceptor[] = [
       routeShellTools({ providerId: config.routing.shell.providerId, profile: config.routing.shell.profile }),
     ]
+    const codeRouting = config.routing.code
+    if (codeRouting)
+      host.push(
+        routeCodeTools({
+          providerId: codeRouting.providerId,
+          profile: codeRouting.profile,
+          language: codeRouting.language,
+          ...(codeRouting.tools ? { tools: codeRouting.tools } : {}),
+        }),
+      )
     if (config.routing.secretScanner !== 'off')
       host.push(secretScanner({ action: config.routing.secretScanner }))
     const chains = composeInterceptors({ toolCall: host }, extensions)
