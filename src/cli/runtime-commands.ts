@@ -274,7 +274,7 @@ export async function execCommand(args: readonly string[], io: CliIO): Promise<n
   }
 }
 
-/** `sbx reap`: destroys every owned sandbox without a live lease. */
+/** `sbx reap`: destroys every owned sandbox without a live lease, and removes failed snapshots. */
 export async function reapCommand(args: readonly string[], io: CliIO): Promise<number> {
   const usage = 'usage: sbx reap [--config file] [--redis url]'
   const { values } = parse(args, {}, usage)
@@ -285,7 +285,13 @@ export async function reapCommand(args: readonly string[], io: CliIO): Promise<n
   })
   try {
     const n = await runtime.pool.reap()
-    io.out(values.json ? JSON.stringify({ reaped: n }) : `reaped ${n} sandbox${n === 1 ? '' : 'es'}`)
+    // Snapshots a crashed capture left `creating` past the bound go too (their records and data).
+    const snaps = await runtime.snapshots.sweepFailed()
+    io.out(
+      values.json
+        ? JSON.stringify({ reaped: n, failedSnapshots: snaps })
+        : `reaped ${n} sandbox${n === 1 ? '' : 'es'}; removed ${snaps} failed snapshot${snaps === 1 ? '' : 's'}`,
+    )
     return 0
   } finally {
     await runtime.close({ deadlineMs: 1_000 })

@@ -430,6 +430,26 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         }),
     )
 
+    const snapshots = new PooledSnapshotService({
+      sessions,
+      directory,
+      snapshots: redis ? new RedisSnapshotDirectory(redis, `${prefix}:`) : new MemorySnapshotDirectory(),
+      pool,
+      providers: registry,
+      maxSnapshots: config.quotas.maxSnapshots,
+    })
+    // Snapshots a crash left `creating` are swept on the pool's reap interval (0: never).
+    const sweepMs = opts.pool?.reapIntervalMs ?? 60_000
+    if (sweepMs > 0) {
+      const sweeping = setInterval(() => {
+        snapshots
+          .sweepFailed()
+          .catch((err: unknown) => logger.warn({ err }, 'sweeping failed snapshots failed'))
+      }, sweepMs)
+      sweeping.unref()
+      cleanups.push(async () => clearInterval(sweeping))
+    }
+
     const runtime: Runtime = {
       ...(engineId === undefined ? {} : { engineId }),
       ...(engines ? { engines } : {}),
@@ -455,14 +475,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         routed,
       ),
       sessions,
-      snapshots: new PooledSnapshotService({
-        sessions,
-        directory,
-        snapshots: redis ? new RedisSnapshotDirectory(redis, `${prefix}:`) : new MemorySnapshotDirectory(),
-        pool,
-        providers: registry,
-        maxSnapshots: config.quotas.maxSnapshots,
-      }),
+      snapshots,
       ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
       processes,
       code,
