@@ -27,6 +27,7 @@ export type {
   PromptInterceptor,
   PromptRequest,
   PromptVerdict,
+  RouteRun,
   RouteToDecision,
   ToolCallInterceptor,
   ToolCallRequest,
@@ -36,6 +37,7 @@ export type {
 export {
   forceWorkingDirectory,
   piiRedactor,
+  routeCodeTools,
   routeShellTools,
   secretScanner,
   tenantScope,
@@ -43,6 +45,7 @@ export {
 export type {
   ForceWorkingDirectoryOptions,
   PiiRedactorOptions,
+  RouteCodeToolsOptions,
   RouteShellToolsOptions,
   SecretScannerOptions,
   TenantScopeOptions,

@@ -5,6 +5,7 @@ import type { LoadedConfig } from '../config/load.js'
 import { AppError } from '../errors.js'
 import { describeNetwork } from '../egress/policy.js'
 import { assertEgressEnforceable, describeEnforcement, egressCaps } from '../egress/providers.js'
+import { DEFAULT_CODE_TOOLS } from '../interceptors/builtins/route-code-tools.js'
 import { assertSessionId } from '../sessions/session-id.js'
 import { createLogger } from '../logger.js'
 import { createRuntime } from '../runtime/create-runtime.js'
@@ -273,7 +274,7 @@ export async function execCommand(args: readonly string[], io: CliIO): Promise<n
   }
 }
 
-/** `sbx reap`: destroys every owned sandbox without a live lease. */
+/** `sbx reap`: destroys every owned sandbox without a live lease, and removes failed snapshots. */
 export async function reapCommand(args: readonly string[], io: CliIO): Promise<number> {
   const usage = 'usage: sbx reap [--config file] [--redis url]'
   const { values } = parse(args, {}, usage)
@@ -284,7 +285,13 @@ export async function reapCommand(args: readonly string[], io: CliIO): Promise<n
   })
   try {
     const n = await runtime.pool.reap()
-    io.out(values.json ? JSON.stringify({ reaped: n }) : `reaped ${n} sandbox${n === 1 ? '' : 'es'}`)
+    // Snapshots a crashed capture left `creating` past the bound go too (their records and data).
+    const snaps = await runtime.snapshots.sweepFailed()
+    io.out(
+      values.json
+        ? JSON.stringify({ reaped: n, failedSnapshots: snaps })
+        : `reaped ${n} sandbox${n === 1 ? '' : 'es'}; removed ${snaps} failed snapshot${snaps === 1 ? '' : 's'}`,
+    )
     return 0
   } finally {
     await runtime.close({ deadlineMs: 1_000 })
@@ -316,6 +323,15 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
           `${describeNetwork(p.network)} (enforced by ${p.provider}: ${describeEnforcement(p.provider, p.network)})`,
         ]),
     ),
+    /** Where the server's host policy routes tool calls. */
+    routing: {
+      shell: `${loaded.config.routing.shell.providerId}/${loaded.config.routing.shell.profile}`,
+      ...(loaded.config.routing.code
+        ? {
+            code: `${loaded.config.routing.code.providerId}/${loaded.config.routing.code.profile} (${(loaded.config.routing.code.tools ?? DEFAULT_CODE_TOOLS).join(', ')})`,
+          }
+        : {}),
+    },
     extensions: loaded.config.extensions,
     apiKeys: loaded.config.apiKeys.map((k) => ({ tenant: k.tenant, admin: k.admin })),
   }
@@ -324,6 +340,10 @@ export async function configCheckCommand(args: readonly string[], io: CliIO): Pr
     io.out(`config ok: ${summary.file}`)
     io.out(
       `  queue: ${summary.queue}; providers: ${summary.providers.join(', ')}; profiles: ${summary.profiles.join(', ')}`,
+    )
+    io.out(
+      `  routing: shell tools -> ${summary.routing.shell}` +
+        (summary.routing.code ? `; code tools -> ${summary.routing.code}` : '; code tools not routed'),
     )
     for (const [name, how] of Object.entries(summary.egress)) io.out(`  egress ${name}: ${how}`)
     io.out(

@@ -68,7 +68,41 @@ export function loadConfig(opts: LoadConfigOptions = {}): LoadedConfig {
   if (!config.profiles['dev']) profiles.set('dev', resolveProfile('dev', DEV_PROFILE))
   if (!config.profiles['e2b']) profiles.set('e2b', resolveProfile('e2b', E2B_PROFILE))
   for (const [name, p] of Object.entries(config.profiles)) profiles.set(name, { ...p, name })
+  checkCodeRouting(config, profiles, where)
   return { config, profiles, ...(file ? { file } : {}) }
+}
+
+const SHELL_TOOL_NAMES = new Set(['bash', 'shell', 'sh'])
+
+/**
+ * `routing.code` names a profile of its provider (or a routing policy), and no shell tool: a
+ * shell call routed as a code cell would run its command line as Python.
+ */
+function checkCodeRouting(
+  config: Config,
+  profiles: ReadonlyMap<string, ResolvedProfile>,
+  where: string,
+): void {
+  const code = config.routing.code
+  if (!code) return
+  const fail = (message: string): never => {
+    throw new AppError('CONFIG_INVALID', `${where}: at "routing.code": ${message}`)
+  }
+  const shellTool = code.tools?.find((t) => SHELL_TOOL_NAMES.has(t))
+  if (shellTool !== undefined)
+    fail(
+      `tools names the shell tool "${shellTool}", which routing.shell routes; list only code tools (python, run_code, …)`,
+    )
+  if (config.routing.policies[code.providerId]) return
+  const profile = profiles.get(code.profile)
+  if (!profile)
+    fail(
+      `profile "${code.profile}" is not defined; known profiles: ${[...profiles.keys()].join(', ')} (the built-in "dev" has python3 and node)`,
+    )
+  else if (profile.provider !== code.providerId)
+    fail(
+      `profile "${code.profile}" belongs to provider "${profile.provider}", not "${code.providerId}"; set routing.code.providerId to "${profile.provider}" or pick a profile of "${code.providerId}"`,
+    )
 }
 
 function findFile(explicit: string | undefined, cwd: string): string | undefined {

@@ -253,6 +253,25 @@ export const ConfigSchema = z
           .object({ providerId: z.string().default('docker'), profile: z.string().default('default') })
           .strict()
           .default({ providerId: 'docker', profile: 'default' }),
+        /**
+         * Route code tools (`python`, `run_code`, …) as cells of the session's stateful kernel
+         * (`routeCodeTools`). The profile's image needs `python3` / `node`, like the built-in `dev`.
+         * Absent: code tools are not routed. @default absent
+         */
+        code: z
+          .object({
+            providerId: z.string().min(1).default('docker'),
+            profile: z.string().min(1).default('dev'),
+            /** Tool names to route. @default ['python', 'run_code', 'execute_python', 'run_python', 'code_interpreter', 'execute_code'] */
+            tools: z
+              .array(z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/))
+              .min(1)
+              .optional(),
+            /** The kernel of calls that name no language. @default 'python' */
+            language: z.enum(['python', 'javascript']).default('python'),
+          })
+          .strict()
+          .optional(),
         /** Redact or block credentials in routed output. @default 'redact' */
         secretScanner: z.enum(['off', 'redact', 'block']).default('redact'),
         /**

@@ -97,6 +97,8 @@ export interface ToolCallEvaluation {
     providerId?: string
     profile?: string
     command?: string
+    /** A routed code cell (`routeCode`): `command` is the cell, run in the session's kernel of `language`. */
+    run?: { kind: 'code'; language: CodeLanguage }
     decidedBy?: string
   }
   /** The effective request after modifies. */
@@ -194,10 +196,15 @@ export interface SnapshotView {
   /** The session it was taken from. */
   sessionId: string
   createdAt: number
-  /** `creating` while it is being taken; `ready` once sessions can start from it. */
-  state: 'creating' | 'ready'
+  /**
+   * `creating` while it is being taken; `ready` once sessions can start from it; `failed` when it
+   * was still being taken past the bound (the process taking it stopped): see `reason`.
+   */
+  state: 'creating' | 'ready' | 'failed'
   /** Bytes of the captured workspace. */
   workspaceBytes: number
+  /** Why a `failed` snapshot failed, and what to do. */
+  reason?: string
 }
 
 /** What `POST /v1/sessions/{id}/fork` made. */

@@ -4,7 +4,7 @@ import { AppError } from '../errors.js'
 import { CODE_LANGUAGES } from '../sandbox/code/types.js'
 import type { CodeResult } from '../sandbox/code/types.js'
 import { MAX_CODE_CHARS } from './code-schemas.js'
-import type { CodeService } from './deps.js'
+import type { CodeService, ToolCallService } from './deps.js'
 import { strictArgs } from './mcp-schemas.js'
 
 /** What the code tool needs: the code service, the tenant, and the MCP session's sandbox session. */
@@ -15,6 +15,12 @@ export interface McpCodeToolsContext {
   readonly session: () => string
   /** Marks the MCP session busy while `run` runs (it does not expire meanwhile). */
   readonly busy: <T>(run: () => Promise<T>) => Promise<T>
+  /**
+   * The server's tool-call pipeline: a `run_code` call the host policy routes (config
+   * `routing.code`) or blocks answers with the pipeline's text, as `/v1/tool-calls` and the agent
+   * give it; an allowed one runs on {@link code}.
+   */
+  readonly toolCalls?: ToolCallService
 }
 
 const runArgs = strictArgs('run_code', {
@@ -78,6 +84,19 @@ export function registerCodeTools(server: McpServer, ctx: McpCodeToolsContext): 
     async ({ code: source, language, timeoutMs }, extra) =>
       busy(async () => {
         try {
+          if (ctx.toolCalls) {
+            const args = JSON.stringify(language == null ? { code: source } : { code: source, language })
+            const routed = await ctx.toolCalls.evaluate(
+              tenant,
+              { name: 'run_code', arguments: args, callId: `mcp-${crypto.randomUUID()}`, type: 'function' },
+              { sessionId: session(), signal: extra.signal, ...(timeoutMs == null ? {} : { timeoutMs }) },
+            )
+            if (routed.output !== undefined) {
+              const failed =
+                routed.outcome !== 'ok' || (routed.result !== undefined && routed.result.exitCode !== 0)
+              return { content: [{ type: 'text' as const, text: routed.output }], isError: failed }
+            }
+          }
           const r = await code.run(
             tenant,
             session(),

@@ -207,7 +207,14 @@ export class McpEndpoint {
     registerFileTools(server, { sessions: this.deps.sessions, tenant, session: need, busy })
     if (this.deps.processes)
       registerProcessTools(server, { processes: this.deps.processes, tenant, session: need, busy })
-    if (this.deps.code) registerCodeTools(server, { code: this.deps.code, tenant, session: need, busy })
+    if (this.deps.code)
+      registerCodeTools(server, {
+        code: this.deps.code,
+        toolCalls: this.deps.toolCalls,
+        tenant,
+        session: need,
+        busy,
+      })
     return server
   }
 

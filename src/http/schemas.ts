@@ -107,6 +107,10 @@ export const ToolCallResultSchema = z
       providerId: z.string().optional(),
       profile: z.string().optional(),
       command: z.string().optional(),
+      run: z
+        .object({ kind: z.literal('code'), language: z.enum(['python', 'javascript']) })
+        .optional()
+        .openapi({ description: "a routed code cell: `command` ran in the session's kernel of `language`" }),
       decidedBy: z.string().optional(),
     }),
     request: z.object({ name: z.string(), arguments: z.string(), callId: z.string(), type: z.string() }),

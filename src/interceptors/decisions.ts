@@ -3,6 +3,19 @@
  * Every `switch` over `decision.kind` ends in `assertNever`.
  */
 
+import type { CodeLanguage } from '../sandbox/code/types.js'
+
+/**
+ * How a routed call runs in its sandbox: absent, `command` is a shell command line; `code`, it is a
+ * cell for the session's stateful kernel of `language` (see {@link ToolCallDecision.routeCode}).
+ */
+export interface RouteRun {
+  readonly kind: 'code'
+  readonly language: CodeLanguage
+}
+
+const ROUTE_LANGUAGES: readonly CodeLanguage[] = ['python', 'javascript']
+
 /** Verdict of a `beforeToolCall` interceptor. */
 export type ToolCallDecision =
   | { readonly kind: 'allow' }
@@ -13,7 +26,10 @@ export type ToolCallDecision =
       readonly kind: 'routeTo'
       readonly providerId: string
       readonly profile: string
+      /** The shell command line, or the cell's source when `run` is a code run. */
       readonly command: string
+      /** Absent: a shell command. */
+      readonly run?: RouteRun
     }
 
 /** The routeTo variant of {@link ToolCallDecision}. */
@@ -49,6 +65,33 @@ export const ToolCallDecision = {
     profile: requireText(profile, 'routeTo profile'),
     command: requireText(command, 'routeTo command'),
   }),
+  /**
+   * Send the call to a sandbox as a cell of the session's stateful code kernel (`python` or
+   * `javascript`): variables, imports and definitions persist between the session's cells. A
+   * `routeTo` verdict whose `run` is `{ kind: 'code', language }` and whose `command` is the cell.
+   */
+  routeCode: (
+    providerId: string,
+    profile: string,
+    code: string,
+    language: CodeLanguage,
+  ): ToolCallDecision => {
+    if (!ROUTE_LANGUAGES.includes(language)) {
+      throw new TypeError(
+        `routeCode language must be one of ${ROUTE_LANGUAGES.join(', ')}, got ${JSON.stringify(language)}`,
+      )
+    }
+    if (typeof code !== 'string' || code.trim().length === 0) {
+      throw new TypeError(`routeCode code must be a non-empty string, got ${JSON.stringify(code)}`)
+    }
+    return {
+      kind: 'routeTo',
+      providerId: requireText(providerId, 'routeTo providerId'),
+      profile: requireText(profile, 'routeTo profile'),
+      command: code,
+      run: { kind: 'code', language },
+    }
+  },
 } as const
 
 /** Verdict of an `afterToolCall` interceptor on a tool's output (local or routed). */

@@ -1,5 +1,5 @@
 export { ModelRequestDecision, PromptDecision, ToolCallDecision, ToolResultDecision } from './decisions.js'
-export type { ModelRequestOverrides, RouteToDecision } from './decisions.js'
+export type { ModelRequestOverrides, RouteRun, RouteToDecision } from './decisions.js'
 export type {
   InterceptorContext,
   InterceptorStage,

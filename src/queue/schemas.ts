@@ -70,6 +70,15 @@ export const ExecJobSchema = z
     shell: z.enum(['persistent', 'fresh']).optional(),
     /** The surface's default (tool calls: `persistent`), used only where the provider has persistent shells. */
     shellDefault: z.enum(['persistent', 'fresh']).optional(),
+    /**
+     * Set for a routed code cell (`routeCode`): `command` is the cell's source, run in the session's
+     * stateful kernel of `language` instead of a shell. Workers from before this field refuse such a
+     * job (the schema is strict: `Malformed job payload`), so a cell never runs as a shell command.
+     */
+    code: z
+      .object({ language: z.enum(['python', 'javascript']) })
+      .strict()
+      .optional(),
     callId: z.string().min(1),
     toolName: z.string(),
     /** Epoch ms when the router submitted the job. */
@@ -91,6 +100,18 @@ export const SandboxReplacementSchema = z.object({
   workspaceKept: z.literal(true).optional(),
 })
 
+/** What a code cell produced besides its stdout and stderr (`CodeCellPart` of src/sandbox/code). */
+export const CodeCellPartSchema = z.object({
+  language: z.enum(['python', 'javascript']),
+  /** `text/plain` of the cell's last value; `null` when it has none. */
+  text: z.string().nullable(),
+  error: z.object({ name: z.string(), value: z.string(), traceback: z.string() }).nullable(),
+  executionCount: z.number().int(),
+  kernelRestarted: z.boolean(),
+  /** The cell's rich outputs by MIME type (their data is fetched with `POST /v1/sessions/{id}/code`). */
+  outputs: z.array(z.object({ type: z.enum(['display', 'result']), mimeTypes: z.array(z.string()) })),
+})
+
 /** The normalised result of a command (mirrors `ExecResult` of src/sandbox). */
 export const ExecResultSchema = z.object({
   exitCode: z.number().int().nullable(),
@@ -108,6 +129,11 @@ export const ExecResultSchema = z.object({
    * acknowledged it (`POST /v1/sessions/{id}/ack`).
    */
   sandboxReplaced: SandboxReplacementSchema.optional(),
+  /**
+   * Code cells (`routeCode`): the value, the exception and the kernel's state. `exitCode` is 0, or 1
+   * when the cell raised; `stdout`/`stderr` are the cell's.
+   */
+  code: CodeCellPartSchema.optional(),
   /** Calls routed by a policy: the candidate that ran it, and why earlier ones did not. */
   route: z
     .object({

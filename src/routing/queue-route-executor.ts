@@ -75,13 +75,15 @@ export class QueueRouteExecutor implements RouteExecutor {
       providerId: route.providerId,
       profile: route.profile,
       command: route.command,
+      ...(route.code === undefined ? {} : { code: { language: route.code.language } }),
       ...(route.cwd === undefined ? {} : { cwd: route.cwd }),
       ...(route.env === undefined ? {} : { env: { ...route.env } }),
       ...(route.stdin === undefined ? {} : { stdin: route.stdin }),
       timeoutMs: this.effectiveTimeoutMs(route),
       outputCapBytes: profile.outputCapBytes,
       idempotent: route.idempotent ?? false,
-      ...shellOf(route, profile.shell),
+      // A cell runs in the kernel, never in a shell: a code job carries no shell fields.
+      ...(route.code === undefined ? shellOf(route, profile.shell) : {}),
       callId: route.callId,
       toolName: route.toolName,
       submittedAt: Date.now(),
@@ -110,6 +112,8 @@ export class QueueRouteExecutor implements RouteExecutor {
           route.idempotent ?? false,
           route.shell ?? null,
           route.shellDefault ?? null,
+          // Appended only for cells, so the ids of shell routes stay what they were.
+          ...(route.code ? [`code:${route.code.language}`] : []),
         ]),
       )
       .digest('hex')

@@ -13,13 +13,28 @@ export interface RouteScope {
 /**
  * The {@link RouteRequest} a routeTo verdict becomes: its target and command, the call's id and tool
  * name, the scope's tenant, session and timeout, and the `cwd` of the *effective* arguments (so a
- * directory pinned by `forceWorkingDirectory` reaches the sandbox on every surface).
+ * directory pinned by `forceWorkingDirectory` reaches the sandbox on every surface). A code verdict
+ * (`run: { kind: 'code' }`) becomes a code route: the cell and its language, no cwd or shell.
  */
 export function routeRequestOf(
   route: RouteToDecision,
   call: ToolCallRequest,
   scope: RouteScope,
 ): RouteRequest {
+  if (route.run?.kind === 'code') {
+    // A cell runs in the session's kernel: no shell, no per-call working directory.
+    return {
+      providerId: route.providerId,
+      profile: route.profile,
+      command: route.command,
+      code: { language: route.run.language },
+      callId: call.callId,
+      toolName: call.name,
+      ...(scope.tenant === undefined ? {} : { tenant: scope.tenant }),
+      ...(scope.sessionId === undefined ? {} : { sessionId: scope.sessionId }),
+      ...(scope.timeoutMs === undefined ? {} : { timeoutMs: scope.timeoutMs }),
+    }
+  }
   const cwd = cwdOf(call.arguments)
   return {
     providerId: route.providerId,

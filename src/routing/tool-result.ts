@@ -1,5 +1,6 @@
 import { AppError } from '../errors.js'
 import type { RouteToDecision } from '../interceptors/decisions.js'
+import type { CodeCellPart } from '../sandbox/code/types.js'
 import type { ExecResult } from '../sandbox/types.js'
 
 /** The tool-result line of a truncated result (the marker in the stream says how many bytes went). */
@@ -25,6 +26,7 @@ export const TRUNCATED_NOTE =
  * An empty stream is written as `(empty)`.
  */
 export function formatExecResult(result: ExecResult, opts: { timeoutMs?: number } = {}): string {
+  if (result.code) return formatCodeCell(result, result.code, opts)
   const lines = [`exit_code: ${result.exitCode === null ? 'null' : result.exitCode}`]
   if (result.signal) lines.push(`signal: ${result.signal}`)
   if (result.timedOut) {
@@ -34,15 +36,64 @@ export function formatExecResult(result: ExecResult, opts: { timeoutMs?: number 
   if (result.truncated) lines.push(TRUNCATED_NOTE)
   if (result.shellRestarted)
     lines.push('[shell restarted: the cwd, variables and functions of earlier calls are gone]')
-  const r = result.sandboxReplaced
-  if (r) {
-    const files = r.workspaceKept
-      ? 'the workspace is kept, other files and processes from before are gone'
-      : 'files from before are lost'
-    lines.push(`[sandbox replaced at ${new Date(r.at).toISOString()}: ${files} (${r.reason})]`)
-  }
+  replacedLine(result, lines)
   lines.push('stdout:', block(result.stdout), 'stderr:', block(result.stderr))
   return lines.join('\n')
+}
+
+/**
+ * The tool-result text of a routed code cell (`routeCode`; {@link formatExecResult} picks it when
+ * the result has a `code` part). Stable format (docs/code-interpreter.md, "Routed code tools"):
+ *
+ * ```
+ * [kernel restarted: ...]                 (only when the cell ran in a new kernel)
+ * [timed out after 5000 ms; ...]          (only when timedOut)
+ * [output truncated: ...]                 (only when truncated)
+ * [sandbox replaced at <ISO time>: ...]   (until acknowledged)
+ * stdout:
+ * <stdout, verbatim>
+ * stderr:
+ * <stderr, verbatim>
+ * Out: <text/plain of the last value>     (only when the cell has a value)
+ * outputs: display image/png, text/plain  (only when it has rich outputs)
+ * exception: <Name>: <value>              (only when the cell raised)
+ * traceback:
+ * <traceback, verbatim>
+ * ```
+ */
+export function formatCodeCell(
+  result: ExecResult,
+  cell: CodeCellPart,
+  opts: { timeoutMs?: number } = {},
+): string {
+  const lines: string[] = []
+  if (cell.kernelRestarted)
+    lines.push('[kernel restarted: variables, imports and definitions of earlier cells are gone]')
+  if (result.timedOut) {
+    const after = opts.timeoutMs !== undefined ? ` after ${opts.timeoutMs} ms` : ''
+    lines.push(`[timed out${after}; the cell was interrupted]`)
+  }
+  if (result.truncated) lines.push("[output truncated: the cell's output past 1 MiB per stream was dropped]")
+  replacedLine(result, lines)
+  lines.push('stdout:', block(result.stdout), 'stderr:', block(result.stderr))
+  if (cell.text !== null) lines.push(`Out: ${cell.text}`)
+  const rich = cell.outputs.filter((o) => o.type === 'display' || o.mimeTypes.some((m) => m !== 'text/plain'))
+  if (rich.length > 0)
+    lines.push(`outputs: ${rich.map((o) => `${o.type} ${o.mimeTypes.join(', ')}`).join('; ')}`)
+  if (cell.error) {
+    lines.push(`exception: ${cell.error.name}: ${cell.error.value}`)
+    if (cell.error.traceback) lines.push('traceback:', block(cell.error.traceback))
+  }
+  return lines.join('\n')
+}
+
+function replacedLine(result: ExecResult, lines: string[]): void {
+  const r = result.sandboxReplaced
+  if (!r) return
+  const files = r.workspaceKept
+    ? 'the workspace is kept, other files and processes from before are gone'
+    : 'files from before are lost'
+  lines.push(`[sandbox replaced at ${new Date(r.at).toISOString()}: ${files} (${r.reason})]`)
 }
 
 function block(text: string): string {

@@ -1,10 +1,17 @@
+import type { CodeLanguage } from '../sandbox/code/types.js'
 import type { ExecResult, ShellMode } from '../sandbox/types.js'
 
 /** A routeTo verdict plus what the runtime knows about the call, ready to become a job. */
 export interface RouteRequest {
   readonly providerId: string
   readonly profile: string
+  /** The shell command line, or the cell's source when {@link code} is set. */
   readonly command: string
+  /**
+   * Set for a code cell (`ToolCallDecision.routeCode`): `command` runs in the session's stateful
+   * kernel of `language`, not in a shell (`cwd`, `stdin` and the shell fields do not apply).
+   */
+  readonly code?: { readonly language: CodeLanguage }
   /** The tool call id (the job id derives from tenant + callId). */
   readonly callId: string
   readonly toolName: string

@@ -11,6 +11,7 @@ import { composeInterceptors } from '../extensions/compose.js'
 import type { InterceptorChains } from '../extensions/compose.js'
 import { ExtensionRegistry } from '../extensions/registry.js'
 import { routeShellTools } from '../interceptors/builtins/route-shell-tools.js'
+import { routeCodeTools } from '../interceptors/builtins/route-code-tools.js'
 import { secretScanner } from '../interceptors/builtins/secret-scanner.js'
 import type { ToolCallInterceptor } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
@@ -295,6 +296,16 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const host: ToolCallInterceptor[] = [
       routeShellTools({ providerId: config.routing.shell.providerId, profile: config.routing.shell.profile }),
     ]
+    const codeRouting = config.routing.code
+    if (codeRouting)
+      host.push(
+        routeCodeTools({
+          providerId: codeRouting.providerId,
+          profile: codeRouting.profile,
+          language: codeRouting.language,
+          ...(codeRouting.tools ? { tools: codeRouting.tools } : {}),
+        }),
+      )
     if (config.routing.secretScanner !== 'off')
       host.push(secretScanner({ action: config.routing.secretScanner }))
     const chains = composeInterceptors({ toolCall: host }, extensions)
@@ -419,6 +430,26 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         }),
     )
 
+    const snapshots = new PooledSnapshotService({
+      sessions,
+      directory,
+      snapshots: redis ? new RedisSnapshotDirectory(redis, `${prefix}:`) : new MemorySnapshotDirectory(),
+      pool,
+      providers: registry,
+      maxSnapshots: config.quotas.maxSnapshots,
+    })
+    // Snapshots a crash left `creating` are swept on the pool's reap interval (0: never).
+    const sweepMs = opts.pool?.reapIntervalMs ?? 60_000
+    if (sweepMs > 0) {
+      const sweeping = setInterval(() => {
+        snapshots
+          .sweepFailed()
+          .catch((err: unknown) => logger.warn({ err }, 'sweeping failed snapshots failed'))
+      }, sweepMs)
+      sweeping.unref()
+      cleanups.push(async () => clearInterval(sweeping))
+    }
+
     const runtime: Runtime = {
       ...(engineId === undefined ? {} : { engineId }),
       ...(engines ? { engines } : {}),
@@ -444,14 +475,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         routed,
       ),
       sessions,
-      snapshots: new PooledSnapshotService({
-        sessions,
-        directory,
-        snapshots: redis ? new RedisSnapshotDirectory(redis, `${prefix}:`) : new MemorySnapshotDirectory(),
-        pool,
-        providers: registry,
-        maxSnapshots: config.quotas.maxSnapshots,
-      }),
+      snapshots,
       ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
       processes,
       code,

@@ -35,6 +35,12 @@ export async function e2bCommandPolicy(
     if (verdict.kind === 'block') return { kind: 'block', reason: verdict.reason }
     if (verdict.kind === 'allow')
       return { kind: 'run', command: effectiveCommand(verdict.request.arguments) ?? current }
+    // An E2B command is a shell command line: a policy that routes `bash` as a code cell cannot apply.
+    if (verdict.route.run?.kind === 'code')
+      return {
+        kind: 'block',
+        reason: `the server's policy routes "bash" as a ${verdict.route.run.language} code cell (routing.code tools), which an E2B command cannot be; take "bash" out of routing.code.tools`,
+      }
     current = verdict.route.command
     const at = rest.findIndex((ic) => ic.name === verdict.decidedBy)
     if (at < 0) return { kind: 'run', command: current }

@@ -11,10 +11,15 @@ export interface SnapshotRecord {
   /** Session it was taken from. */
   sessionId: string
   createdAt: number
-  /** `creating` while the provider captures it; `ready` once it can start sessions. */
-  state: 'creating' | 'ready'
+  /**
+   * `creating` while the provider captures it; `ready` once it can start sessions. `failed` is
+   * never stored: a record still `creating` past the bound reads as failed (see snapshot-service.ts).
+   */
+  state: 'creating' | 'ready' | 'failed'
   /** Bytes of the captured workspace (0 while creating). */
   workspaceBytes: number
+  /** Why a `failed` snapshot failed. */
+  reason?: string
 }
 
 /**
@@ -29,6 +34,8 @@ export interface SnapshotDirectory {
   get(tenant: string, id: string): Promise<SnapshotRecord | undefined>
   list(tenant: string): Promise<SnapshotRecord[]>
   delete(tenant: string, id: string): Promise<boolean>
+  /** Tenants that hold snapshot records (for the sweep of stale ones). */
+  tenants(): Promise<string[]>
 }
 
 function quotaFull(tenant: string, max: number): AppError {
@@ -64,6 +71,9 @@ export class MemorySnapshotDirectory implements SnapshotDirectory {
   }
   async delete(tenant: string, id: string): Promise<boolean> {
     return this.byTenant.get(tenant)?.delete(id) ?? false
+  }
+  async tenants(): Promise<string[]> {
+    return [...this.byTenant].filter(([, t]) => t.size > 0).map(([tenant]) => tenant)
   }
 }
 
@@ -112,5 +122,16 @@ export class RedisSnapshotDirectory implements SnapshotDirectory {
   }
   async delete(tenant: string, id: string): Promise<boolean> {
     return (await this.redis.hdel(this.key(tenant), id)) === 1
+  }
+  async tenants(): Promise<string[]> {
+    const head = `${this.prefix}snapshots:`
+    const found = new Set<string>()
+    let cursor = '0'
+    do {
+      const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${head}*`, 'COUNT', 200)
+      cursor = next
+      for (const k of keys) found.add(k.slice(head.length))
+    } while (cursor !== '0')
+    return [...found]
   }
 }

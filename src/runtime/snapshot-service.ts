@@ -32,7 +32,20 @@ export interface SnapshotServiceOptions {
   providers: SnapshotProviders
   /** Snapshots one tenant may hold (config `quotas.maxSnapshots`). */
   maxSnapshots: number
+  /**
+   * A record still `creating` this long after it began reads as `failed` and is swept: the process
+   * taking it stopped mid-capture (ms). @default {@link SNAPSHOT_CREATING_LIMIT_MS}
+   */
+  creatingLimitMs?: number
+  /** @default Date.now */
+  now?: () => number
 }
+
+/**
+ * How long a snapshot may stay `creating` (ms): far past the longest capture (a `docker commit`
+ * and a copy of a workspace volume bounded by its `sizeMb`), so only a crashed capture reaches it.
+ */
+export const SNAPSHOT_CREATING_LIMIT_MS = 15 * 60_000
 
 function view(r: SnapshotRecord): SnapshotView {
   const { tenant: _t, ...rest } = r
@@ -45,7 +58,57 @@ function view(r: SnapshotRecord): SnapshotView {
  * capability. Records live in the {@link SnapshotDirectory} (Redis in a fleet).
  */
 export class PooledSnapshotService implements SnapshotService {
-  constructor(private readonly o: SnapshotServiceOptions) {}
+  private readonly creatingLimitMs: number
+  private readonly now: () => number
+
+  constructor(private readonly o: SnapshotServiceOptions) {
+    this.creatingLimitMs = o.creatingLimitMs ?? SNAPSHOT_CREATING_LIMIT_MS
+    this.now = o.now ?? Date.now
+  }
+
+  /**
+   * The record as readers see it: one still `creating` past the bound is `failed` (its capture
+   * ended with the process that ran it: a crash, a kill, a lost host), with the reason.
+   */
+  private settled(r: SnapshotRecord): SnapshotRecord {
+    if (r.state !== 'creating' || this.now() - r.createdAt <= this.creatingLimitMs) return r
+    const s = Math.round(this.creatingLimitMs / 1000)
+    return {
+      ...r,
+      state: 'failed',
+      reason:
+        `the snapshot was still being taken ${s} s after it began: the process taking it stopped mid-capture ` +
+        `(a crash or a restart); it cannot start sessions and is removed by the next sweep (or DELETE /v1/snapshots/${r.id}); take a new one`,
+    }
+  }
+
+  /**
+   * Removes every tenant's `failed` snapshots (records stuck in `creating` past the bound) with
+   * whatever data the provider holds for them; resolves with how many went. The runtime runs it on
+   * the pool's reap interval, and `sbx reap` runs it once.
+   */
+  async sweepFailed(): Promise<number> {
+    let removed = 0
+    for (const tenant of await this.o.snapshots.tenants()) {
+      for (const r of await this.o.snapshots.list(tenant)) {
+        if (this.settled(r).state !== 'failed') continue
+        if (!(await this.o.snapshots.delete(tenant, r.id))) continue
+        removed++
+        await this.removeData(r.provider, r.id)
+      }
+    }
+    return removed
+  }
+
+  private async removeData(providerId: string, id: string): Promise<void> {
+    let cap: ReturnType<PooledSnapshotService['capability']>
+    try {
+      cap = this.capability(providerId)
+    } catch {
+      return // the provider is no longer configured: nothing of it to remove here
+    }
+    await cap.remove(id)
+  }
 
   /** The provider's snapshot capability, or `UNSUPPORTED` naming the provider. */
   private capability(providerId: string) {
@@ -126,12 +189,12 @@ export class PooledSnapshotService implements SnapshotService {
   }
 
   async list(tenant: string): Promise<SnapshotView[]> {
-    return (await this.o.snapshots.list(tenant)).map(view)
+    return (await this.o.snapshots.list(tenant)).map((r) => view(this.settled(r)))
   }
 
   async get(tenant: string, id: string): Promise<SnapshotView | undefined> {
     const r = await this.o.snapshots.get(tenant, id)
-    return r ? view(r) : undefined
+    return r ? view(this.settled(r)) : undefined
   }
 
   async delete(tenant: string, id: string): Promise<boolean> {
@@ -139,7 +202,7 @@ export class PooledSnapshotService implements SnapshotService {
     if (!r) return false
     if (!(await this.o.snapshots.delete(tenant, id))) return false
     // Sessions started from it keep their own copy (workspace and image tag).
-    await this.capability(r.provider).remove(id)
+    await this.removeData(r.provider, id)
     return true
   }
 
@@ -147,7 +210,10 @@ export class PooledSnapshotService implements SnapshotService {
     tenant: string,
     input: { id?: string; provider?: string; profile?: string; snapshot: string },
   ): Promise<SessionView> {
-    const snap = await this.o.snapshots.get(tenant, input.snapshot)
+    const found = await this.o.snapshots.get(tenant, input.snapshot)
+    const snap = found ? this.settled(found) : undefined
+    if (snap?.state === 'failed')
+      throw new AppError('CONFLICT', `snapshot ${snap.id} failed: ${snap.reason ?? 'unknown'}`)
     if (!snap || snap.state !== 'ready')
       throw new AppError('NOT_FOUND', `no snapshot ${input.snapshot}; list them with GET /v1/snapshots`)
     return this.restore(snap, input)

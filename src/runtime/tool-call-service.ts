@@ -72,6 +72,7 @@ export class ChainToolCallService implements ToolCallService {
               providerId: verdict.route.providerId,
               profile: verdict.route.profile,
               command: verdict.route.command,
+              ...(verdict.route.run ? { run: { ...verdict.route.run } } : {}),
               decidedBy: verdict.decidedBy,
             }
     return {

@@ -1,5 +1,5 @@
 import type { Duplex } from 'node:stream'
-import type { CodeLanguage, CodeResult, RunCodeRequest } from './code/types.js'
+import type { CodeCellPart, CodeLanguage, CodeResult, RunCodeRequest } from './code/types.js'
 import type { ResolvedProfile } from './profiles.js'
 
 /** Labels carried by every sandbox (Docker labels, Daytona labels, E2B metadata). */
@@ -95,6 +95,8 @@ export interface ExecResult {
     /** The profile's persistent `/workspace` was kept. */
     workspaceKept?: true
   }
+  /** Set by the worker (not by providers) for a routed code cell: its value, error and kernel state. */
+  code?: CodeCellPart
   /**
    * Set by the worker (not by providers) when the call was routed by a routing policy: the
    * candidate that ran it, whether the session was pinned there, and why earlier candidates did not.

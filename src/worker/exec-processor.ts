@@ -5,6 +5,7 @@ import type { JobContext, JobProcessor } from '../queue/types.js'
 import type { LeaseOutcome, SessionKey, SessionPool } from '../sessions/types.js'
 import type { ShellMode } from '../sandbox/types.js'
 import type { PolicyLease } from '../routing/policy-pool.js'
+import { runCodeJob } from './code-cell.js'
 
 /** Reports errors that do not change a job's result (e.g. a failed lease release). */
 export type WorkerErrorHandler = (err: unknown, context: string) => void
@@ -35,7 +36,8 @@ export interface ExecProcessor extends JobProcessor {
  * The processor of exec jobs: lease the session's sandbox, pass the fence right before the command
  * (so a redelivery after a crash reports `interrupted` instead of running it twice), run the command
  * with the job's deadline and the job's signal (a cancel kills the process group in the sandbox),
- * publish live output, and release the lease — `lost` when the sandbox vanished. The release runs
+ * publish live output, and release the lease — `lost` when the sandbox vanished. A code job
+ * (`job.code`) runs its cell in the session's kernel instead (see {@link runCodeJob}). The release runs
  * after the result is handed back (leases of a session are not exclusive), off the caller's path.
  */
 export function createExecProcessor(options: ExecProcessorOptions): ExecProcessor {
@@ -54,22 +56,25 @@ export function createExecProcessor(options: ExecProcessorOptions): ExecProcesso
     try {
       const early = resultOfOutcome(await ctx.fence.begin({ sandboxId: lease.ref.id }))
       if (early) return early
-      const result = await lease.sandbox.exec(
-        {
-          command: job.command,
-          cwd: job.cwd,
-          env: job.env,
-          stdin: job.stdin,
-          timeoutMs: job.timeoutMs,
-          outputCapBytes: job.outputCapBytes,
-          ...shellOfJob(job, lease.sandbox.persistentShell),
-        },
-        {
-          signal: ctx.signal,
-          onStdout: (data) => ctx.publish({ stream: 'stdout', data }),
-          onStderr: (data) => ctx.publish({ stream: 'stderr', data }),
-        },
-      )
+      const { code } = job
+      const result = code
+        ? await runCodeJob(lease.sandbox, { ...job, code }, ctx.signal)
+        : await lease.sandbox.exec(
+            {
+              command: job.command,
+              cwd: job.cwd,
+              env: job.env,
+              stdin: job.stdin,
+              timeoutMs: job.timeoutMs,
+              outputCapBytes: job.outputCapBytes,
+              ...shellOfJob(job, lease.sandbox.persistentShell),
+            },
+            {
+              signal: ctx.signal,
+              onStdout: (data) => ctx.publish({ stream: 'stdout', data }),
+              onStderr: (data) => ctx.publish({ stream: 'stderr', data }),
+            },
+          )
       const replaced = lease.sandboxReplaced
       const route = (lease as PolicyLease).route
       return {

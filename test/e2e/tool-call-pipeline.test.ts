@@ -25,7 +25,8 @@ import type { SbxServer } from '../support/sbx-cli.js'
  * byte-identical on every surface that can express it.
  *
  * What a surface cannot express, and why:
- * - MCP has one shell tool, `bash`, which the server's host policy routes first; the other tool names
+ * - MCP has one shell tool, `bash`, which the server's host policy routes first, and one code tool,
+ *   `run_code`, which goes through the pipeline when the policy routes it (`routing.code`); the other tool names
  *   (a before-block by an extension, forceWorkingDirectory, unknown targets) reach only the agent and
  *   /v1/tool-calls, which take any tool name.
  * - A local tool (allow) runs only in an in-process agent: the server (its agent runs included) has
@@ -40,6 +41,8 @@ interface Case {
   readonly tool: string
   readonly args: Record<string, unknown>
   readonly surfaces: readonly Surface[]
+  /** The MCP tool the case calls. @default 'bash' */
+  readonly mcpTool?: string
   /** What the text must show (on top of being the same everywhere). */
   readonly check: (text: string) => void
 }
@@ -124,6 +127,35 @@ const cases: readonly Case[] = [
     check: (t) => expect(t).toContain('stdout:\n/tmp\n'),
   },
   {
+    name: 'routed code cell (routing.code)',
+    tool: 'run_code',
+    args: { code: 'print("hi")\n6 * 7' },
+    surfaces: ALL,
+    mcpTool: 'run_code',
+    check: (t) => expect(t).toBe('stdout:\nhi\nstderr:\n(empty)\nOut: 42'),
+  },
+  {
+    name: 'routed code cell raising',
+    tool: 'run_code',
+    args: { code: 'def f():\n    return 1 / 0\nf()' },
+    surfaces: ALL,
+    mcpTool: 'run_code',
+    check: (t) =>
+      expect(t).toMatch(
+        /^stdout:\n\(empty\)\nstderr:\n\(empty\)\nexception: ZeroDivisionError: division by zero\ntraceback:\nTraceback \(most recent call last\):\n[\s\S]*ZeroDivisionError: division by zero$/,
+      ),
+  },
+  {
+    name: 'code tool without code (host policy)',
+    tool: 'python',
+    args: { command: 'ls' },
+    surfaces: NO_MCP,
+    check: (t) =>
+      expect(t).toBe(
+        'blocked: tool "python" needs code to run: pass arguments like {"code": "print(1 + 1)"}',
+      ),
+  },
+  {
     name: 'unknown profile',
     tool: 'lost_profile',
     args: { command: 'true' },
@@ -151,7 +183,11 @@ describe('one tool-call pipeline: createAgent, agent runs, POST /v1/tool-calls a
     profiles: {
       [PIPELINE_PROFILE]: { provider: 'docker', defaultTimeoutMs: TIMEOUT_MS, outputCapBytes: CAP },
     },
-    routing: { shell: { providerId: 'docker', profile: PIPELINE_PROFILE }, secretScanner: 'redact' },
+    routing: {
+      shell: { providerId: 'docker', profile: PIPELINE_PROFILE },
+      code: { providerId: 'docker', profile: 'dev' },
+      secretScanner: 'redact',
+    },
     extensions: [join(import.meta.dirname, 'fixtures', 'pipeline-policy.ts')],
   })
   let server: SbxServer | undefined
@@ -241,9 +277,9 @@ describe('one tool-call pipeline: createAgent, agent runs, POST /v1/tool-calls a
     return body.output ?? ''
   }
 
-  async function viaMcp(args: Record<string, unknown>): Promise<string> {
+  async function viaMcp(args: Record<string, unknown>, tool = 'bash'): Promise<string> {
     if (!mcp) throw new Error('no mcp client')
-    const r = (await mcp.callTool({ name: 'bash', arguments: args })) as {
+    const r = (await mcp.callTool({ name: tool, arguments: args }, undefined, { timeout: 60_000 })) as {
       content: { type: string; text: string }[]
     }
     expect(r.content).toHaveLength(1)
@@ -262,7 +298,7 @@ describe('one tool-call pipeline: createAgent, agent runs, POST /v1/tool-calls a
               ? await viaAgentRun(c.tool, c.args)
               : s === 'http'
                 ? await viaHttp(c.tool, c.args)
-                : await viaMcp(c.args)
+                : await viaMcp(c.args, c.mcpTool)
       }
       // Byte-identical on every surface first (the drift), then what the text must show.
       const first = got[c.surfaces[0] as Surface] ?? ''

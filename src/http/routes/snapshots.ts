@@ -22,7 +22,8 @@ export const SnapshotSchema = z
     /** The session it was taken from. */
     sessionId: z.string(),
     createdAt: z.number(),
-    state: z.enum(['creating', 'ready']),
+    state: z.enum(['creating', 'ready', 'failed']),
+    reason: z.string().optional(),
     /** Bytes of the captured workspace. */
     workspaceBytes: z.number(),
   })

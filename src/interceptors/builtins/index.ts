@@ -1,5 +1,7 @@
 export { extractShellCommand, routeShellTools, shellQuote } from './route-shell-tools.js'
 export type { RouteShellToolsOptions } from './route-shell-tools.js'
+export { DEFAULT_CODE_TOOLS, extractCodeCell, routeCodeTools } from './route-code-tools.js'
+export type { CodeCell, RouteCodeToolsOptions } from './route-code-tools.js'
 export { forceWorkingDirectory } from './force-working-directory.js'
 export type { ForceWorkingDirectoryOptions } from './force-working-directory.js'
 export { secretScanner } from './secret-scanner.js'

@@ -53,3 +53,16 @@ export interface CodeResult {
   /** Set when the provider's code runner keeps no state between calls (documented per provider). */
   stateless?: true
 }
+
+/**
+ * What a routed code cell (a code job) reports besides its stdout and stderr: the part of a
+ * {@link CodeResult} that travels in the job result. Rich outputs are named by MIME type only.
+ */
+export interface CodeCellPart {
+  language: CodeLanguage
+  text: string | null
+  error: CodeError | null
+  executionCount: number
+  kernelRestarted: boolean
+  outputs: { type: CodeOutput['type']; mimeTypes: string[] }[]
+}

@@ -46,6 +46,27 @@ describe('loadConfig', () => {
     expect(replaced?.image).toBeUndefined()
   })
 
+  test('routing.code: defaults to docker/dev and python; a missing profile, a foreign one or a shell tool is refused', () => {
+    const json = (routing: unknown): string =>
+      dirWith('sandbox-router.config.json', JSON.stringify({ routing }))
+    const ok = loadConfig({ cwd: json({ code: {} }), env: {} })
+    expect(ok.config.routing.code).toEqual({ providerId: 'docker', profile: 'dev', language: 'python' })
+    expect(loadConfig({ cwd: json({}), env: {} }).config.routing.code).toBeUndefined()
+    expect(() => loadConfig({ cwd: json({ code: { profile: 'nope' } }), env: {} })).toThrow(
+      /at "routing.code": profile "nope" is not defined; known profiles: default, dev, e2b/,
+    )
+    expect(() => loadConfig({ cwd: json({ code: { providerId: 'e2b', profile: 'dev' } }), env: {} })).toThrow(
+      /profile "dev" belongs to provider "docker", not "e2b"/,
+    )
+    expect(() => loadConfig({ cwd: json({ code: { tools: ['python', 'bash'] } }), env: {} })).toThrow(
+      /tools names the shell tool "bash"/,
+    )
+    expect(() => loadConfig({ cwd: json({ code: { tools: [] } }), env: {} })).toThrow(/routing.code.tools/)
+    expect(() => loadConfig({ cwd: json({ code: { language: 'ruby' } }), env: {} })).toThrow(
+      /routing.code.language/,
+    )
+  })
+
   test('JSON and YAML files are found in cwd and validated', () => {
     const json = dirWith(
       'sandbox-router.config.json',
