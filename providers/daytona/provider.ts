@@ -70,7 +70,9 @@ export interface DaytonaProvider extends SandboxProvider {
  * under an in-sandbox wrapper that separates stdout and stderr, enforces our timeout on the whole
  * process group (keeping partial output) and caps each stream; every sandbox carries the create
  * labels and a server-side lifetime (auto-stop, then auto-delete). SDK errors are mapped to
- * `AppError`s by class: 429 → retryable, 404 → `SANDBOX_LOST`, 401/403 → `CONFIG_INVALID`.
+ * `AppError`s by class: 429 → retryable, 404 → `SANDBOX_LOST`, 401/403 → `CONFIG_INVALID` (a
+ * file the sandbox user may not access → `BAD_REQUEST`). A stopped sandbox is started again by
+ * `connect` and by a handle's `ready()` after an idle long enough for Daytona's auto-stop.
  */
 export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaProvider {
   const opts = DaytonaProviderOptionsSchema.parse(options)
