@@ -59,7 +59,10 @@ export interface FakeDaytonaOptions {
   /**
    * The fake's time scale: how long one of Daytona's minutes lasts (ms), the unit of
    * `autoStopInterval`, `autoArchiveInterval`, `autoDeleteInterval` and `ttlMinutes`. The lifetime
-   * sweep runs every `minuteMs / 6` (Daytona: every 10 s). @default 60000
+   * sweep runs every `minuteMs / 6` (Daytona: every 10 s). Keep it above the SDK's state-poll
+   * interval (1 s with event streaming on, as the provider's default; 100 ms in polling mode): a
+   * sandbox auto-stopped before the SDK saw it `started` leaves the SDK waiting to its timeout.
+   * @default 60000
    */
   minuteMs?: number
   /** The shortest time a state change takes, so transient states are observable (ms). @default 150 */
