@@ -79,6 +79,18 @@ export function isSandboxGone(err: unknown): boolean {
 }
 
 /**
+ * Whether the daemon refused a file for the sandbox user's permissions: `FILE_ACCESS_DENIED`, which
+ * the SDK raises as `DaytonaFileAccessDeniedError` when the daemon names itself (`source`) and as a
+ * plain 403 (`DaytonaAuthorizationError`) from daemons that do not (v0.190.0). Never a credential problem.
+ */
+export function isFileAccessDenied(err: unknown): boolean {
+  return (
+    err instanceof DaytonaFileAccessDeniedError ||
+    (err instanceof DaytonaError && err.code === 'FILE_ACCESS_DENIED')
+  )
+}
+
+/**
  * Whether a toolbox failure is worth a state check (the sandbox may have stopped or gone, and the
  * proxy's status for that is not a contract): any HTTP or connection failure that is not about
  * credentials, rate limits or one file.
@@ -103,8 +115,13 @@ export function mayBeLost(err: unknown): boolean {
 export function mapDaytonaError(err: unknown, scope: ErrorScope, what: string, sandboxId?: string): AppError {
   if (err instanceof AppError) return err
   const why = detail(err, scope.apiKey)
-  if (err instanceof DaytonaFileAccessDeniedError) {
-    return make('BAD_REQUEST', `${what}: permission denied in the sandbox (${why})`, err, scope)
+  if (isFileAccessDenied(err)) {
+    return make(
+      'BAD_REQUEST',
+      `${what}: permission denied in the sandbox (${why}); use a path the sandbox user may access`,
+      err,
+      scope,
+    )
   }
   if (err instanceof DaytonaAuthenticationError || err instanceof DaytonaForbiddenError) {
     return make(

@@ -45,6 +45,15 @@ export const DaytonaProviderOptionsSchema = z
       .int()
       .positive()
       .default(1024 * 1024),
+    /**
+     * A call on a handle idle at least this long (ms) first asks Daytona for the sandbox's state
+     * (one GET, before anything runs): a stopped or archived sandbox is started again (its files
+     * kept, its processes gone), one still stopping is waited for and started, a deleted one is
+     * `SANDBOX_LOST` so the session rebinds instead of failing the call. Auto-stop needs a whole
+     * interval without toolbox activity, so a shorter idle needs no check.
+     * @default the sandbox's auto-stop interval less 15 s (no check with auto-stop off, unless ttlMinutes runs out)
+     */
+    stateCheckIdleMs: z.number().int().min(0).optional(),
     /** Use Daytona's WebSocket state events (the SDK default); false = the SDK's polling mode. @default true */
     eventStreaming: z.boolean().default(true),
     /**

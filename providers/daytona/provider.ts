@@ -15,7 +15,7 @@ import { CREATE_LABEL, CWD_LABEL, MAX_EXECS_LABEL, OWNER, buildCreateParams } fr
 import { type ErrorScope, isSandboxGone, mapCreateError, mapDaytonaError, redactUrl } from './errors.js'
 import { type DaytonaProviderOptions, DaytonaProviderOptionsSchema } from './options.js'
 import { DaytonaSandbox, type HandleContext } from './sandbox.js'
-import { classifyState } from './states.js'
+import { classifyState, isStoppedState } from './states.js'
 import { assertProfileFor, assertRefFor, ownedLabels, raceAbort } from '../../src/sandbox/provider-kit.js'
 
 /** Provider id of the Daytona provider. */
@@ -24,12 +24,32 @@ export const DAYTONA_PROVIDER_ID = 'daytona'
 /** `SANDBOX_LOST` for a sandbox in a state commands cannot run in (and that will not change by waiting). */
 function lostError(sandboxId: string, remote: RemoteSandbox): AppError {
   const state = remote.state ?? 'unknown'
+  if (isStoppedState(state)) {
+    // Found so after a call failed: the stop came while it ran (or after the handle's last look).
+    const auto = remote.autoStopInterval
+      ? `Daytona stops a sandbox after ${remote.autoStopInterval} min without toolbox activity (its auto-stop), or on request`
+      : 'stopped on request'
+    return new AppError(
+      'SANDBOX_LOST',
+      `Daytona sandbox ${sandboxId} is ${state} (${auto}): what ran in it is gone, its files are kept; ` +
+        'destroy it and create a new sandbox',
+    )
+  }
   const why = remote.errorReason ? ` (${remote.errorReason})` : ''
-  const fix =
-    state === 'destroyed' || state === 'destroying'
-      ? 'create a new sandbox'
-      : 'destroy it and create a new sandbox'
-  return new AppError('SANDBOX_LOST', `Daytona sandbox ${sandboxId} is ${state}${why}; ${fix}`)
+  if (state === 'destroyed' || state === 'destroying') {
+    const auto =
+      remote.autoDeleteInterval === 0
+        ? ' (Daytona deletes a sandbox with auto-delete 0 as soon as it stops, e.g. after its auto-stop)'
+        : ''
+    return new AppError(
+      'SANDBOX_LOST',
+      `Daytona sandbox ${sandboxId} is ${state}${why}${auto}; create a new sandbox`,
+    )
+  }
+  return new AppError(
+    'SANDBOX_LOST',
+    `Daytona sandbox ${sandboxId} is ${state}${why}; destroy it and create a new sandbox`,
+  )
 }
 
 /** Whether the sandbox is destroyed or on its way there (listing is eventually consistent). */
@@ -50,7 +70,9 @@ export interface DaytonaProvider extends SandboxProvider {
  * under an in-sandbox wrapper that separates stdout and stderr, enforces our timeout on the whole
  * process group (keeping partial output) and caps each stream; every sandbox carries the create
  * labels and a server-side lifetime (auto-stop, then auto-delete). SDK errors are mapped to
- * `AppError`s by class: 429 → retryable, 404 → `SANDBOX_LOST`, 401/403 → `CONFIG_INVALID`.
+ * `AppError`s by class: 429 → retryable, 404 → `SANDBOX_LOST`, 401/403 → `CONFIG_INVALID` (a
+ * file the sandbox user may not access → `BAD_REQUEST`). A stopped sandbox is started again by
+ * `connect` and by a handle's `ready()` after an idle long enough for Daytona's auto-stop.
  */
 export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaProvider {
   const opts = DaytonaProviderOptionsSchema.parse(options)
@@ -76,7 +98,53 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
     }
   }
 
-  const context: HandleContext = { scope, options: opts, checkLost }
+  /**
+   * Brings a sandbox to `started` if it can be: waits for a create or start, waits for a stop to
+   * end and starts it again (files kept, processes gone), starts a stopped or archived one;
+   * `SANDBOX_LOST` for one that is gone or failed. Re-reads the state first when `refresh`.
+   * Says whether it found the sandbox running or (re)started it.
+   */
+  async function revive(
+    remote: RemoteSandbox,
+    what: string,
+    signal?: AbortSignal,
+    refresh = true,
+  ): Promise<'running' | 'restarted'> {
+    const deadline = Date.now() + opts.createTimeoutMs
+    const left = (): number => Math.max(0.001, (deadline - Date.now()) / 1000)
+    try {
+      if (refresh) await raceAbort(remote.refreshData(), signal)
+      for (let pause = 100; ; pause = Math.min(pause * 2, 1000)) {
+        switch (classifyState(remote.state)) {
+          case 'running':
+            return pause === 100 ? 'running' : 'restarted'
+          case 'transient':
+            await raceAbort(remote.waitUntilStarted(left()), signal)
+            return 'restarted'
+          case 'settling':
+            // Stopping, archiving or pausing: once it has, it can be started again.
+            if (Date.now() > deadline) throw lostError(remote.id, remote)
+            await raceAbort(new Promise((resolve) => setTimeout(resolve, pause)), signal)
+            await raceAbort(remote.refreshData(), signal)
+            continue
+          case 'resumable':
+            // Auto-stop keeps the files: start it again rather than lose the session's state.
+            await raceAbort(remote.start(left()), signal)
+            return 'restarted'
+          case 'lost':
+            throw lostError(remote.id, remote)
+        }
+      }
+    } catch (err) {
+      signal?.throwIfAborted()
+      if (err instanceof AppError) throw err
+      // A start refused because the sandbox went meanwhile (auto-delete) is a lost sandbox.
+      const lost = isSandboxGone(err) ? undefined : await checkLost(remote.id)
+      throw lost ?? mapDaytonaError(err, scope, what, remote.id)
+    }
+  }
+
+  const context: HandleContext = { scope, options: opts, checkLost, revive }
 
   const handle = (ref: SandboxRef, remote: RemoteSandbox, labels: Labels): DaytonaSandbox => {
     const maxExecs = Number(labels[MAX_EXECS_LABEL])
@@ -169,24 +237,7 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
         `Daytona sandbox ${ref.id} is not a sandbox-router sandbox (no ${LABELS.owner} label)`,
       )
     }
-    try {
-      switch (classifyState(remote.state)) {
-        case 'running':
-          break
-        case 'transient':
-          await raceAbort(remote.waitUntilStarted(createTimeoutSec), signal)
-          break
-        case 'resumable':
-          // Auto-stop keeps the files: start it again rather than lose the session's state.
-          await raceAbort(remote.start(createTimeoutSec), signal)
-          break
-        case 'lost':
-          throw lostError(ref.id, remote)
-      }
-    } catch (err) {
-      signal?.throwIfAborted()
-      throw mapDaytonaError(err, scope, what, ref.id)
-    }
+    await revive(remote, what, signal, false)
     return handle(
       {
         providerId: DAYTONA_PROVIDER_ID,

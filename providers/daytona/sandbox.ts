@@ -13,7 +13,7 @@ import type {
   SandboxRef,
 } from '../../src/sandbox/types.js'
 import { uploadedAgentProcesses } from '../../src/sandbox/agent-processes.js'
-import { type ErrorScope, mapDaytonaError, mayBeLost } from './errors.js'
+import { type ErrorScope, isFileAccessDenied, mapDaytonaError, mayBeLost } from './errors.js'
 import { type ExecContext, startRun } from './exec.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
@@ -42,7 +42,13 @@ export interface HandleContext {
   options: ResolvedDaytonaProviderOptions
   /** `SANDBOX_LOST` when the sandbox is gone or not running, else undefined (state unknown or fine). */
   checkLost(sandboxId: string): Promise<AppError | undefined>
+  /** Re-reads the state and brings the sandbox back to `started` (see the provider); `SANDBOX_LOST` when gone. */
+  revive(remote: RemoteSandbox, what: string, signal?: AbortSignal): Promise<'running' | 'restarted'>
 }
+
+/** Margin under the auto-stop interval for the state check of {@link DaytonaSandbox.ready} (ms). */
+const STATE_CHECK_MARGIN_MS = 15_000
+const MINUTE_MS = 60_000
 
 /**
  * A handle to one Daytona sandbox. Commands go through the toolbox `/process/execute` endpoint
@@ -56,6 +62,10 @@ export class DaytonaSandbox implements Sandbox {
   /** Ports are reached through Daytona's preview proxy (`getPreviewLink`), see `preview.ts`. */
   readonly ports = true
   private closed = false
+  /** When this handle last had a toolbox call running (ms since the epoch). */
+  private lastUsed = Date.now()
+  /** Toolbox calls of this handle in progress (while one runs, Daytona counts the sandbox active). */
+  private busy = 0
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
   private readonly shell: PersistentShellRunner<DaytonaShellSession>
@@ -111,8 +121,52 @@ export class DaytonaSandbox implements Sandbox {
 
   /** One raw daemon call (no slot, no wrapper). */
   async call(call: DaemonCall, timeoutSec: number): Promise<{ exitCode: number; result: string }> {
-    const response = await this.remote.process.executeCommand(call.command, undefined, call.env, timeoutSec)
+    const response = await this.using(
+      this.remote.process.executeCommand(call.command, undefined, call.env, timeoutSec),
+    )
     return { exitCode: response.exitCode, result: response.result }
+  }
+
+  /** Counts `work` as activity of this handle (what the state check of {@link ready} goes by). */
+  private using<T>(work: Promise<T>): Promise<T> {
+    this.busy++
+    return work.finally(() => {
+      this.busy--
+      this.lastUsed = Date.now()
+    })
+  }
+
+  /**
+   * Before a session's call (the pool asks): when this handle has been idle long enough for
+   * Daytona's auto-stop (`stateCheckIdleMs`, default the auto-stop interval less 15 s) or the
+   * sandbox's `ttlMinutes` may have run out, one GET finds out what happened meanwhile. A stopped
+   * or archived sandbox is started again: its files are kept, what ran in it is gone (the
+   * persistent shell starts afresh, saying `shellRestarted`). A deleted one throws `SANDBOX_LOST`
+   * before anything runs, so the session moves to a fresh sandbox (`sandboxReplaced`).
+   */
+  async ready(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    this.assertOpen()
+    if (this.busy > 0 || !this.mayHaveStopped(Date.now())) return
+    const found = await this.using(
+      this.context.revive(this.remote, `checking sandbox ${this.ref.id} before a call`, opts.signal),
+    )
+    // Started again: whatever ran before is gone, the shell's session included.
+    if (found === 'restarted') await this.shell.close()
+  }
+
+  private mayHaveStopped(now: number): boolean {
+    const idle = now - this.lastUsed
+    const given = this.context.options.stateCheckIdleMs
+    if (given !== undefined) return idle >= given
+    const autoStop = this.remote.autoStopInterval ?? 0
+    if (autoStop > 0 && idle >= autoStop * MINUTE_MS - STATE_CHECK_MARGIN_MS) return true
+    const ttl = this.context.options.ttlMinutes
+    const created = Date.parse(this.remote.createdAt ?? '')
+    return (
+      ttl !== undefined &&
+      Number.isFinite(created) &&
+      now >= created + ttl * MINUTE_MS - STATE_CHECK_MARGIN_MS
+    )
   }
 
   /** Makes sure `dir` exists and is writable (create time: the profile cwd). */
@@ -143,12 +197,14 @@ export class DaytonaSandbox implements Sandbox {
     })
     if (request.shell === 'persistent') {
       const run = await this.shell.run({ ...resolved, cwdGiven: request.cwd !== undefined }, opts)
+      void this.using(run.settled)
       return raceAbort(run.result, opts.signal)
     }
     const release = await this.slots.acquire(opts.signal)
     const run = startRun(this.execContext, resolved, opts)
     // The slot frees when the daemon is done with the command, not when an abort rejects early.
     void run.settled.then(release)
+    void this.using(run.settled)
     return run.result
   }
 
@@ -166,7 +222,7 @@ export class DaytonaSandbox implements Sandbox {
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data)
     const timeoutSec = Math.ceil(this.context.options.requestTimeoutMs / 1000)
     try {
-      await raceAbort(this.remote.fs.uploadFile(bytes, absolute, timeoutSec), opts.signal)
+      await raceAbort(this.using(this.remote.fs.uploadFile(bytes, absolute, timeoutSec)), opts.signal)
     } catch (err) {
       if (opts.signal?.aborted) throw opts.signal.reason
       throw await this.fail(err, `writing ${absolute} in sandbox ${this.ref.id}`)
@@ -178,7 +234,7 @@ export class DaytonaSandbox implements Sandbox {
     const absolute = this.absolute(path)
     const timeoutSec = Math.ceil(this.context.options.requestTimeoutMs / 1000)
     try {
-      return await raceAbort(this.remote.fs.downloadFile(absolute, timeoutSec), opts.signal)
+      return await raceAbort(this.using(this.remote.fs.downloadFile(absolute, timeoutSec)), opts.signal)
     } catch (err) {
       if (opts.signal?.aborted) throw opts.signal.reason
       throw await this.readError(err, absolute)
@@ -189,6 +245,14 @@ export class DaytonaSandbox implements Sandbox {
     const where = `${absolute} in sandbox ${this.ref.id}`
     if (err instanceof DaytonaNotFoundError && err.code?.startsWith('FILE_')) {
       return new AppError('NOT_FOUND', `no such file: ${where}`, { cause: err })
+    }
+    if (isFileAccessDenied(err)) {
+      return new AppError(
+        'BAD_REQUEST',
+        `cannot read ${where}: permission denied (the sandbox user may not read it); read a file the ` +
+          'sandbox user can access, or change its mode first (chmod, as its owner)',
+        { cause: err },
+      )
     }
     if (
       err instanceof DaytonaInvalidFilePathError ||

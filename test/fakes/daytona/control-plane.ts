@@ -7,6 +7,19 @@ import type { Labels } from '../../../src/sandbox/types.js'
 import { readJson, sendError, sendJson } from './http-util.js'
 import { sendPreviewLink } from './preview.js'
 import { type FakeSandboxRecord, toDto } from './records.js'
+import {
+  MAX_AUTO_ARCHIVE_MINUTES,
+  SANDBOX_USER,
+  archiveRecord,
+  deleteRecord,
+  enqueue,
+  isBusy,
+  setState,
+  startRecord,
+  stopRecord,
+  touch,
+} from './lifecycle.js'
+import type { FakeSessions } from './sessions.js'
 
 /** Fault switches the tests flip (see `FakeDaytona.faults`). */
 export interface FaultState {
@@ -36,6 +49,18 @@ export interface FakeContext {
   faults: FaultState
   /** Labels on every backing container (for cleanup by tests). */
   containerLabels: Labels
+  /** How long one of Daytona's minutes (the lifetime intervals' unit) lasts in the fake (ms). */
+  minuteMs: number
+  /** The shortest time a state change takes (its transient state shows that long at least), ms. */
+  transitionMs: number
+  /** Whether daemon errors carry `source: 'DAYTONA_DAEMON'` (current daemons; v0.190.0 sent none). */
+  daemonErrorSource: boolean
+  /** The toolbox sessions of every sandbox. */
+  sessions: FakeSessions
+  /** Toolbox requests in flight, per sandbox (a stop or delete answers them 502). */
+  inflight: Map<string, Set<{ req: IncomingMessage; res: ServerResponse }>>
+  /** State changes still running (`close()` waits for them). */
+  pending: Set<Promise<void>>
 }
 
 type Body = Record<string, unknown>
@@ -74,12 +99,16 @@ async function createSandbox(ctx: FakeContext, req: IncomingMessage, res: Server
   const id = randomUUID()
   const now = new Date().toISOString()
   const from = /^FROM\s+(\S+)/m.exec(String((body.buildInfo as Body | undefined)?.dockerfileContent ?? ''))
+  const autoArchive = num(body.autoArchiveInterval, 10_080)
+  // An image is built into a snapshot first (`pending_build`); a snapshot is created at once.
+  const initial = from ? 'pending_build' : 'creating'
   const record: FakeSandboxRecord = {
     id,
     name: typeof body.name === 'string' ? body.name : id,
     labels: strings(body.labels),
     env: strings(body.env),
-    state: 'started',
+    state: initial,
+    history: [initial],
     cpu: num(body.cpu, 1),
     memory: num(body.memory, 1),
     disk: num(body.disk, 3),
@@ -88,22 +117,47 @@ async function createSandbox(ctx: FakeContext, req: IncomingMessage, res: Server
     networkBlockAll: body.networkBlockAll === true,
     ...(typeof body.networkAllowList === 'string' ? { networkAllowList: body.networkAllowList } : {}),
     autoStopInterval: num(body.autoStopInterval, 15),
-    autoArchiveInterval: num(body.autoArchiveInterval, 10_080),
+    autoArchiveInterval:
+      autoArchive === 0 ? MAX_AUTO_ARCHIVE_MINUTES : Math.min(autoArchive, MAX_AUTO_ARCHIVE_MINUTES),
     autoDeleteInterval: num(body.autoDeleteInterval, -1),
     ...(typeof body.ttlMinutes === 'number' ? { ttlMinutes: body.ttlMinutes } : {}),
     ...(typeof body.snapshot === 'string' ? { snapshot: body.snapshot } : {}),
     ...(from?.[1] ? { image: from[1] } : {}),
     createdAt: now,
     updatedAt: now,
+    lastActivityAt: Date.now(),
+    openRequests: 0,
   }
+  ctx.records.set(id, record)
   if (ctx.faults.failingStarts > 0) {
     ctx.faults.failingStarts--
-    record.state = 'error'
-    record.errorReason = 'fake: the runner could not start the sandbox'
-    ctx.records.set(id, record)
-    sendJson(res, 200, { ...toDto(record, ctx.toolboxUrl), state: 'starting', errorReason: undefined })
+    setState(record, 'starting')
+    sendJson(res, 200, dto(ctx, record))
+    void enqueue(ctx, record, async () => {
+      await new Promise((resolve) => setTimeout(resolve, ctx.transitionMs))
+      record.errorReason = 'fake: the runner could not start the sandbox'
+      if (record.state === 'starting') setState(record, 'error')
+    })
     return
   }
+  sendJson(res, 200, dto(ctx, record))
+  // The container starts behind the answer; the SDK waits (polling GET) until the state is `started`.
+  void enqueue(ctx, record, () => startContainer(ctx, record))
+}
+
+/** The DTO of a record. */
+const dto = (ctx: FakeContext, record: FakeSandboxRecord): Record<string, unknown> =>
+  toDto(record, ctx.toolboxUrl, ctx.minuteMs)
+
+/** The create behind `creating` (after `pending_build` for an image): a real container, then `started`. */
+async function startContainer(ctx: FakeContext, record: FakeSandboxRecord): Promise<void> {
+  const pause = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, ctx.transitionMs))
+  if (record.state === 'pending_build') {
+    await pause()
+    if (record.state !== 'pending_build') return
+    setState(record, 'creating')
+  }
+  if (record.state !== 'creating') return
   const profile = resolveProfile('fake-daytona', {
     provider: 'docker',
     image: ctx.image,
@@ -118,17 +172,31 @@ async function createSandbox(ctx: FakeContext, req: IncomingMessage, res: Server
     maxConcurrentExecs: 64,
     readOnlyRoot: false,
     pidsLimit: 1024,
+    user: SANDBOX_USER,
+    // The container's agent ends it after this long with nothing attached (a stopped fake sandbox
+    // has nothing attached): far beyond any test.
+    idleTtlMs: 7 * 24 * 60 * 60 * 1000,
   })
   try {
-    record.backend = await ctx.docker.create(profile, {
-      labels: { ...ctx.containerLabels, 'sandbox-router.fake-sandbox': id },
-    })
+    const [backend] = await Promise.all([
+      ctx.docker.create(profile, {
+        labels: { ...ctx.containerLabels, 'sandbox-router.fake-sandbox': record.id },
+      }),
+      pause(),
+    ])
+    if (record.state !== 'creating' || !ctx.records.has(record.id)) {
+      // Vanished or destroyed while it was being made.
+      await backend.close()
+      await ctx.docker.destroy(backend.ref)
+      return
+    }
+    record.backend = backend
+    touch(record)
+    setState(record, 'started')
   } catch (err) {
-    sendError(res, req, 500, `fake: cannot start the backing container: ${String(err)}`)
-    return
+    record.errorReason = `fake: cannot start the backing container: ${String(err)}`
+    if (record.state === 'creating') setState(record, 'error')
   }
-  ctx.records.set(id, record)
-  sendJson(res, 200, toDto(record, ctx.toolboxUrl))
 }
 
 function listSandboxes(ctx: FakeContext, url: URL, res: ServerResponse): void {
@@ -142,24 +210,36 @@ function listSandboxes(ctx: FakeContext, url: URL, res: ServerResponse): void {
   const from = Number(url.searchParams.get('cursor') ?? 0) || 0
   const page = all.slice(from, from + limit)
   const next = from + limit < all.length ? String(from + limit) : null
-  sendJson(res, 200, { items: page.map((r) => toDto(r, ctx.toolboxUrl)), nextCursor: next })
+  sendJson(res, 200, { items: page.map((r) => dto(ctx, r)), nextCursor: next })
 }
 
-/** Removes a record's container; the record stays as a `destroyed` tombstone unless `forget`. */
-export async function destroyRecord(
+/** `POST start|stop|archive`: a transient state at once, the target state after the change. */
+function changeState(
   ctx: FakeContext,
   record: FakeSandboxRecord,
-  forget: boolean,
-): Promise<void> {
-  const backend = record.backend
-  record.backend = undefined
-  record.state = 'destroyed'
-  record.updatedAt = new Date().toISOString()
-  if (forget) ctx.records.delete(record.id)
-  if (backend) {
-    await backend.close()
-    await ctx.docker.destroy(backend.ref)
+  action: 'start' | 'stop' | 'archive',
+  req: IncomingMessage,
+  res: ServerResponse,
+): void {
+  const { state } = record
+  const target = action === 'start' ? 'started' : action === 'stop' ? 'stopped' : 'archived'
+  if (state === target || (action === 'stop' && state === 'archived')) {
+    sendJson(res, 200, dto(ctx, record))
+    return
   }
+  const from: Record<typeof action, string[]> = {
+    start: ['stopped', 'archived'],
+    stop: ['started'],
+    archive: ['stopped'],
+  }
+  if (!from[action].includes(state) || isBusy(record)) {
+    sendError(res, req, 409, `Sandbox ${record.id} is ${state}: cannot ${action} it now`)
+    return
+  }
+  if (action === 'start') void startRecord(ctx, record)
+  else if (action === 'stop') void stopRecord(ctx, record)
+  else void archiveRecord(ctx, record)
+  sendJson(res, 200, dto(ctx, record))
 }
 
 /** Routes `/api/...` (the control plane). */
@@ -184,7 +264,6 @@ export async function handleApi(
     sendError(res, req, 404, `Sandbox with ID or name ${idOrName} not found`)
     return
   }
-  const dto = (): Record<string, unknown> => toDto(record, ctx.toolboxUrl)
   const port = Number(segments[3])
   if (
     req.method === 'GET' &&
@@ -197,26 +276,20 @@ export async function handleApi(
   const key = `${req.method} ${action ?? ''}`
   switch (key) {
     case 'GET ':
-      sendJson(res, 200, dto())
+      sendJson(res, 200, dto(ctx, record))
       return
     case 'DELETE ':
-      if (record.state !== 'destroyed') await destroyRecord(ctx, record, false)
-      // Like Daytona, the answer says `destroying`; the next GET says `destroyed`.
-      sendJson(res, 200, { ...dto(), state: 'destroying' })
+      // Like Daytona, the answer says `destroying`; a later GET says `destroyed`.
+      if (record.state !== 'destroyed' && record.state !== 'destroying') void deleteRecord(ctx, record)
+      sendJson(res, 200, dto(ctx, record))
       return
     case 'GET toolbox-proxy-url':
       sendJson(res, 200, { url: ctx.toolboxUrl })
       return
     case 'POST start':
     case 'POST stop':
-      if (record.state === 'destroyed') {
-        sendError(res, req, 409, `Sandbox ${record.id} is destroyed`)
-        return
-      }
-      record.state = action === 'start' ? 'started' : 'stopped'
-      record.updatedAt = new Date().toISOString()
-      sendJson(res, 200, dto())
-      return
+    case 'POST archive':
+      return changeState(ctx, record, action as 'start' | 'stop' | 'archive', req, res)
     default:
       sendError(res, req, 404, `fake Daytona: no route ${req.method} ${url.pathname}`)
   }

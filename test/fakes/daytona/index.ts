@@ -1,18 +1,31 @@
 /**
  * A local stand-in for Daytona: the control-plane routes the SDK calls for create / get / list
- * (cursor pages) / delete / start / stop, and the toolbox routes for `/process/execute`, sessions
- * (`/process/session…`, see sessions.ts) and file upload / download. Every sandbox is a real Docker container made by the project's Docker
- * provider (image `sandbox-router/base:latest`), so commands really run; the daemon's behaviour
- * the adapter relies on is kept (merged output, 408 with output discarded on timeout, process
- * group kill, env-name validation, multipart downloads with JSON error parts).
+ * (cursor pages) / delete / start / stop / archive, and the toolbox routes for `/process/execute`,
+ * sessions (`/process/session…`, see sessions.ts) and file upload / download. Every sandbox is a
+ * real Docker container made by the project's Docker provider (image `sandbox-router/base:latest`),
+ * so commands really run; the daemon's behaviour the adapter relies on is kept (merged output, 408
+ * with output discarded on timeout, process group kill, env-name validation, multipart downloads
+ * with JSON error parts: 404 `FILE_NOT_FOUND`, 403 `FILE_ACCESS_DENIED` for a file the sandbox user
+ * may not read, 400 `INVALID_FILE_PATH`, 500 `FILE_READ_FAILED`).
+ *
+ * The lifecycle is Daytona's (see lifecycle.ts): create answers `creating` (`pending_build` first
+ * for an image) and the container starts behind the answer, so the SDK's wait runs; start, stop,
+ * archive and delete pass through `starting` / `stopping` / `archiving` / `destroying` for at least
+ * `transitionMs`. Auto-stop, auto-archive, auto-delete (0: deleted instead of stopped) and
+ * `ttlMinutes` are enforced from the last activity, in minutes of `minuteMs` (a test makes a minute
+ * last a second). A stop ends what runs (toolbox requests in flight answer 502, the processes and
+ * sessions are killed) and keeps the files; the toolbox answers a sandbox that is not started 400,
+ * like Daytona's runner ("Is the Sandbox started?").
  *
  * Previews (`getPreviewLink`, HTTP and WebSocket) are served under `/preview/<id>/<port>` (see preview.ts).
  *
- * Not covered: session log follow over WebSocket and session input, PTY, code-run, git, LSP, signed previews, snapshots/volumes and the Socket.IO
- * event stream (its path answers 404, so the SDK falls back to polling, as on a network that
- * blocks WebSockets). Lifetimes (auto-stop/-delete/ttl) are recorded, not enforced. Egress is
- * enforced: `networkBlockAll` gives the container no network; a `networkAllowList` of CIDRs makes it
- * an allowlist sandbox of the project's egress proxy (HTTP and CONNECT to those addresses only).
+ * Not covered: session log follow over WebSocket and session input, PTY, code-run, git, LSP, signed
+ * previews, snapshots/volumes and the Socket.IO event stream (its path answers 404, so the SDK falls
+ * back to polling, as on a network that blocks WebSockets), organisation quotas, rate limits other
+ * than on create, and list's eventual consistency. A destroyed sandbox stays a `destroyed`
+ * tombstone (Daytona answers 404). Egress is enforced: `networkBlockAll` gives the container no
+ * network; a `networkAllowList` of CIDRs makes it an allowlist sandbox of the project's egress proxy
+ * (HTTP and CONNECT to those addresses only).
  */
 import { randomUUID } from 'node:crypto'
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http'
@@ -22,7 +35,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createDockerProvider } from '../../../providers/docker/index.js'
 import { EgressProxy } from '../../../src/egress/proxy.js'
-import { type FakeContext, destroyRecord, handleApi } from './control-plane.js'
+import { type FakeContext, handleApi } from './control-plane.js'
+import { destroyRecord, stopRecord, sweep } from './lifecycle.js'
 import { sendError } from './http-util.js'
 import type { FakeSandboxRecord } from './records.js'
 import { handlePreview, handlePreviewUpgrade, isPreview } from './preview.js'
@@ -42,6 +56,23 @@ export interface FakeDaytonaOptions {
   image?: string
   /** Items per list page (small, so the SDK's cursor loop is exercised). @default 3 */
   listPageSize?: number
+  /**
+   * The fake's time scale: how long one of Daytona's minutes lasts (ms), the unit of
+   * `autoStopInterval`, `autoArchiveInterval`, `autoDeleteInterval` and `ttlMinutes`. The lifetime
+   * sweep runs every `minuteMs / 6` (Daytona: every 10 s). Keep it above the SDK's state-poll
+   * interval (1 s with event streaming on, as the provider's default; 100 ms in polling mode): a
+   * sandbox auto-stopped before the SDK saw it `started` leaves the SDK waiting to its timeout.
+   * @default 60000
+   */
+  minuteMs?: number
+  /** The shortest time a state change takes, so transient states are observable (ms). @default 150 */
+  transitionMs?: number
+  /**
+   * Whether daemon errors carry `source: 'DAYTONA_DAEMON'`, as current daemons send (the SDK then
+   * raises e.g. `DaytonaFileAccessDeniedError`); false: the v0.190.0 daemon's shape without it (the
+   * SDK raises by status, e.g. `DaytonaAuthorizationError` for 403). @default true
+   */
+  daemonErrorSource?: boolean
 }
 
 /** A view of one fake sandbox, for assertions. */
@@ -58,8 +89,12 @@ export interface FakeDaytonaFaults {
   rateLimitShare(share: number, retryAfterSec?: number): void
   /** Removes the sandbox and its container behind the client's back: every later call gets 404. */
   vanish(sandboxId: string): Promise<void>
-  /** Marks the sandbox stopped (as Daytona's auto-stop would); the toolbox answers 409 until started. */
-  stop(sandboxId: string): void
+  /**
+   * Stops the sandbox behind the client's back (as a stop from the dashboard would): `stopping` at
+   * once (toolbox requests in flight answer 502, new ones 400), the processes killed, then `stopped`.
+   * Resolves once it is `stopped`.
+   */
+  stop(sandboxId: string): Promise<void>
   /** Whether a 401 quotes the presented bearer token back (to test that it never leaks further). */
   echoCredentialsOn401(on: boolean): void
   /** The next `count` creates answer `starting`, then the sandbox turns to `error` (a failed start). */
@@ -75,7 +110,7 @@ export interface FakeDaytona {
   /** The accepted API key. */
   apiKey: string
   faults: FakeDaytonaFaults
-  /** Sandboxes known to the fake (destroyed ones stay as tombstones until vanished). */
+  /** Sandboxes known to the fake (destroyed ones stay as tombstones until vanished), with their state history. */
   sandboxes(): FakeSandboxView[]
   /** Ids of the live backing containers. */
   containers(): string[]
@@ -102,7 +137,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
   })
   const timings: Timings = new Map()
   const sentBytes: SentBytes = new Map()
-  const sessions = new FakeSessions()
+  const minuteMs = options.minuteMs ?? 60_000
   const ctx: FakeContext = {
     apiKey,
     records: new Map(),
@@ -120,7 +155,15 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       failingStarts: 0,
     },
     containerLabels: { [FAKE_LABEL]: 'daytona', [FAKE_RUN_LABEL]: runId },
+    minuteMs,
+    transitionMs: options.transitionMs ?? 150,
+    daemonErrorSource: options.daemonErrorSource ?? true,
+    sessions: new FakeSessions(),
+    inflight: new Map(),
+    pending: new Set(),
   }
+  const sweeper = setInterval(() => sweep(ctx, Date.now()), Math.min(Math.max(minuteMs / 6, 20), 10_000))
+  sweeper.unref()
 
   const authorised = (req: IncomingMessage, res: ServerResponse): boolean => {
     const header = req.headers.authorization ?? ''
@@ -139,8 +182,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     if (isPreview(req)) return handlePreview(ctx, req, res)
     if (!authorised(req, res)) return
     if (url.pathname.startsWith('/api/')) return handleApi(ctx, req, res, url)
-    if (url.pathname.startsWith('/toolbox/'))
-      return handleToolbox(ctx, req, res, url, timings, sessions, sentBytes)
+    if (url.pathname.startsWith('/toolbox/')) return handleToolbox(ctx, req, res, url, timings, sentBytes)
     sendError(res, req, 404, `fake Daytona: no route ${req.method} ${url.pathname}`)
   }
 
@@ -195,7 +237,8 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       },
       vanish: (id) => destroyRecord(ctx, find(id), true),
       stop(id) {
-        find(id).state = 'stopped'
+        const record = find(id)
+        return record.state === 'started' ? stopRecord(ctx, record) : Promise.resolve()
       },
       echoCredentialsOn401(on) {
         ctx.faults.echoCredentialsOn401 = on
@@ -211,8 +254,11 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       })),
     containers: () => [...ctx.records.values()].flatMap((r) => (r.backend ? [r.backend.ref.id] : [])),
     async close() {
+      clearInterval(sweeper)
       server.closeAllConnections()
       await new Promise<void>((resolve) => server.close(() => resolve()))
+      // Creates and deletes still running finish first (a container being made is then removed too).
+      while (ctx.pending.size > 0) await Promise.all(ctx.pending)
       await Promise.all([...ctx.records.values()].map((r) => destroyRecord(ctx, r, true)))
       // Anything a crashed handler left behind.
       for (const ref of await docker.list({ labels: { [FAKE_RUN_LABEL]: runId } })) await docker.destroy(ref)

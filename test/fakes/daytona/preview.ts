@@ -12,6 +12,7 @@ import type { Duplex } from 'node:stream'
 import type { FakeContext } from './control-plane.js'
 import { sendJson } from './http-util.js'
 import type { FakeSandboxRecord } from './records.js'
+import { touch } from './lifecycle.js'
 import { type PreviewRelay, relayHttp, relayUpgrade } from '../preview-relay.js'
 
 const TOKEN_HEADER = 'x-daytona-preview-token'
@@ -67,6 +68,8 @@ function resolve(ctx: FakeContext, req: IncomingMessage): Resolved | undefined {
     return { status: 404, body: proxyError(404, 'NOT_FOUND', 'sandbox not found or not started', path) }
   if (!record.public && req.headers[TOKEN_HEADER] !== previewToken(record))
     return { status: 401, body: proxyError(401, 'UNAUTHORIZED', 'missing or invalid preview token', path) }
+  // Preview traffic goes through Daytona's proxy too: it is activity (auto-stop counts from it).
+  touch(record)
   const open = backend.openPort?.bind(backend)
   return {
     path,

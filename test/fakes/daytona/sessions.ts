@@ -111,6 +111,18 @@ export class FakeSessions {
     return map
   }
 
+  /**
+   * Drops the sessions of a container whose processes were killed (a stop) or that was removed:
+   * like a restarted daemon, the sandbox then has no session.
+   */
+  forget(containerId: string): void {
+    for (const session of this.byContainer.get(containerId)?.values() ?? []) {
+      session.exited = true
+      session.stdin.destroy()
+    }
+    this.byContainer.delete(containerId)
+  }
+
   /** Handles `/process/session…`; false when the route is not a session route. */
   async handle(
     backend: BackendSandbox,

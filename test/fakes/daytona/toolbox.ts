@@ -5,7 +5,7 @@ import type { Sandbox as BackendSandbox } from '../../../src/sandbox/types.js'
 import type { FakeContext } from './control-plane.js'
 import { readBody, readJson, sendError, sendJson } from './http-util.js'
 import { DOWNLOAD_BOUNDARY, boundaryOf, downloadEnd, downloadPart, parseMultipart } from './multipart.js'
-import type { FakeSessions } from './sessions.js'
+import { touch } from './lifecycle.js'
 
 /** Daytona's daemon accepts only these env names. */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -115,13 +115,44 @@ async function upload(backend: BackendSandbox, req: IncomingMessage, res: Server
       await backend.writeFile(posix.resolve(HOME, dest), part.data)
       files.push({ path: dest, bytes: part.data.length })
     } catch (err) {
-      errors.push(`${dest}: ${err instanceof Error ? err.message : String(err)}`)
+      const text = err instanceof Error ? err.message : String(err)
+      // The daemon's wording (`os.Create` failing), e.g. "/etc/x: create: open /etc/x: permission denied".
+      errors.push(
+        /\b(EACCES|EPERM|EROFS)\b/.test(text)
+          ? `${dest}: create: open ${dest}: permission denied`
+          : `${dest}: ${text}`,
+      )
     }
   }
   sendJson(res, errors.length ? 400 : 200, errors.length ? { errors, files } : { files })
 }
 
-async function download(backend: BackendSandbox, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/**
+ * The daemon's error of one file it could not read (`fs/download_files.go`, `classifyPathStatError`):
+ * missing → 404 `FILE_NOT_FOUND`, no permission → 403 `FILE_ACCESS_DENIED`, a directory → 400
+ * `INVALID_FILE_PATH`, anything else → 500 `FILE_READ_FAILED`. The backend's errors name the errno.
+ */
+function readFailure(err: unknown, path: string): { statusCode: number; code: string; message: string } {
+  const text = err instanceof Error ? err.message : String(err)
+  if (err instanceof AppError && err.code === 'NOT_FOUND')
+    return { statusCode: 404, code: 'FILE_NOT_FOUND', message: `file not found: ${path}` }
+  if (/\b(EACCES|EPERM)\b/.test(text))
+    return { statusCode: 403, code: 'FILE_ACCESS_DENIED', message: `permission denied: ${path}` }
+  if (/\b(EISDIR|directory)\b/.test(text))
+    return {
+      statusCode: 400,
+      code: 'INVALID_FILE_PATH',
+      message: `invalid file path: path points to a directory: ${path}`,
+    }
+  return { statusCode: 500, code: 'FILE_READ_FAILED', message: `failed to open file: ${text}` }
+}
+
+async function download(
+  ctx: FakeContext,
+  backend: BackendSandbox,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const body = (await readJson(req)) as { paths?: unknown } | undefined
   const paths = Array.isArray(body?.paths) ? body.paths.filter((p): p is string => typeof p === 'string') : []
   if (paths.length === 0) {
@@ -133,11 +164,10 @@ async function download(backend: BackendSandbox, req: IncomingMessage, res: Serv
     try {
       chunks.push(downloadPart('file', path, Buffer.from(await backend.readFile(posix.resolve(HOME, path)))))
     } catch (err) {
-      const missing = err instanceof AppError && err.code === 'NOT_FOUND'
       const payload = {
-        statusCode: missing ? 404 : 400,
-        message: missing ? `file not found: ${path}` : `invalid file path: ${path}`,
-        code: missing ? 'FILE_NOT_FOUND' : 'INVALID_FILE_PATH',
+        ...readFailure(err, path),
+        // Current daemons say who answered; the SDK picks its error class by (source, code).
+        ...(ctx.daemonErrorSource ? { source: 'DAYTONA_DAEMON' } : {}),
         timestamp: new Date().toISOString(),
         path,
         method: 'POST',
@@ -161,7 +191,6 @@ export async function handleToolbox(
   res: ServerResponse,
   url: URL,
   timings: Timings,
-  sessions: FakeSessions,
   sent: SentBytes,
 ): Promise<void> {
   const [, sandboxId, ...rest] = url.pathname.split('/').filter(Boolean)
@@ -170,16 +199,32 @@ export async function handleToolbox(
   const shape = `${req.method} /${rest.map((part, i) => (i === 2 || i === 4 ? '{id}' : part)).join('/')}`
   countSent(res, sent, () => (rest[0] === 'process' && rest[1] === 'session' ? shape : route))
   const record = sandboxId ? ctx.records.get(sandboxId) : undefined
-  if (!record || record.state === 'destroyed' || !record.backend) {
-    sendError(res, req, 404, `sandbox ${sandboxId} not found`)
+  if (!record) {
+    sendError(res, req, 404, `sandbox container not found: ${sandboxId}`)
+    return
+  }
+  // Daytona's proxy counts every toolbox request as activity, whatever the answer.
+  touch(record)
+  if (!record.backend || record.state === 'destroying' || record.state === 'destroyed') {
+    sendError(res, req, 404, `sandbox container not found: ${sandboxId}`)
     return
   }
   if (record.state !== 'started') {
-    sendError(res, req, 409, `sandbox ${sandboxId} is not started (state: ${record.state})`)
+    // The runner finds no address for a container that does not run.
+    sendError(res, req, 400, `no IP address found. Is the Sandbox started? (state: ${record.state})`)
     return
   }
+  const entry = { req, res }
+  const open = ctx.inflight.get(record.id) ?? new Set()
+  ctx.inflight.set(record.id, open.add(entry))
+  record.openRequests++
+  res.on('close', () => {
+    record.openRequests--
+    ctx.inflight.get(record.id)?.delete(entry)
+    touch(record)
+  })
   const started = performance.now()
-  if (await sessions.handle(record.backend, req, res, rest)) {
+  if (await ctx.sessions.handle(record.backend, req, res, rest)) {
     // Timed per route shape.
     const list = timings.get(shape) ?? []
     list.push(performance.now() - started)
@@ -194,7 +239,7 @@ export async function handleToolbox(
       await upload(record.backend, req, res)
       break
     case 'POST /files/bulk-download':
-      await download(record.backend, req, res)
+      await download(ctx, record.backend, req, res)
       break
     default:
       sendError(res, req, 404, `fake Daytona toolbox: no route ${route}`)

@@ -32,6 +32,15 @@ function expectNoSecret(err: unknown, secret: string): void {
   }
 }
 
+/** Polls `check` every 20 ms until it holds (10 s at most). */
+async function until(check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met within 10 s')
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
 beforeAll(async () => {
   fake = await startFakeDaytona()
 })
@@ -120,18 +129,76 @@ describe('Daytona provider errors (real SDK against the fake)', () => {
   )
 
   test(
-    'sandbox stopped behind our back (auto-stop): exec fails with SANDBOX_LOST, connect starts it again with its files',
+    'sandbox stopped behind our back: exec fails with SANDBOX_LOST naming the stop; connect starts it again with its files, not its processes',
     async () => {
       const p = provider()
       const sb: Sandbox = await p.create(profile, { labels: {} })
       await sb.writeFile('state.txt', 'survives a stop')
-      fake.faults.stop(sb.ref.id)
+      await sb.exec({ ...base, command: 'sleep 600 >/dev/null 2>&1 & echo $! > sleeper.pid' })
+      await fake.faults.stop(sb.ref.id)
       const err = await rejectionOf(sb.exec({ ...base, command: 'echo hi' }))
       expect(err).toMatchObject({ code: 'SANDBOX_LOST' })
-      expect((err as Error).message).toMatch(/stopped/)
+      expect((err as Error).message).toMatch(
+        /is stopped \(Daytona stops a sandbox after \d+ min without toolbox activity/,
+      )
+      expect((err as Error).message).toContain('its files are kept')
       const again = await p.connect(sb.ref)
       expect((await again.exec({ ...base, command: 'cat state.txt' })).stdout).toBe('survives a stop')
+      const sleeper = await again.exec({
+        ...base,
+        command: 'kill -0 $(cat sleeper.pid) 2>/dev/null && echo alive || echo gone',
+      })
+      expect(sleeper.stdout).toBe('gone\n')
       await p.destroy(sb.ref)
+    },
+    TIMEOUT,
+  )
+
+  test(
+    'sandbox stopped while a command runs: the call fails with SANDBOX_LOST at the stop, the command does not finish',
+    async () => {
+      const p = provider()
+      const sb = await p.create(profile, { labels: {} })
+      const started = Date.now()
+      const running = rejectionOf(sb.exec({ ...base, command: 'sleep 5; echo survived > survived.txt' }))
+      // The command is running once the daemon holds the request.
+      await until(() => fake.sandboxes().find((s) => s.id === sb.ref.id)?.openRequests === 1)
+      await fake.faults.stop(sb.ref.id)
+      const err = await running
+      expect(err).toMatchObject({ code: 'SANDBOX_LOST' })
+      expect((err as Error).message).toMatch(/is stopp(ed|ing) \(/)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      const again = await p.connect(sb.ref)
+      expect(
+        (await again.exec({ ...base, command: 'cat survived.txt 2>&1 || echo never' })).stdout,
+      ).toContain('never')
+      await p.destroy(sb.ref)
+    },
+    TIMEOUT,
+  )
+
+  test(
+    'a file the sandbox user may not read: BAD_REQUEST saying permission denied, never the API-key error, with either daemon error shape',
+    async () => {
+      const legacy = await startFakeDaytona({ daemonErrorSource: false })
+      try {
+        for (const f of [fake, legacy]) {
+          const p = provider({ apiKey: f.apiKey, apiUrl: f.apiUrl })
+          const sb = await p.create(profile, { labels: {} })
+          await sb.exec({ ...base, command: 'echo secret > locked.txt; chmod 000 locked.txt' })
+          const err = await rejectionOf(sb.readFile('locked.txt'))
+          expect(err).toMatchObject({ code: 'BAD_REQUEST', retryable: false })
+          expect((err as Error).message).toMatch(/permission denied/)
+          expect((err as Error).message).not.toMatch(/API key|DAYTONA_API_KEY/)
+          const write = await rejectionOf(sb.writeFile('/etc/not-mine.txt', 'x'))
+          expect(write).toMatchObject({ code: 'BAD_REQUEST' })
+          expect((write as Error).message).toMatch(/permission denied/)
+          expect((await sb.exec({ ...base, command: 'echo still fine' })).stdout).toBe('still fine\n')
+          await p.destroy(sb.ref)
+        }
+      } finally {
+        await legacy.close()
+      }
     },
     TIMEOUT,
   )
