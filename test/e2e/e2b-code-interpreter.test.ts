@@ -2,6 +2,7 @@ import { Sandbox } from '@e2b/code-interpreter'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
+import { saveEnv } from '../support/saved-env.js'
 
 /**
  * An `@e2b/code-interpreter` app against `node bin/sbx.js serve`'s E2B-compatible endpoint: only its
@@ -11,7 +12,7 @@ import type { SbxServer } from '../support/sbx-cli.js'
 describe('@e2b/code-interpreter against sbx serve', () => {
   const scope = uniqueName('e2bci')
   let srv: SbxServer
-  const saved = { ...process.env }
+  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
 
   beforeAll(async () => {
     srv = await startSbxServer('serve', {
@@ -27,10 +28,7 @@ describe('@e2b/code-interpreter against sbx serve', () => {
   }, 180_000)
 
   afterAll(async () => {
-    for (const k of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-      if (saved[k] === undefined) delete process.env[k]
-      else process.env[k] = saved[k]
-    }
+    restoreEnv()
     await srv?.stop()
     await removeScope(scope)
   }, 120_000)

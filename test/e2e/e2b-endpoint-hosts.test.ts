@@ -7,6 +7,7 @@ import { promisify } from 'node:util'
 import { Sandbox } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { freePort } from '../fault/fixtures/redis-server.js'
+import { saveEnv } from '../support/saved-env.js'
 import { LineChild, removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
@@ -37,7 +38,7 @@ describe('E2B sandbox host names (getHost) through sbx serve', () => {
   const scope = uniqueName('e2bhost')
   let srv: SbxServer
   let port: number
-  const saved = { ...process.env }
+  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
 
   beforeAll(async () => {
     srv = await startSbxServer('serve', {
@@ -51,10 +52,7 @@ describe('E2B sandbox host names (getHost) through sbx serve', () => {
   }, 180_000)
 
   afterAll(async () => {
-    for (const k of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-      if (saved[k] === undefined) delete process.env[k]
-      else process.env[k] = saved[k]
-    }
+    restoreEnv()
     await srv?.stop()
     await removeScope(scope)
   }, 120_000)

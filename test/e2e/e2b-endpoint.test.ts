@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { BLOCK_REASON } from './fixtures/e2b-block-policy.js'
 import { removeScope, scopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
+import { saveEnv } from '../support/saved-env.js'
 
 const run = promisify(execFile)
 const ACME = `acme_e2b_${'a'.repeat(24)}`
@@ -20,7 +21,7 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
   const scope = uniqueName('e2bep')
   let srv: SbxServer
   let conn: { apiUrl: string; sandboxUrl: string; apiKey: string }
-  const saved = { ...process.env }
+  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
 
   beforeAll(async () => {
     srv = await startSbxServer('serve', {
@@ -44,10 +45,7 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
   }, 180_000)
 
   afterAll(async () => {
-    for (const k of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-      if (saved[k] === undefined) delete process.env[k]
-      else process.env[k] = saved[k]
-    }
+    restoreEnv()
     await srv?.stop()
     await removeScope(scope)
   }, 120_000)

@@ -8,6 +8,7 @@ import { rejectionOf } from '../../../src/sandbox/conformance-io.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import type { Sandbox } from '../../../src/sandbox/types.js'
 import { type FakeDaytona, startFakeDaytona } from '../../fakes/daytona/index.js'
+import { closeProvidersAndFake } from './cleanup.js'
 
 const TIMEOUT = 120_000
 const profile = resolveProfile('errors', { provider: 'daytona' })
@@ -44,14 +45,7 @@ async function until(check: () => boolean): Promise<void> {
 beforeAll(async () => {
   fake = await startFakeDaytona()
 })
-afterAll(async () => {
-  for (const p of providers) {
-    for (const ref of await p.list({ labels: {} }).catch(() => []))
-      await p.destroy(ref).catch(() => undefined)
-    await p.close()
-  }
-  await fake?.close()
-}, TIMEOUT)
+afterAll(() => closeProvidersAndFake(providers, fake), TIMEOUT)
 
 describe('Daytona provider errors (real SDK against the fake)', () => {
   test(

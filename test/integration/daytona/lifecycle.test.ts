@@ -5,6 +5,7 @@ import { rejectionOf } from '../../../src/sandbox/conformance-io.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import { LABELS } from '../../../src/sandbox/types.js'
 import { type FakeDaytona, startFakeDaytona } from '../../fakes/daytona/index.js'
+import { closeProvidersAndFake } from './cleanup.js'
 
 const TIMEOUT = 120_000
 const base = { timeoutMs: 20_000, outputCapBytes: 64 * 1024 }
@@ -25,14 +26,7 @@ const record = (id: string) => {
 beforeAll(async () => {
   fake = await startFakeDaytona()
 })
-afterAll(async () => {
-  for (const p of providers) {
-    for (const ref of await p.list({ labels: {} }).catch(() => []))
-      await p.destroy(ref).catch(() => undefined)
-    await p.close()
-  }
-  await fake?.close()
-}, TIMEOUT)
+afterAll(() => closeProvidersAndFake(providers, fake), TIMEOUT)
 
 describe('Daytona provider lifecycle (real SDK against the fake)', () => {
   test(

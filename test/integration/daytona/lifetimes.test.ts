@@ -4,6 +4,7 @@ import { rejectionOf } from '../../../src/sandbox/conformance-io.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import type { Sandbox } from '../../../src/sandbox/types.js'
 import { type FakeDaytona, startFakeDaytona } from '../../fakes/daytona/index.js'
+import { closeProvidersAndFake } from './cleanup.js'
 
 // Daytona's lifetimes met by the provider: the fake enforces them, a Daytona minute lasting MINUTE_MS
 // (longer than the SDK's 1 s state polls, so a create is not auto-stopped before the SDK sees it started).
@@ -38,14 +39,7 @@ async function reaches(id: string, state: string): Promise<void> {
 beforeAll(async () => {
   fake = await startFakeDaytona({ minuteMs: MINUTE_MS })
 })
-afterAll(async () => {
-  for (const p of providers) {
-    for (const ref of await p.list({ labels: {} }).catch(() => []))
-      await p.destroy(ref).catch(() => undefined)
-    await p.close()
-  }
-  await fake?.close()
-}, TIMEOUT)
+afterAll(() => closeProvidersAndFake(providers, fake), TIMEOUT)
 
 describe('Daytona lifetimes through the provider', () => {
   test(
