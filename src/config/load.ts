@@ -68,6 +68,7 @@ export function loadConfig(opts: LoadConfigOptions = {}): LoadedConfig {
   if (!config.profiles['dev']) profiles.set('dev', resolveProfile('dev', DEV_PROFILE))
   if (!config.profiles['e2b']) profiles.set('e2b', resolveProfile('e2b', E2B_PROFILE))
   for (const [name, p] of Object.entries(config.profiles)) profiles.set(name, { ...p, name })
+  checkShellRouting(config, profiles, where)
   checkCodeRouting(config, profiles, where)
   return { config, profiles, ...(file ? { file } : {}) }
 }
@@ -93,15 +94,37 @@ function checkCodeRouting(
     fail(
       `tools names the shell tool "${shellTool}", which routing.shell routes; list only code tools (python, run_code, …)`,
     )
-  if (config.routing.policies[code.providerId]) return
-  const profile = profiles.get(code.profile)
+  checkRouteTarget(config, profiles, 'code', code, fail, ' (the built-in "dev" has python3 and node)')
+}
+
+/** `routing.shell` names a profile of its provider (or a routing policy), like `routing.code`. */
+function checkShellRouting(
+  config: Config,
+  profiles: ReadonlyMap<string, ResolvedProfile>,
+  where: string,
+): void {
+  checkRouteTarget(config, profiles, 'shell', config.routing.shell, (message: string): never => {
+    throw new AppError('CONFIG_INVALID', `${where}: at "routing.shell": ${message}`)
+  })
+}
+
+function checkRouteTarget(
+  config: Config,
+  profiles: ReadonlyMap<string, ResolvedProfile>,
+  key: 'shell' | 'code',
+  target: { providerId: string; profile: string },
+  fail: (message: string) => never,
+  hint = '',
+): void {
+  if (config.routing.policies[target.providerId]) return
+  const profile = profiles.get(target.profile)
   if (!profile)
     fail(
-      `profile "${code.profile}" is not defined; known profiles: ${[...profiles.keys()].join(', ')} (the built-in "dev" has python3 and node)`,
+      `profile "${target.profile}" is not defined; known profiles: ${[...profiles.keys()].join(', ')}${hint}`,
     )
-  else if (profile.provider !== code.providerId)
+  else if (profile.provider !== target.providerId)
     fail(
-      `profile "${code.profile}" belongs to provider "${profile.provider}", not "${code.providerId}"; set routing.code.providerId to "${profile.provider}" or pick a profile of "${code.providerId}"`,
+      `profile "${target.profile}" belongs to provider "${profile.provider}", not "${target.providerId}"; set routing.${key}.providerId to "${profile.provider}" or pick a profile of "${target.providerId}"`,
     )
 }
 

@@ -67,6 +67,21 @@ describe('loadConfig', () => {
     )
   })
 
+  test('routing.shell: a missing profile or one of another provider is refused at load, naming the key', () => {
+    const json = (routing: unknown): string =>
+      dirWith('sandbox-router.config.json', JSON.stringify({ routing }))
+    expect(loadConfig({ cwd: json({}), env: {} }).config.routing.shell).toEqual({
+      providerId: 'docker',
+      profile: 'default',
+    })
+    expect(() => loadConfig({ cwd: json({ shell: { profile: 'nope' } }), env: {} })).toThrow(
+      /at "routing.shell": profile "nope" is not defined; known profiles: default, dev, e2b/,
+    )
+    expect(() =>
+      loadConfig({ cwd: json({ shell: { providerId: 'daytona', profile: 'default' } }), env: {} }),
+    ).toThrow(/set routing.shell.providerId to "docker"/)
+  })
+
   test('JSON and YAML files are found in cwd and validated', () => {
     const json = dirWith(
       'sandbox-router.config.json',
