@@ -80,6 +80,11 @@ export class Subscriber {
     return this.pattern
   }
 
+  /** The latest confirmation of the subscription that serves `channel`. */
+  private confirmation(channel: string): Promise<void> {
+    return this.patterned(channel) ? this.patternReady() : (this.subscribed.get(channel) ?? Promise.resolve())
+  }
+
   /** Adds a handler at once; `ready` tells when Redis delivers the channel's messages. */
   add(channel: string, handler: Handler): Subscription {
     const patterned = this.patterned(channel)
@@ -94,7 +99,7 @@ export class Subscriber {
       this.subscribed.set(channel, subscribing)
     }
     hs.add(handler)
-    const ready = patterned ? this.patternReady() : (this.subscribed.get(channel) ?? Promise.resolve())
+    const ready = this.confirmation(channel)
     return {
       ready,
       off: async () => {
@@ -134,7 +139,7 @@ export class Subscriber {
       this.client.status === 'ready'
         ? s.ready
         : new Promise<void>((resolve) => this.client.once('ready', resolve)).then(() =>
-            this.patterned(channel) ? this.patternReady() : this.subscribed.get(channel),
+            this.confirmation(channel),
           )
     let timer: NodeJS.Timeout | undefined
     try {
