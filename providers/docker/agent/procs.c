@@ -401,8 +401,9 @@ static int proc_start(const char *root, const char *id, uint64_t cap, int max_ru
     signal(SIGHUP, SIG_IGN);
     int rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     int keeper = rfd < 0 ? -1 : open(path, O_WRONLY | O_CLOEXEC);
-    int po[2], pe[2];
-    if (keeper < 0 || pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) _exit(1);
+    int po[2], pe[2], execd[2];
+    if (keeper < 0 || pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 || pipe2(execd, O_CLOEXEC) < 0)
+      _exit(1);
     pid_t child = fork();
     if (child < 0) _exit(1);
     if (child == 0) {
@@ -420,7 +421,14 @@ static int proc_start(const char *root, const char *id, uint64_t cap, int max_ru
       fprintf(stderr, "sbx-agent: cannot run bash or sh: %s\n", strerror(errno));
       _exit(127);
     }
-    close(rfd), close(po[1]), close(pe[1]);
+    close(rfd), close(po[1]), close(pe[1]), close(execd[1]);
+    /* The child's exec (or its exit) closes its end of `execd` (close-on-exec): only then is it
+     * the leader of its own group, so a signal to the group right after start reaches it. Reporting
+     * earlier let a fast signal find no group (ESRCH: "has ended") on a loaded machine. */
+    char sync;
+    while (read(execd[0], &sync, 1) < 0 && errno == EINTR) {
+    }
+    close(execd[0]);
     char meta[128];
     int m = snprintf(meta, sizeof meta, "%d %d %lld\n", (int)child, (int)getpid(), (long long)proc_wall_ms());
     snprintf(path, sizeof path, "%s/meta", dir);
