@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { AppError } from '../../src/errors.js'
+import { raceAbort } from '../../src/sandbox/provider-kit.js'
 import type { AgentChannel } from './channel.js'
 import { fileError } from './errors.js'
 import { Frame, decodeErr, encodeEmpty, encodeRead, encodeWrite } from './protocol.js'
@@ -106,8 +107,9 @@ function partPath(path: string): string {
  * Writes `data` to the absolute `path`, creating parent directories (binary-safe). Atomic where the
  * agent supports it (every agent built from this tree): the bytes go to a hidden part file beside
  * `path`, which the last frame renames into place, so a write that fails (a full disk, a cancel, a
- * lost sandbox) leaves `path` as it was, never empty or cut short, and removes the part. A cancel
- * between two 1 MiB frames of a large file may leave its part file behind.
+ * lost sandbox) leaves `path` as it was, never empty or cut short, and removes the part: a frame
+ * that fails removes it in the agent; a cancel (between frames or during one) sends a discard once
+ * the frame in flight has settled. A cancel during the last frame may still land the file whole.
  */
 export async function writeFileOp(
   channel: AgentChannel,
@@ -116,14 +118,55 @@ export async function writeFileOp(
   opts: FileOpOptions,
 ): Promise<void> {
   const target = channel.partWrites ? partPath(path) : path
+  const { signal, ...frameOpts } = opts
   let off = 0
-  do {
-    const chunk = data.subarray(off, off + WRITE_CHUNK_BYTES)
-    const first = off === 0
-    const part = target === path ? undefined : { final: path, last: off + chunk.length >= data.length }
-    await request(channel, 'write', path, (id) => encodeWrite(id, target, chunk, first, 0o644, part), opts)
-    off += chunk.length
-  } while (off < data.length)
+  let inFlight: Promise<unknown> = Promise.resolve()
+  try {
+    do {
+      signal?.throwIfAborted()
+      const chunk = data.subarray(off, off + WRITE_CHUNK_BYTES)
+      const first = off === 0
+      const part = target === path ? undefined : { final: path, last: off + chunk.length >= data.length }
+      // The frame itself is not aborted (the agent finishes it on its own); the caller stops waiting.
+      inFlight = request(
+        channel,
+        'write',
+        path,
+        (id) => encodeWrite(id, target, chunk, first, 0o644, part),
+        frameOpts,
+      )
+      await raceAbort(inFlight, signal)
+      off += chunk.length
+    } while (off < data.length)
+  } catch (err) {
+    if (target !== path && signal?.aborted) discardPart(channel, path, target, inFlight, frameOpts)
+    throw err
+  }
+}
+
+/** Removes the part file of an upload given up by a cancel, after its frame in flight (best effort). */
+function discardPart(
+  channel: AgentChannel,
+  path: string,
+  target: string,
+  inFlight: Promise<unknown>,
+  opts: FileOpOptions,
+): void {
+  const discard = { final: path, last: false, discard: true }
+  void inFlight
+    .catch(() => undefined)
+    .then(() =>
+      channel.closed
+        ? undefined
+        : request(
+            channel,
+            'write',
+            path,
+            (id) => encodeWrite(id, target, new Uint8Array(), false, 0o644, discard),
+            opts,
+          ),
+    )
+    .catch(() => undefined)
 }
 
 /** Reads the absolute `path` (binary-safe); more than `maxBytes` fails with PAYLOAD_TOO_LARGE. */

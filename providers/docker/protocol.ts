@@ -156,11 +156,12 @@ export function encodeWrite(
   data: Uint8Array,
   first: boolean,
   mode = 0o644,
-  part?: { final: string; last: boolean },
+  part?: { final: string; last: boolean; discard?: boolean },
 ): Buffer {
   // Flags: 1 truncate (the first frame); 2 `path` is the part file of an upload to `final` (removed
-  // if a write fails); 4 the last frame: the part is renamed to `final`.
-  const flags = (first ? 1 : 0) | (part ? 2 | (part.last ? 4 : 0) : 0)
+  // if a write fails); 4 the last frame: the part is renamed to `final`; 8 the upload was given up
+  // between frames: the part is removed (no data).
+  const flags = (first ? 1 : 0) | (part ? 2 | (part.last ? 4 : 0) | (part.discard ? 8 : 0) : 0)
   const fields = [{ u32: flags }, { u32: mode }, str(path), { bytes: data }]
   return encode(Frame.WRITE, id, part ? [...fields, str(part.final)] : fields)
 }

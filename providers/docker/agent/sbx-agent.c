@@ -1134,6 +1134,12 @@ static write_report_t do_write(char *path, uint32_t flags, uint32_t mode, const 
     unlink(path);
     return not_regular(st.st_mode);
   }
+  /* Flags 8: the upload was given up between two frames (a cancel); its part file goes. */
+  if (final && (flags & 8)) {
+    write_report_t gone = {0};
+    if (unlink(path) < 0 && errno != ENOENT) gone = write_failed(errno, "unlink", NULL);
+    return gone;
+  }
   write_report_t rep = write_plain(path, flags, mode, data, len);
   if (!final) return rep;
   if (rep.err == 0 && (flags & 4)) rep = commit_part(path, final);

@@ -235,6 +235,45 @@ describe('docker provider faults', () => {
     })
   })
 
+  test('a cancelled upload leaves the file as it was and no part file', async () => {
+    const sb = await fx.create()
+    await sb.exec({ ...quick, command: 'echo old > /workspace/keep.txt' })
+    const big = new Uint8Array(16 * 1024 * 1024).fill(9)
+    for (const when of ['during the first frame', 'between frames'] as const) {
+      const ac = new AbortController()
+      const upload = sb.writeFile('/workspace/keep.txt', big, { signal: ac.signal })
+      if (when === 'during the first frame') ac.abort(new Error('cancelled'))
+      // Between frames: the first frame has been answered once the part file exists in full.
+      else {
+        for (let i = 0; i < 400; i++) {
+          const r = await sb.exec({
+            ...quick,
+            command: 'stat -c %s /workspace/.keep.txt.sbx-part-* 2>/dev/null',
+          })
+          if (
+            r.stdout
+              .trim()
+              .split('\n')
+              .some((n) => Number(n) >= 1024 * 1024)
+          )
+            break
+        }
+        ac.abort(new Error('cancelled'))
+      }
+      expect(await rejectionOf(upload), when).toBeInstanceOf(Error)
+      // The discard follows the frame in flight: wait for it (bounded), never a fixed sleep.
+      let parts = ''
+      for (let i = 0; i < 200; i++) {
+        parts = (await sb.exec({ ...quick, command: 'ls -A /workspace | grep -c sbx-part' })).stdout
+        if (parts === '0\n') break
+      }
+      expect(parts, when).toBe('0\n')
+      expect(await sb.exec({ ...quick, command: 'cat /workspace/keep.txt' }), when).toMatchObject({
+        stdout: 'old\n',
+      })
+    }
+  })
+
   test('another process reconnects by ref and sees the same files', async () => {
     const sb = await fx.create()
     await sb.writeFile('note.txt', 'written by the parent')
