@@ -5,6 +5,7 @@ import { AppError } from '../errors.js'
 import { assertSessionId } from '../sessions/session-id.js'
 import type { CliIO } from './output.js'
 import { paint, UsageError } from './output.js'
+import { sseEvents } from './sse.js'
 
 /** Where the CLI's HTTP commands talk to, and with which key. */
 export interface ServerTarget {
@@ -123,30 +124,16 @@ export async function agentRunCommand(args: readonly string[], io: CliIO): Promi
   // E.g. no agent-run worker is connected to the fleet: the run waits for one.
   if (run.warning) io.err(paint(io, 'yellow', `warning: ${run.warning}`))
   const res = await callApi(t, `/v1/agent-runs/${run.id}/events`)
-  const reader = res.body?.getReader()
-  const decoder = new TextDecoder()
-  let buffer = ''
   let final:
     { state: string; output?: string; finishReason?: string; error?: { message: string } } | undefined
-  while (reader) {
-    const { value, done } = await reader.read()
-    if (done) break
-    buffer += decoder.decode(value, { stream: true })
-    let at: number
-    while ((at = buffer.indexOf('\n\n')) >= 0) {
-      const frame = buffer.slice(0, at)
-      buffer = buffer.slice(at + 2)
-      const event = /^event: (.*)$/m.exec(frame)?.[1]
-      const data = /^data: (.*)$/m.exec(frame)?.[1]
-      if (!data) continue
-      if (values.json) io.out(data)
-      if (event === 'end') final = JSON.parse(data) as typeof final
-      else if (!values.json) {
-        const e = JSON.parse(data) as { type: string; step: number; message?: string }
-        io.err(
-          `${paint(io, 'dim', `[step ${e.step}]`)} ${paint(io, e.type === 'ERROR' ? 'red' : 'cyan', e.type)}${e.message ? ` ${e.message}` : ''}`,
-        )
-      }
+  for await (const { event, data } of sseEvents(res)) {
+    if (values.json) io.out(data)
+    if (event === 'end') final = JSON.parse(data) as typeof final
+    else if (!values.json) {
+      const e = JSON.parse(data) as { type: string; step: number; message?: string }
+      io.err(
+        `${paint(io, 'dim', `[step ${e.step}]`)} ${paint(io, e.type === 'ERROR' ? 'red' : 'cyan', e.type)}${e.message ? ` ${e.message}` : ''}`,
+      )
     }
   }
   if (!final)

@@ -14,8 +14,10 @@ import { describeKeySource, resolveApiKeys } from '../runtime/keys.js'
 import { createRuntimeWithRetry, startServer } from '../runtime/serve.js'
 import { startMetricsServer } from '../runtime/metrics-server.js'
 import { Keyring } from '../http/keyring.js'
+import { serverTarget } from './client-commands.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
+import { remoteExec } from './remote-exec.js'
 
 /** Options every runtime command takes. */
 const COMMON = {
@@ -217,7 +219,8 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
 /** `sbx exec -- <command>`: runs one command, output live, exit code of the command. */
 export async function execCommand(args: readonly string[], io: CliIO): Promise<number> {
   const usage =
-    'usage: sbx exec [--provider docker] [--profile default] [--session id] [--timeout ms] [--config file] [--redis url] -- <command>'
+    'usage: sbx exec [--provider docker] [--profile default] [--session id] [--timeout ms] ' +
+    '[--url u [--key k] | --config file [--redis url]] -- <command>'
   const { values, positionals } = parse(
     args,
     {
@@ -225,6 +228,8 @@ export async function execCommand(args: readonly string[], io: CliIO): Promise<n
       profile: { type: 'string' },
       session: { type: 'string' },
       timeout: { type: 'string' },
+      url: { type: 'string' },
+      key: { type: 'string' },
     },
     usage,
   )
@@ -232,6 +237,36 @@ export async function execCommand(args: readonly string[], io: CliIO): Promise<n
   const command = positionals.join(' ').trim()
   if (!command) throw new UsageError(`no command given\n${usage}`)
   if (values.session !== undefined) assertSessionId(values.session, '--session')
+  const timeoutMs = values.timeout !== undefined ? Number(values.timeout) : undefined
+  if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0))
+    throw new UsageError(
+      `--timeout must be a whole number of milliseconds above 0, not ${values.timeout}\n${usage}`,
+    )
+  if (values.url !== undefined || process.env['SBX_URL']) {
+    if (values.redis !== undefined || values.config !== undefined)
+      throw new UsageError(
+        `--url runs the command on a server: --config and --redis belong to that server\n${usage}`,
+      )
+    const ac = new AbortController()
+    const onSig = (): void => ac.abort()
+    process.once('SIGINT', onSig)
+    try {
+      return await remoteExec(
+        serverTarget(values),
+        {
+          provider: values.provider ?? 'docker',
+          profile: values.profile ?? 'default',
+          command,
+          ...(values.session ? { sessionId: values.session } : {}),
+          ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+        },
+        { json: values.json === true, signal: ac.signal },
+        io,
+      )
+    } finally {
+      process.off('SIGINT', onSig)
+    }
+  }
   const loaded = loadFor(values)
   const fleet = loaded.config.queue.driver === 'bullmq'
   const runtime = await createRuntime(loaded, {
@@ -242,7 +277,6 @@ export async function execCommand(args: readonly string[], io: CliIO): Promise<n
   const onSig = (): void => ac.abort(new AppError('JOB_CANCELLED', 'interrupted by the user'))
   process.once('SIGINT', onSig)
   try {
-    const timeoutMs = values.timeout !== undefined ? Number(values.timeout) : undefined
     const result = await runtime.router.execute(
       {
         providerId: values.provider ?? 'docker',

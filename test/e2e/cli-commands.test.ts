@@ -1,6 +1,7 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { afterAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import {
   configDir,
   fleetConfig,
@@ -17,6 +18,7 @@ import type { SbxServer } from '../support/sbx-cli.js'
  * The one-shot commands of the CLI table in docs/cli.md, run as a user runs them (`node bin/sbx.js …`),
  * judged by their output and exit codes only.
  */
+const SBX_BIN = fileURLToPath(new URL('../../bin/sbx.js', import.meta.url))
 const docker = (...args: string[]) => promisify(execFile)('docker', args)
 const scopes: string[] = []
 const servers: SbxServer[] = []
@@ -62,6 +64,84 @@ describe('sbx exec (embedded: runs one command and exits with its code)', () => 
     const r = await runSbx(['exec'], { cwd })
     expect(r.code).toBe(2)
     expect(r.stderr).toContain('no command given')
+  })
+})
+
+describe('sbx exec --url (runs on a running server, in its sessions)', () => {
+  let server: SbxServer
+  const remote = (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+    runSbx(['exec', '--url', server.url, '--key', server.key, ...args], { cwd: configDir({}) })
+
+  beforeAll(async () => {
+    const scope = uniqueName('cliurl')
+    scopes.push(scope)
+    server = await startSbxServer('serve', { config: { queue: { prefix: scope } } })
+    servers.push(server)
+  }, 120_000)
+
+  test("live output, exit codes, --json, and the session is the server's", async () => {
+    const first = await remote([
+      '--session',
+      'cli-url',
+      '--',
+      'echo kept > /workspace/f; echo hi; echo err >&2',
+    ])
+    expect(first).toMatchObject({ code: 0, stdout: 'hi\n' })
+    expect(first.stderr).toContain('err\n')
+    expect(await remote(['--session', 'cli-url', '--', 'cat /workspace/f; exit 3'])).toMatchObject({
+      code: 3,
+      stdout: 'kept\n',
+    })
+    const sessions = (await (await server.fetch('/v1/sessions')).json()) as { sessions: { id: string }[] }
+    expect(sessions.sessions.map((x) => x.id)).toContain('cli-url')
+    const json = await remote(['--json', '--', 'printf x; exit 4'])
+    expect(json.code).toBe(4)
+    expect(JSON.parse(json.stdout)).toMatchObject({ exitCode: 4, stdout: 'x', timedOut: false })
+    const timedOut = await remote(['--timeout', '500', '--', 'echo before; sleep 30'])
+    expect(timedOut).toMatchObject({ code: 137, stdout: 'before\n' })
+    expect(timedOut.stderr).toMatch(/timed out after \d+ ms/)
+  })
+
+  test('Ctrl-C cancels the job on the server', async () => {
+    const child = spawn(
+      process.execPath,
+      [
+        SBX_BIN,
+        'exec',
+        '--url',
+        server.url,
+        '--key',
+        server.key,
+        '--session',
+        'cli-url-int',
+        '--',
+        'echo started; sleep 30',
+      ],
+      { cwd: configDir({}), env: { ...process.env, NO_COLOR: '1' } },
+    )
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d: Buffer) => d.toString().includes('started') && resolve())
+      child.once('exit', () => reject(new Error(`exited before its output: ${stderr}`)))
+    })
+    child.kill('SIGINT')
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+    expect(code, stderr).toBe(1)
+    expect(stderr).toMatch(/error: JOB_CANCELLED/)
+    const jobs = (await (await server.fetch('/v1/jobs?sessionId=cli-url-int')).json()) as {
+      jobs: { state: string }[]
+    }
+    expect(jobs.jobs[0]?.state).toBe('cancelled')
+  })
+
+  test('an unreachable server and --url with --redis are clear errors', async () => {
+    const down = await runSbx(['exec', '--url', 'http://127.0.0.1:9', '--key', 'k'.repeat(20), '--', 'true'])
+    expect(down.code).toBe(1)
+    expect(down.stderr).toMatch(/cannot reach http:\/\/127\.0\.0\.1:9/)
+    const both = await runSbx(['exec', '--url', 'http://127.0.0.1:9', '--redis', 'redis://x', '--', 'true'])
+    expect(both.code).toBe(2)
+    expect(both.stderr).toContain('--url runs the command on a server')
   })
 })
 
