@@ -79,12 +79,14 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   const watches = new Map<string, Watch>()
   // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
   let subscriber: Promise<Subscriber> | undefined
+  let liveSubscriber: Subscriber | undefined
   // A failed start (Redis away) is not cached: the next caller tries again.
   const getSubscriber = (): Promise<Subscriber> =>
     (subscriber ??= (async () => {
       const client = createRedisClient(redisUrl, 'subscriber', `sbx-sub:${queueName}`)
       await connectRedis(client, redisUrl, connectTimeoutMs)
       const sub = new Subscriber(client, fences.keys.jobChannelPrefix)
+      liveSubscriber = sub
       // A result published while the subscription was away is lost: pending waits check their job
       // again once it is back (as they do when the command connection comes back).
       sub.onResubscribed(() => {
@@ -141,7 +143,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
    * checked again each time the command connection or the subscription comes back (a publish made
    * meanwhile is lost, the stored result is not), and once more when the wait ends without a result.
    */
-  const openWatch = async (jobId: string): Promise<Watch> => {
+  const openWatch = async (jobId: string, opts: { deferCheck?: boolean } = {}): Promise<Watch> => {
     const open = watches.get(jobId)
     if (open) {
       open.refs += 1
@@ -169,6 +171,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     }
     const recheck = check
     let stopped = false
+    let listening = false
     const watch: Watch = {
       refs: 1,
       ready: (async () => {
@@ -189,9 +192,14 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
           void offDone?.().catch(() => undefined)
           return
         }
+        listening = offDone !== undefined
         rechecks.add(recheck)
-        check()
+        if (!opts.deferCheck) check()
       })(),
+      get listening() {
+        return listening
+      },
+      check,
       follow(f) {
         followers.add(f)
         if (outcome) f(outcome)
@@ -220,6 +228,15 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
 
     async submit(input) {
       const job = ExecJobSchema.parse(input)
+      // The job's watch opens before the job exists, for the wait that usually follows at once (the
+      // caller's, the tenant's job slot): a job first added now cannot have finished before its
+      // listener was in place, so that wait needs no read of the job. This reference is handed over
+      // on the next turn of the event loop; a wait that comes later opens a watch that checks. Only
+      // while Redis is connected: a submit never waits for a subscription (it fails fast instead).
+      const connected = command.status === 'ready' && liveSubscriber?.connection.status === 'ready'
+      const watch = connected ? await openWatch(job.jobId, { deferCheck: true }) : undefined
+      let fresh = false
+      let accepted = false
       try {
         // The index write goes first on the same connection and the add follows without waiting for
         // its reply (one round trip, not two): Redis runs them in order, so a job in the queue is
@@ -231,7 +248,11 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
           queue.add('exec', job, { jobId: job.jobId }),
         ])
         if (added.status === 'rejected') throw added.reason
+        accepted = true
         if (listed.status === 'rejected') void index.add(job).catch(() => undefined)
+        // New in the tenant's index: no submit of this id came before (a duplicate add of a job
+        // another process submitted at the same moment is not new there, and is checked).
+        else fresh = listed.value
       } catch (err) {
         throw new AppError(
           'QUEUE_UNAVAILABLE',
@@ -240,6 +261,11 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
             'a repeat never runs it twice).',
           { retryable: true, cause: err },
         )
+      } finally {
+        if (watch) {
+          if (accepted && (!fresh || !watch.listening)) watch.check()
+          setImmediate(() => watch.release())
+        }
       }
       return { jobId: job.jobId }
     },
@@ -360,8 +386,12 @@ type Follower = (outcome: Outcome) => void
 /** The shared wait of one job in one process (see `openWatch`). */
 interface Watch {
   refs: number
-  /** Resolves once the listeners are in place and the first check was sent. */
+  /** Resolves once the listeners are in place and the first check was sent (unless deferred). */
   readonly ready: Promise<void>
+  /** Whether the job channel's subscription was confirmed when the watch opened. */
+  readonly listening: boolean
+  /** Reads the job's stored result (a deferred first check, or again). */
+  check(): void
   /** Adds a follower; called at once when the outcome is already known. */
   follow(f: Follower): void
   unfollow(f: Follower): void
