@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { WaitingError, Worker } from 'bullmq'
 import type { Job } from 'bullmq'
 import type { Redis } from 'ioredis'
+import { interruptedResult } from '../fence.js'
 import { checkConcurrency, defaultWorkerId, runJob } from '../run-job.js'
 import type { RunOutcome } from '../run-job.js'
 import { ExecJobSchema } from '../schemas.js'
@@ -257,6 +258,18 @@ export async function startBullmqConsumer(
   })
   // Mostly transient connection problems BullMQ retries itself; an unhandled 'error' would crash.
   worker.on('error', (err) => opts.onError?.(err, `queue worker ${workerId}`))
+  // A job BullMQ failed (stalled too often, or handed back into outages too often) never reaches
+  // runJob's finish: its result goes through the fence here, which publishes it to the waiters
+  // (first writer wins, so a result an attempt stored stands). Should this write not land, a wait
+  // still finds the failure in the job itself when it checks (on reconnect, at its deadline).
+  worker.on('failed', (job, err) => {
+    const parsed = ExecJobSchema.safeParse(job?.data)
+    if (!job || !parsed.success) return
+    deps.fences
+      .fence(parsed.data, Math.max(1, job.attemptsStarted), workerId)
+      .finish(queueGaveUp(job.failedReason || err.message))
+      .catch((e: unknown) => opts.onError?.(e, `storing the result of failed job ${parsed.data.jobId}`))
+  })
 
   const offCancel = await deps.subscriber.on(deps.fences.keys.cancelChannel, (message) => {
     const nl = message.indexOf('\n')
@@ -304,4 +317,9 @@ async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> 
   } finally {
     clearTimeout(timer)
   }
+}
+
+/** The result of a job BullMQ failed (stalled too often, or handed back into outages too often). */
+export function queueGaveUp(failedReason: string): ExecJobResult {
+  return interruptedResult({ cause: failedReason })
 }

@@ -1,13 +1,11 @@
-import { Queue, QueueEvents } from 'bullmq'
-import type { Redis } from 'ioredis'
+import { Queue } from 'bullmq'
 import { AppError } from '../../errors.js'
-import { interruptedResult } from '../fence.js'
 import { OUTPUT_LOG_CAP_BYTES, parseLoggedMessage } from '../output-log.js'
 import { ExecJobResultSchema, ExecJobSchema } from '../schemas.js'
 import type { ExecJobResult } from '../schemas.js'
 import type { Consumer, JobInfo, JobQueue, Unsubscribe } from '../types.js'
 import { boundedWait } from '../wait-for.js'
-import { startBullmqConsumer } from './bullmq-consumer.js'
+import { queueGaveUp, startBullmqConsumer } from './bullmq-consumer.js'
 import type { BullmqConsumerTuning } from './bullmq-consumer.js'
 import {
   connectRedis,
@@ -42,8 +40,8 @@ export interface BullmqQueueOptions extends BullmqConsumerTuning {
 /**
  * The fleet queue: BullMQ on Redis. Producers fail fast while Redis is down (QUEUE_UNAVAILABLE: submit,
  * inspect, cancel, subscriptions), while `wait` on an accepted job rides out an outage until its
- * timeout (the job is checked again when the connection comes back); results arrive through one
- * QueueEvents stream reader per process; live output and cancel requests travel over Redis pub/sub;
+ * timeout (the job is checked again when the connection comes back); results arrive on the job's
+ * channel (one pattern subscription per process) and are checked in the fence's result record; live output and cancel requests travel over Redis pub/sub;
  * fence records make redeliveries safe (see ../fence.ts).
  */
 export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Promise<JobQueue> {
@@ -78,64 +76,27 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   })
   queue.on('error', () => undefined)
 
-  const waiters = new Map<string, Set<Waiter>>()
   const watches = new Map<string, Watch>()
   // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
   let subscriber: Promise<Subscriber> | undefined
+  let liveSubscriber: Subscriber | undefined
   // A failed start (Redis away) is not cached: the next caller tries again.
   const getSubscriber = (): Promise<Subscriber> =>
     (subscriber ??= (async () => {
       const client = createRedisClient(redisUrl, 'subscriber', `sbx-sub:${queueName}`)
       await connectRedis(client, redisUrl, connectTimeoutMs)
-      return new Subscriber(client, fences.keys.jobChannelPrefix)
+      const sub = new Subscriber(client, fences.keys.jobChannelPrefix)
+      liveSubscriber = sub
+      // A result published while the subscription was away is lost: pending waits check their job
+      // again once it is back (as they do when the command connection comes back).
+      sub.onResubscribed(() => {
+        for (const recheck of [...rechecks]) recheck()
+      })
+      return sub
     })().catch((err: unknown) => {
       subscriber = undefined
       throw err
     }))
-  let events: Promise<QueueEvents> | undefined
-  let eventsClient: Redis | undefined
-  const getEvents = (): Promise<QueueEvents> =>
-    (events ??= openEvents().catch((err: unknown) => {
-      events = undefined
-      throw queueUnavailable(err, 'Listening for job results')
-    }))
-  const openEvents = async (): Promise<QueueEvents> => {
-    const client = createRedisClient(redisUrl, 'blocking', `sbx-events:${queueName}`)
-    let qe: QueueEvents | undefined
-    try {
-      await connectRedis(client, redisUrl, connectTimeoutMs)
-      // Start reading right after the newest event, so nothing between "now" and the first XREAD is missed.
-      const last = await command.xrevrange(`${prefix}:${queueName}:events`, '+', '-', 'COUNT', 1)
-      qe = new QueueEvents(queueName, {
-        connection: client,
-        prefix,
-        lastEventId: last[0]?.[0] ?? '0-0',
-      })
-      qe.on('error', () => undefined)
-      qe.on('completed', ({ jobId, returnvalue }) => {
-        const parsed = ExecJobResultSchema.safeParse(returnvalue)
-        const outcome = parsed.success
-          ? { result: parsed.data }
-          : {
-              error: new AppError('INTERNAL', `Job ${jobId} returned a malformed result.`, {
-                cause: parsed.error,
-              }),
-            }
-        for (const w of waiters.get(jobId) ?? []) w(outcome)
-      })
-      qe.on('failed', ({ jobId, failedReason }) => {
-        for (const w of waiters.get(jobId) ?? []) w({ result: queueGaveUp(failedReason) })
-      })
-      await qe.waitUntilReady()
-      eventsClient = client
-      return qe
-    } catch (err) {
-      await qe?.close().catch(() => undefined)
-      await quitRedis(client)
-      throw err
-    }
-  }
-
   const finishedResult = async (jobId: string): Promise<ExecJobResult | undefined> => {
     const stored = await fences.result(jobId)
     if (stored) return stored
@@ -174,14 +135,15 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   const pendingWaits = new Set<(err: unknown) => void>()
 
   /**
-   * Opens (or joins) the watch of a job: two paths to its result, the fence's 'done' publish on the job
-   * channel (first, usually; the process's one pattern subscription carries it) and BullMQ's event
-   * stream (also covers jobs BullMQ gave up on). Both listen before the job is checked, since it may
-   * have finished before. While Redis is away they may not start: the watch goes on regardless (an
-   * accepted job runs once Redis is back) and the job is checked again each time the connection
-   * comes back.
+   * Opens (or joins) the watch of a job: its result arrives as the fence's 'done' publish on the job
+   * channel (the process's one pattern subscription carries it; a job BullMQ gave up on is published
+   * the same way by the worker that failed it, see bullmq-consumer.ts). The listener is in place
+   * before the job is checked, since it may have finished before. While Redis is away it may not
+   * start: the watch goes on regardless (an accepted job runs once Redis is back) and the job is
+   * checked again each time the command connection or the subscription comes back (a publish made
+   * meanwhile is lost, the stored result is not), and once more when the wait ends without a result.
    */
-  const openWatch = async (jobId: string): Promise<Watch> => {
+  const openWatch = async (jobId: string, opts: { deferCheck?: boolean } = {}): Promise<Watch> => {
     const open = watches.get(jobId)
     if (open) {
       open.refs += 1
@@ -195,7 +157,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       outcome = o
       for (const f of [...followers]) f(o)
     }
-    const waiter: Waiter = settle
     let offDone: Unsubscribe | undefined
     const check = (): void => {
       finishedResult(jobId).then(
@@ -208,19 +169,13 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         },
       )
     }
-    const recheck = (): void => {
-      void getEvents()
-        .catch(() => undefined)
-        .then(check)
-    }
+    const recheck = check
     let stopped = false
+    let listening = false
     const watch: Watch = {
       refs: 1,
       ready: (async () => {
-        const [, sub] = await Promise.all([
-          getEvents().catch(() => undefined),
-          getSubscriber().catch(() => undefined),
-        ])
+        const sub = await getSubscriber().catch(() => undefined)
         const onDone = (message: string): void => {
           if (message[0] !== 'd') return
           let raw: unknown
@@ -237,12 +192,14 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
           void offDone?.().catch(() => undefined)
           return
         }
-        let set = waiters.get(jobId)
-        if (!set) waiters.set(jobId, (set = new Set()))
-        set.add(waiter)
+        listening = offDone !== undefined
         rechecks.add(recheck)
-        check()
+        if (!opts.deferCheck) check()
       })(),
+      get listening() {
+        return listening
+      },
+      check,
       follow(f) {
         followers.add(f)
         if (outcome) f(outcome)
@@ -255,9 +212,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
         if (watch.refs > 0) return
         stopped = true
         if (watches.get(jobId) === watch) watches.delete(jobId)
-        const set = waiters.get(jobId)
-        set?.delete(waiter)
-        if (set?.size === 0) waiters.delete(jobId)
         rechecks.delete(recheck)
         // Off the caller's path: the result is already in hand.
         offDone?.().catch(() => undefined)
@@ -274,6 +228,15 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
 
     async submit(input) {
       const job = ExecJobSchema.parse(input)
+      // The job's watch opens before the job exists, for the wait that usually follows at once (the
+      // caller's, the tenant's job slot): a job first added now cannot have finished before its
+      // listener was in place, so that wait needs no read of the job. This reference is handed over
+      // on the next turn of the event loop; a wait that comes later opens a watch that checks. Only
+      // while Redis is connected: a submit never waits for a subscription (it fails fast instead).
+      const connected = command.status === 'ready' && liveSubscriber?.connection.status === 'ready'
+      const watch = connected ? await openWatch(job.jobId, { deferCheck: true }) : undefined
+      let fresh = false
+      let accepted = false
       try {
         // The index write goes first on the same connection and the add follows without waiting for
         // its reply (one round trip, not two): Redis runs them in order, so a job in the queue is
@@ -285,7 +248,11 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
           queue.add('exec', job, { jobId: job.jobId }),
         ])
         if (added.status === 'rejected') throw added.reason
+        accepted = true
         if (listed.status === 'rejected') void index.add(job).catch(() => undefined)
+        // New in the tenant's index: no submit of this id came before (a duplicate add of a job
+        // another process submitted at the same moment is not new there, and is checked).
+        else fresh = listed.value
       } catch (err) {
         throw new AppError(
           'QUEUE_UNAVAILABLE',
@@ -294,6 +261,11 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
             'a repeat never runs it twice).',
           { retryable: true, cause: err },
         )
+      } finally {
+        if (watch) {
+          if (accepted && (!fresh || !watch.listening)) watch.check()
+          setImmediate(() => watch.release())
+        }
       }
       return { jobId: job.jobId }
     },
@@ -399,10 +371,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       await Promise.all([...consumers].map((c) => c.close({ deadlineMs: 0 })))
       const err = new AppError('QUEUE_UNAVAILABLE', 'The job queue closed before the job finished.')
       for (const reject of pendingWaits) reject(err)
-      const qe = await events?.catch(() => undefined)
-      await qe?.close()
       // BullMQ leaves connections it was handed open: quit ours.
-      if (eventsClient) await quitRedis(eventsClient)
       const sub = await subscriber?.catch(() => undefined)
       if (sub) await quitRedis(sub.connection)
       await queue.close()
@@ -412,23 +381,22 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
 }
 
 type Outcome = { result: ExecJobResult } | { error: unknown }
-type Waiter = (outcome: Outcome) => void
-type Follower = Waiter
+type Follower = (outcome: Outcome) => void
 
 /** The shared wait of one job in one process (see `openWatch`). */
 interface Watch {
   refs: number
-  /** Resolves once the listeners are in place and the first check was sent. */
+  /** Resolves once the listeners are in place and the first check was sent (unless deferred). */
   readonly ready: Promise<void>
+  /** Whether the job channel's subscription was confirmed when the watch opened. */
+  readonly listening: boolean
+  /** Reads the job's stored result (a deferred first check, or again). */
+  check(): void
   /** Adds a follower; called at once when the outcome is already known. */
   follow(f: Follower): void
   unfollow(f: Follower): void
   /** Drops one reference; the last one removes the listeners. */
   release(): void
-}
-
-function queueGaveUp(failedReason: string): ExecJobResult {
-  return interruptedResult({ cause: failedReason })
 }
 
 function messageOf(err: unknown): string {

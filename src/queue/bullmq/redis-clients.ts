@@ -6,7 +6,7 @@ import { AppError } from '../../errors.js'
 export type RedisRole =
   /** Producer commands (Queue, fence scripts, publish): fail fast instead of buffering while Redis is down. */
   | 'command'
-  /** BullMQ Worker / QueueEvents (blocking commands): retry forever, as BullMQ requires. */
+  /** BullMQ Worker (blocking commands): retry forever, as BullMQ requires. */
   | 'blocking'
   /** Pub/sub subscriber (live output, cancel broadcast): re-subscribes after reconnects. */
   | 'subscriber'

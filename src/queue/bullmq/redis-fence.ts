@@ -30,8 +30,8 @@ return {'run', prev or ''}
 
 // KEYS: done log logmeta. ARGV: resultJson ttlMs channel logLingerMs. Returns the stored result when
 // another attempt finished first. The first result is also published ('d' + result) on the job's
-// channel, so waiters learn it before BullMQ's own completion round trip and event stream; the
-// retained live output stays a little longer for readers resuming.
+// channel: how waiters learn it (before BullMQ's own completion round trip; nothing reads BullMQ's
+// event stream); the retained live output stays a little longer for readers resuming.
 const FINISH = `
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('PUBLISH', ARGV[3], 'd' .. ARGV[1])

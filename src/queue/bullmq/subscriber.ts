@@ -26,6 +26,7 @@ export class Subscriber {
   private readonly handlers = new Map<string, Set<Handler>>()
   private readonly subscribed = new Map<string, Promise<void>>()
   private pattern: Promise<void> | undefined
+  private readonly resubscribed = new Set<() => void>()
 
   constructor(
     private readonly client: Redis,
@@ -53,7 +54,12 @@ export class Subscriber {
     client.on('ready', () => {
       if (this.pattern) {
         this.pattern = undefined
-        this.patternReady().catch(() => undefined)
+        this.patternReady().then(
+          () => {
+            for (const listener of [...this.resubscribed]) listener()
+          },
+          () => undefined,
+        )
       }
       for (const channel of this.subscribed.keys()) {
         if (this.patterned(channel)) continue
@@ -78,6 +84,16 @@ export class Subscriber {
       })
     }
     return this.pattern
+  }
+
+  /**
+   * Calls `listener` each time the pattern subscription is confirmed again after a reconnect: from
+   * then on the job channels deliver again, and what was published while it was away is lost (a
+   * waiter checks its job's stored result then). Returns the way to stop.
+   */
+  onResubscribed(listener: () => void): () => void {
+    this.resubscribed.add(listener)
+    return () => this.resubscribed.delete(listener)
   }
 
   /** The latest confirmation of the subscription that serves `channel`. */

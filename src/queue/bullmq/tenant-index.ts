@@ -21,8 +21,16 @@ export class TenantJobIndex {
     return keys
   }
 
-  /** Indexes a job id (keeps the first submission time of a resubmitted id). */
-  async add(job: { jobId: string; tenant: string; sessionId?: string; submittedAt: number }): Promise<void> {
+  /**
+   * Indexes a job id (keeps the first submission time of a resubmitted id). Resolves `true` when the
+   * id was new in the tenant's index.
+   */
+  async add(job: {
+    jobId: string
+    tenant: string
+    sessionId?: string
+    submittedAt: number
+  }): Promise<boolean> {
     // A pipeline, not MULTI: each write stands alone, and MULTI/EXEC would be two more commands.
     const pipeline = this.client.pipeline()
     const trim = job.jobId.endsWith('0')
@@ -34,6 +42,7 @@ export class TenantJobIndex {
     const replies = await pipeline.exec()
     const failed = replies?.find(([err]) => err)
     if (failed?.[0]) throw failed[0]
+    return replies?.[0]?.[1] === 1
   }
 
   /** Up to `limit` job ids of the tenant (or one of its sessions), newest first. */

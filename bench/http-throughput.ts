@@ -1,0 +1,111 @@
+/**
+ * Throughput of warm routed commands through the HTTP API with many sessions at once: `sbx serve`
+ * (embedded) against `sbx api` + `sbx worker` (fleet, separate processes on one Redis), both started
+ * as child processes. `--sessions` warm sessions (default 24), one client loop per session, each
+ * `POST /v1/exec` of `echo hi` (wait for the result) after the previous one answered, for `--seconds`
+ * per phase; phases alternate between the two paths for `--rounds` rounds, so a noisy neighbour slows
+ * each alike. Prints commands/s per phase and the fleet/embedded ratio.
+ *
+ *   npx tsx bench/http-throughput.ts                        # needs the Docker engine and Redis (REDIS_URL)
+ *   npx tsx bench/http-throughput.ts --sessions 24 --seconds 10 --rounds 3
+ */
+import { parseArgs } from 'node:util'
+import { REDIS_URL } from './lib/routed-path.js'
+import { removeScopeContainers, startSbxServer, startSbxWorker } from '../test/support/sbx-cli.js'
+import type { ConfigInput } from '../src/config/schema.js'
+import { percentile } from './lib/percentile.js'
+
+const { values: flags } = parseArgs({
+  options: {
+    sessions: { type: 'string', default: '24' },
+    seconds: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '3' },
+  },
+})
+const sessions = Math.max(1, Number(flags.sessions) || 24)
+const seconds = Math.max(1, Number(flags.seconds) || 10)
+const rounds = Math.max(1, Number(flags.rounds) || 3)
+
+type Server = Awaited<ReturnType<typeof startSbxServer>>
+
+const tag = `bthr${Date.now().toString(36)}`
+const quiet = { LOG_LEVEL: 'warn' }
+// Room for every session and their in-flight jobs: the bench measures the path, not the quotas.
+const base: Partial<ConfigInput> = {
+  quotas: {
+    maxSandboxes: sessions + 8,
+    maxConcurrentJobs: sessions * 4,
+    requestsPerSecond: 100_000,
+  },
+} as Partial<ConfigInput>
+
+async function exec(server: Server, sessionId: string): Promise<void> {
+  const res = await server.post('/v1/exec', {
+    provider: 'docker',
+    profile: 'default',
+    sessionId,
+    command: 'echo hi',
+  })
+  const job = (await res.json()) as { state: string }
+  if (job.state !== 'completed') throw new Error(`job ${job.state}: ${JSON.stringify(job)}`)
+}
+
+/** Every session runs commands back to back for `ms`; returns commands/s and p50/p99 latency. */
+async function phase(server: Server, prefix: string, ms: number) {
+  const end = Date.now() + ms
+  const latencies: number[] = []
+  const start = performance.now()
+  await Promise.all(
+    Array.from({ length: sessions }, async (_, i) => {
+      while (Date.now() < end) {
+        const t = performance.now()
+        await exec(server, `${prefix}${i}`)
+        latencies.push(performance.now() - t)
+      }
+    }),
+  )
+  const elapsedS = (performance.now() - start) / 1000
+  return { perS: latencies.length / elapsedS, p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
+}
+
+const procs: { stop(): Promise<void> }[] = []
+try {
+  const serve = await startSbxServer('serve', {
+    config: { ...base, queue: { prefix: `${tag}e`, concurrency: sessions } } as ConfigInput,
+    env: quiet,
+  })
+  procs.push(serve)
+  const fleet = {
+    ...base,
+    queue: { driver: 'bullmq' as const, redisUrl: REDIS_URL, prefix: `${tag}f`, concurrency: sessions },
+  } as ConfigInput
+  const api = await startSbxServer('api', { config: fleet, env: quiet })
+  procs.push(api)
+  procs.push(await startSbxWorker({ config: fleet, env: quiet }))
+
+  const paths: [string, Server][] = [
+    ['HTTP → sbx serve (embedded)', serve],
+    ['HTTP → sbx api + sbx worker (fleet)', api],
+  ]
+  // Warm: bind every session (sandbox created), then a short run to settle the processes.
+  for (const [, server] of paths) {
+    await Promise.all(Array.from({ length: sessions }, (_, i) => exec(server, `s${i}`)))
+    await phase(server, 's', 2_000)
+  }
+  const results = new Map<string, number[]>()
+  for (let r = 1; r <= rounds; r++) {
+    for (const [name, server] of paths) {
+      const f = await phase(server, 's', seconds * 1000)
+      ;(results.get(name) ?? results.set(name, []).get(name))?.push(f.perS)
+      console.log(
+        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms`,
+      )
+    }
+  }
+  const [embedded, fleetRuns] = paths.map(([name]) => results.get(name) ?? [])
+  const ratios = (fleetRuns ?? []).map((v, i) => (v / (embedded?.[i] ?? NaN)).toFixed(2))
+  console.log(`${sessions} sessions, ${seconds} s per phase: fleet/embedded per round ${ratios.join(', ')}`)
+} finally {
+  for (const p of procs.reverse()) await p.stop()
+  for (const scope of [`${tag}e`, `${tag}f`]) await removeScopeContainers(scope).catch(() => undefined)
+}
