@@ -1,0 +1,49 @@
+/** A sandbox session as the API shows it. */
+export interface SessionView {
+  id: string
+  provider: string
+  profile: string
+  /** Bound sandbox id, once the first call ran. */
+  sandboxId?: string
+  createdAt: number
+  /**
+   * Set when the session's sandbox was replaced by an empty one (its files are lost), until
+   * `POST /v1/sessions/{id}/ack` or the session is deleted.
+   */
+  sandboxReplaced?: {
+    at: number
+    reason: string
+    filesLost: true
+    previousSandboxId: string
+    /** The profile's persistent `/workspace` was kept. */
+    workspaceKept?: true
+  }
+}
+
+/** Tenant-scoped sessions and their files. */
+export interface SessionService {
+  /**
+   * Records a session. With `admit`, refuses (429 QUOTA_EXCEEDED) a session whose first use could not
+   * get a sandbox, instead of recording one whose every call would be refused.
+   */
+  create(
+    tenant: string,
+    input: { id?: string; provider: string; profile: string },
+    opts?: { admit?: boolean },
+  ): Promise<SessionView>
+  list(tenant: string): Promise<SessionView[]>
+  get(tenant: string, id: string): Promise<SessionView | undefined>
+  /** Destroys its sandboxes. `false` when not the tenant's. */
+  delete(tenant: string, id: string): Promise<boolean>
+  /** Clears the session's `sandboxReplaced` notice; the view after it, or undefined when not the tenant's. */
+  acknowledge(tenant: string, id: string): Promise<SessionView | undefined>
+  /** Undefined when there is no such session; a missing file is `NOT_FOUND` naming the path. */
+  readFile(tenant: string, id: string, path: string): Promise<Uint8Array | undefined>
+  /** Undefined when there is no such session; else the session's `sandboxReplaced` notice, if any. */
+  writeFile(
+    tenant: string,
+    id: string,
+    path: string,
+    data: Uint8Array,
+  ): Promise<Pick<SessionView, 'sandboxReplaced'> | undefined>
+}
