@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { ExecResultSchema as QueueExecResultSchema, SandboxReplacementSchema } from '../queue/schemas.js'
-import { ExecInput, SessionId } from '../services/index.js'
+import { ExecInput, SessionId, SessionInput } from '../services/index.js'
 import { checkToolArguments } from '../services/input-limits.js'
 
 export const ErrorSchema = z
@@ -90,19 +90,8 @@ export const ToolCallResultSchema = z
   })
   .openapi('ToolCallResult')
 
-export const SessionInputSchema = z
-  .object({
-    id: SessionIdSchema.optional(),
-    provider: z.string().min(1).default('docker'),
-    profile: z.string().min(1).default('default'),
-    /**
-     * Start from this snapshot (`POST /v1/sessions/{id}/snapshots`): the session's sandboxes get its
-     * filesystem changes and a copy of its workspace. provider and profile default to the snapshot's.
-     */
-    snapshot: z.string().min(1).max(256).optional(),
-  })
-  .strict()
-  .openapi('SessionInput')
+/** The body of `POST /v1/sessions`: the session service's schema, with its OpenAPI name. */
+export const SessionInputSchema = SessionInput.openapi('SessionInput')
 
 export const SessionSchema = z
   .object({

@@ -1,14 +1,27 @@
+import { z } from 'zod'
+import { SessionId } from './common.js'
+
+/** What `POST /v1/agent-runs` submits: one agent run's request. */
+export const AgentRunInput = z
+  .object({
+    input: z
+      .string()
+      .min(1)
+      .max(200_000)
+      .meta({ example: 'List the files in the workspace and summarise them.' }),
+    sessionId: SessionId.optional(),
+    model: z.string().min(1).optional(),
+    maxIterations: z.number().int().positive().max(200).optional(),
+    budget: z.object({ maxTotalTokens: z.number().int().positive().optional() }).strict().optional(),
+  })
+  .strict()
+export type AgentRunInput = z.infer<typeof AgentRunInput>
+
 /** An agent run as the API shows it. */
 export interface AgentRunView {
   id: string
   state: 'queued' | 'running' | 'completed' | 'failed' | 'cancelled'
-  request: {
-    input: string
-    sessionId?: string
-    model?: string
-    maxIterations?: number
-    budget?: { maxTotalTokens?: number }
-  }
+  request: AgentRunInput
   output?: string
   finishReason?: string
   usage?: {
@@ -34,7 +47,7 @@ export interface AgentRunView {
 
 /** Queued agent runs, tenant-scoped. */
 export interface AgentRunsApi {
-  submit(tenant: string, input: AgentRunView['request']): Promise<AgentRunView>
+  submit(tenant: string, input: AgentRunInput): Promise<AgentRunView>
   get(tenant: string, id: string): Promise<AgentRunView | undefined>
   cancel(tenant: string, id: string): Promise<AgentRunView | undefined>
   stream(

@@ -2,6 +2,7 @@
 // call, and what src/runtime implements and wires. A request body is one zod schema and its type
 // (`ExecInput` is both); src/http only adds OpenAPI metadata to them. Nothing here imports src/http
 // or src/runtime (eslint's no-restricted-imports keeps it so).
+export { AgentRunInput } from './agent-runs.js'
 export type { AgentRunView, AgentRunsApi } from './agent-runs.js'
 export { MAX_CODE_CHARS, RunCodeInput } from './code.js'
 export type { CodeService } from './code.js'
@@ -13,6 +14,7 @@ export { ProcessStartInput } from './processes.js'
 export type { ProcessService } from './processes.js'
 export type { PolicyView, ProviderView } from './providers.js'
 export type { SessionPortStream, SessionStreamService, SessionTerminal } from './session-streams.js'
+export { SessionInput } from './sessions.js'
 export type { SessionService, SessionView } from './sessions.js'
 export type { ForkResult, SnapshotService, SnapshotView } from './snapshots.js'
 export type { ToolCallEvaluateOptions, ToolCallEvaluation, ToolCallService } from './tool-calls.js'

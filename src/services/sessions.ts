@@ -1,3 +1,24 @@
+import { z } from 'zod'
+import { SessionId } from './common.js'
+
+/**
+ * The body of `POST /v1/sessions`. With `snapshot` the session starts from that snapshot
+ * ({@link SnapshotService.startSession}); without it, {@link SessionService.create}.
+ */
+export const SessionInput = z
+  .object({
+    id: SessionId.optional(),
+    provider: z.string().min(1).default('docker'),
+    profile: z.string().min(1).default('default'),
+    /**
+     * Start from this snapshot (`POST /v1/sessions/{id}/snapshots`): the session's sandboxes get its
+     * filesystem changes and a copy of its workspace. provider and profile default to the snapshot's.
+     */
+    snapshot: z.string().min(1).max(256).optional(),
+  })
+  .strict()
+export type SessionInput = z.infer<typeof SessionInput>
+
 /** A sandbox session as the API shows it. */
 export interface SessionView {
   id: string
@@ -28,7 +49,7 @@ export interface SessionService {
    */
   create(
     tenant: string,
-    input: { id?: string; provider: string; profile: string },
+    input: Omit<SessionInput, 'snapshot'>,
     opts?: { admit?: boolean },
   ): Promise<SessionView>
   list(tenant: string): Promise<SessionView[]>
