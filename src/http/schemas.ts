@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi'
-import { ExecResultSchema as QueueExecResultSchema, SandboxReplacementSchema } from '../queue/schemas.js'
-import { ExecInput, SessionId, SessionInput } from '../services/index.js'
+import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
+import { ExecInput, SessionId, SessionInput, SessionView } from '../services/index.js'
 import { checkToolArguments } from '../services/input-limits.js'
 
 export const ErrorSchema = z
@@ -93,17 +93,8 @@ export const ToolCallResultSchema = z
 /** The body of `POST /v1/sessions`: the session service's schema, with its OpenAPI name. */
 export const SessionInputSchema = SessionInput.openapi('SessionInput')
 
-export const SessionSchema = z
-  .object({
-    id: z.string(),
-    provider: z.string(),
-    profile: z.string(),
-    sandboxId: z.string().optional(),
-    createdAt: z.number(),
-    /** Set when the session's sandbox was replaced by an empty one, until acknowledged. */
-    sandboxReplaced: SandboxReplacementSchema.optional(),
-  })
-  .openapi('Session')
+/** A session as the API shows it: the session service's schema, with its OpenAPI name. */
+export const SessionSchema = SessionView.openapi('Session')
 
 /** The `:id` of a job, session or agent run; no id of any kind is a dot segment (`.`, `..`). */
 export const IdParam = z.object({

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { SandboxReplacementSchema } from '../queue/schemas.js'
 import { SessionId } from './common.js'
 
 /**
@@ -20,26 +21,20 @@ export const SessionInput = z
 export type SessionInput = z.infer<typeof SessionInput>
 
 /** A sandbox session as the API shows it. */
-export interface SessionView {
-  id: string
-  provider: string
-  profile: string
+export const SessionView = z.object({
+  id: z.string(),
+  provider: z.string(),
+  profile: z.string(),
   /** Bound sandbox id, once the first call ran. */
-  sandboxId?: string
-  createdAt: number
+  sandboxId: z.string().optional(),
+  createdAt: z.number(),
   /**
    * Set when the session's sandbox was replaced by an empty one (its files are lost), until
    * `POST /v1/sessions/{id}/ack` or the session is deleted.
    */
-  sandboxReplaced?: {
-    at: number
-    reason: string
-    filesLost: true
-    previousSandboxId: string
-    /** The profile's persistent `/workspace` was kept. */
-    workspaceKept?: true
-  }
-}
+  sandboxReplaced: SandboxReplacementSchema.optional(),
+})
+export type SessionView = z.infer<typeof SessionView>
 
 /** Tenant-scoped sessions and their files. */
 export interface SessionService {
