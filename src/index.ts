@@ -2,6 +2,7 @@
 // samples name for users. Helpers the service uses internally (secret scanning, usage arithmetic, zod
 // schemas of options, the config loader, …) stay in their modules; tests import them from there.
 
+// Errors: one base class with a stable code (docs/http-api.md lists the codes)
 export { AppError } from './errors.js'
 export type { AppErrorOptions, ErrorCode } from './errors.js'
 

@@ -11,6 +11,7 @@ import {
   type SandboxProvider,
   type SandboxRef,
 } from '../../src/sandbox/types.js'
+import { PROVIDER_LABELS } from '../../src/sandbox/labels.js'
 import { CREATE_LABEL, CWD_LABEL, MAX_EXECS_LABEL, OWNER, buildCreateParams } from './create-params.js'
 import { type ErrorScope, isSandboxGone, mapCreateError, mapDaytonaError, redactUrl } from './errors.js'
 import { type DaytonaProviderOptions, DaytonaProviderOptionsSchema } from './options.js'
@@ -289,7 +290,7 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
     try {
       // A filter nothing matches: one authenticated round trip, no sandboxes materialised.
       await daytona
-        .list({ labels: { [LABELS.owner]: OWNER, 'sandbox-router.probe': randomUUID() }, limit: 1 })
+        .list({ labels: { [LABELS.owner]: OWNER, [PROVIDER_LABELS.probe]: randomUUID() }, limit: 1 })
         .next()
       return { ok: true }
     } catch (err) {

@@ -16,8 +16,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type Docker from 'dockerode'
 import { AppError } from '../../src/errors.js'
-import { OWNER } from '../../src/sandbox/provider-kit.js'
-import { LABELS } from '../../src/sandbox/types.js'
+import { LABELS, OWNER, PROVIDER_LABELS } from '../../src/sandbox/labels.js'
 import { engineStatus, mapEngineError } from './errors.js'
 import { tarOf } from './tar.js'
 
@@ -26,7 +25,7 @@ export const AGENT_DIR = '/.sbx-agent'
 /** The agent's path inside sandboxes that mount the agent volume. */
 export const INJECTED_AGENT_PATH = `${AGENT_DIR}/sbx-agent`
 /** Label on the helper container that fills a volume (so a leftover one is recognisable). */
-export const AGENT_VOLUME_LABEL = 'sandbox-router.agent-volume'
+export const AGENT_VOLUME_LABEL = PROVIDER_LABELS.agentVolume
 
 /** Where the helper container mounts the volume read-write while filling it. */
 const FILL_DIR = '/sbx-agent-volume'

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode'
 import { AppError } from '../../src/errors.js'
-import { LABELS } from '../../src/sandbox/types.js'
+import { LABELS, POOL_LABELS } from '../../src/sandbox/labels.js'
 import { IDLE_EXIT_CODE, OWNER } from './container-spec.js'
 import { engineStatus, mapEngineError } from './errors.js'
 
@@ -8,7 +8,7 @@ import { engineStatus, mapEngineError } from './errors.js'
 const CREATE_GRACE_MS = 60_000
 
 /** The label every pool puts its scope (the config's `queue.prefix`) in. */
-const SCOPE_LABEL = 'sandbox-router.scope'
+const SCOPE_LABEL = POOL_LABELS.scope
 
 /** One container of this project that {@link findEngineLeftovers} would remove. */
 export interface EngineLeftover {
@@ -60,9 +60,9 @@ function reasonOf(c: Docker.ContainerInfo, exitCode: number | undefined): string
 }
 
 /**
- * Lists this project's containers (label `sandbox-router.owner=sandbox-router`) that no fleet
- * needs: stopped ones, and with `includeRunning` running ones with nothing attached. Needs only
- * the engine, no Redis. Containers with a `docker exec` running are never listed.
+ * Lists this project's containers (owner label {@link LABELS.owner} = {@link OWNER}) that no
+ * fleet needs: stopped ones, and with `includeRunning` running ones with nothing attached. Needs
+ * only the engine, no Redis. Containers with a `docker exec` running are never listed.
  */
 export async function findEngineLeftovers(
   docker: Docker,

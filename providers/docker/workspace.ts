@@ -1,21 +1,11 @@
 import { createHash } from 'node:crypto'
 import type Docker from 'dockerode'
 import { AppError } from '../../src/errors.js'
-import { LABELS, type Labels } from '../../src/sandbox/types.js'
-import { OWNER } from './container-spec.js'
+import { LABELS, OWNER, VOLUME_LABELS, type Labels } from '../../src/sandbox/labels.js'
 import { engineStatus, mapEngineError } from './errors.js'
 
-/** Label keys of workspace and snapshot volumes (beside {@link LABELS}). */
-export const VOLUME_LABELS = {
-  /** `workspace` (a session's persistent /workspace) or `snapshot` (a snapshot's copy of one). */
-  kind: 'sandbox-router.volume',
-  /** The pool's scope (config `queue.prefix`), as on containers. */
-  scope: 'sandbox-router.scope',
-  /** On a workspace volume made from a snapshot: the image its sandboxes start from. */
-  image: 'sandbox-router.snapshot-image',
-  /** On snapshot volumes and images: the snapshot id. */
-  snapshot: 'sandbox-router.snapshot',
-} as const
+/** Label keys of workspace and snapshot volumes (src/sandbox/labels.ts). */
+export { VOLUME_LABELS }
 
 /** Sessions labelled with these are not sessions (pooled sandboxes): they get no volume. */
 const NOT_A_SESSION = new Set(['warm', 'ephemeral'])

@@ -7,6 +7,7 @@ import {
 } from '../../providers/docker/engine-sweep.js'
 import { findVolumeLeftovers, removeVolumeLeftovers } from '../../providers/docker/volume-sweep.js'
 import { dockerOptionsOf } from '../runtime/docker-options.js'
+import { LABELS, OWNER, POOL_LABELS } from '../sandbox/labels.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
 import { loadFor, reapCommand } from './runtime-commands.js'
@@ -16,8 +17,8 @@ const USAGE = [
   '       sbx reap --engine [--scope name | --all-scopes] [--running] [--yes] [--json] [--config file]',
   '',
   "--engine       ask only the Docker engine (no Redis): this project's stopped containers",
-  '               (label sandbox-router.owner=sandbox-router). Lists them; removes them with --yes.',
-  "--scope name   only containers of this scope (sandbox-router.scope label); default: the config's queue.prefix",
+  `               (label ${LABELS.owner}=${OWNER}). Lists them; removes them with --yes.`,
+  `--scope name   only containers of this scope (${POOL_LABELS.scope} label); default: the config's queue.prefix`,
   '--all-scopes   every scope on the engine',
   '--running      also running containers with nothing attached (no agent channel, no command),',
   "               and persistent-workspace volumes no container mounts (a live fleet's idle",

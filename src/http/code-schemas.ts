@@ -1,34 +1,9 @@
 import { z } from '@hono/zod-openapi'
 import { CODE_LANGUAGES } from '../sandbox/code/types.js'
-import { checkEnv } from './input-limits.js'
+import { RunCodeInput } from '../services/code.js'
 
-/** Longest cell accepted (characters). */
-export const MAX_CODE_CHARS = 1_000_000
-
-const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
-
-/** Body of `POST /v1/sessions/{id}/code`. */
-export const RunCodeSchema = z
-  .object({
-    code: z
-      .string()
-      .max(MAX_CODE_CHARS)
-      .refine((v) => v.trim().length > 0, 'code is empty; give the cell to run')
-      .openapi({ example: 'x = 41\nx + 1', description: 'one cell; its last expression is the result' }),
-    language: z.enum(CODE_LANGUAGES).default('python').openapi({
-      description: "the kernel to run it in (one per session and language); default 'python'",
-    }),
-    timeoutMs: z.number().int().positive().optional().openapi({
-      description:
-        "interrupts the cell past this (the kernel's state is kept); default the profile's defaultTimeoutMs",
-    }),
-    env: Env.optional().openapi({ description: 'environment variables for this cell only' }),
-  })
-  .strict()
-  .superRefine((input, ctx) => {
-    if (input.env) checkEnv(input.env, ctx)
-  })
-  .openapi('RunCode')
+/** Body of `POST /v1/sessions/{id}/code`: the code service's schema, with its OpenAPI name. */
+export const RunCodeSchema = RunCodeInput.openapi('RunCode')
 
 /** One rich output of a cell. */
 export const CodeOutputSchema = z.object({

@@ -3,8 +3,8 @@ import { z } from 'zod'
 import { AppError } from '../errors.js'
 import { CODE_LANGUAGES } from '../sandbox/code/types.js'
 import type { CodeResult } from '../sandbox/code/types.js'
-import { MAX_CODE_CHARS } from './code-schemas.js'
-import type { CodeService, ToolCallService } from './deps.js'
+import { MAX_CODE_CHARS } from '../services/code.js'
+import type { CodeService, ToolCallService } from '../services/index.js'
 import { strictArgs } from './mcp-schemas.js'
 
 /** What the code tool needs: the code service, the tenant, and the MCP session's sandbox session. */

@@ -1,8 +1,8 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { z } from 'zod'
 import { AppError } from '../errors.js'
-import type { ProcessService } from './deps.js'
-import { checkCommand, checkCwd } from './input-limits.js'
+import type { ProcessService } from '../services/index.js'
+import { checkCommand, checkCwd } from '../services/input-limits.js'
 import { text, type TextResult } from './mcp-file-tools.js'
 import { noArgs, strictArgs } from './mcp-schemas.js'
 

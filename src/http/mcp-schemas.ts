@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { checkCommand, checkCwd } from './input-limits.js'
+import { checkCommand, checkCwd } from '../services/input-limits.js'
 
 /** What the MCP tools tell the model about the shell profile they run in. */
 export interface McpShellProfile {

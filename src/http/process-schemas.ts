@@ -1,25 +1,8 @@
 import { z } from '@hono/zod-openapi'
-import { MAX_COMMAND_BYTES, checkCommand, checkCwd, checkEnv } from './input-limits.js'
+import { ProcessStartInput } from '../services/processes.js'
 
-const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
-
-/** Body of `POST /v1/sessions/{id}/processes`. */
-export const ProcessStartSchema = z
-  .object({
-    command: z.string().min(1).max(MAX_COMMAND_BYTES).openapi({
-      example: 'python3 -m http.server 8000',
-      description: 'run by bash -c in its own process group',
-    }),
-    cwd: z.string().startsWith('/').max(4096).optional(),
-    env: Env.optional(),
-  })
-  .strict()
-  .superRefine((input, ctx) => {
-    checkCommand(input.command, ['command'], ctx)
-    if (input.cwd !== undefined) checkCwd(input.cwd, ['cwd'], ctx)
-    if (input.env) checkEnv(input.env, ctx)
-  })
-  .openapi('ProcessStart')
+/** Body of `POST /v1/sessions/{id}/processes`: the process service's schema, with its OpenAPI name. */
+export const ProcessStartSchema = ProcessStartInput.openapi('ProcessStart')
 
 /** One background process. */
 export const ProcessSchema = z

@@ -1,49 +1,17 @@
 import { z } from '@hono/zod-openapi'
-import { ExecResultSchema as QueueExecResultSchema, SandboxReplacementSchema } from '../queue/schemas.js'
-import { SESSION_ID_PATTERN, SESSION_ID_RULE } from '../sessions/session-id.js'
-import { MAX_COMMAND_BYTES, checkCommand, checkCwd, checkEnv, checkToolArguments } from './input-limits.js'
+import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
+import { ExecInput, SessionId, SessionInput, SessionView } from '../services/index.js'
+import { checkToolArguments } from '../services/input-limits.js'
 
 export const ErrorSchema = z
   .object({ error: z.object({ code: z.string().openapi({ example: 'NOT_FOUND' }), message: z.string() }) })
   .openapi('Error')
 
-const Env = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
+/** A client-chosen session id: in every body that names a session (src/services/common.ts). */
+export const SessionIdSchema = SessionId
 
-/** A client-chosen session id (see {@link SESSION_ID_PATTERN}): in every body that names a session. */
-export const SessionIdSchema = z
-  .string()
-  .regex(SESSION_ID_PATTERN, SESSION_ID_RULE)
-  .openapi({ example: 'my-session' })
-
-export const ExecInputSchema = z
-  .object({
-    provider: z.string().min(1).openapi({ example: 'docker' }),
-    profile: z.string().min(1).openapi({ example: 'default' }),
-    // Bounded in bytes (MAX_COMMAND_BYTES, the shell's one-argument limit) by the refinement below.
-    command: z.string().min(1).max(MAX_COMMAND_BYTES).openapi({ example: 'echo hello' }),
-    sessionId: SessionIdSchema.optional(),
-    cwd: z.string().startsWith('/').max(4096).optional(),
-    env: Env.optional(),
-    stdin: z.string().max(1_000_000).optional(),
-    timeoutMs: z.number().int().positive().max(86_400_000).optional(),
-    idempotent: z.boolean().optional(),
-    shell: z
-      .enum(['persistent', 'fresh'])
-      .optional()
-      .openapi({
-        description:
-          "'persistent': the session's long-lived shell (keeps cwd, exported variables, functions, aliases; " +
-          "needs bash in the image: elsewhere a 400 that says to use 'fresh'); " +
-          "'fresh': a new bash -c (sh -c in an image without bash). Default: the profile's shell, else 'fresh'",
-      }),
-  })
-  .strict()
-  .superRefine((input, ctx) => {
-    checkCommand(input.command, ['command'], ctx)
-    if (input.cwd !== undefined) checkCwd(input.cwd, ['cwd'], ctx)
-    if (input.env) checkEnv(input.env, ctx)
-  })
-  .openapi('ExecInput')
+/** The body of `POST /v1/exec`: the exec service's schema, with its OpenAPI name. */
+export const ExecInputSchema = ExecInput.openapi('ExecInput')
 
 /** The normalised command result: the queue's schema, re-declared with OpenAPI metadata. */
 export const ExecResultSchema = z.object(QueueExecResultSchema.shape).openapi('ExecResult')
@@ -122,31 +90,11 @@ export const ToolCallResultSchema = z
   })
   .openapi('ToolCallResult')
 
-export const SessionInputSchema = z
-  .object({
-    id: SessionIdSchema.optional(),
-    provider: z.string().min(1).default('docker'),
-    profile: z.string().min(1).default('default'),
-    /**
-     * Start from this snapshot (`POST /v1/sessions/{id}/snapshots`): the session's sandboxes get its
-     * filesystem changes and a copy of its workspace. provider and profile default to the snapshot's.
-     */
-    snapshot: z.string().min(1).max(256).optional(),
-  })
-  .strict()
-  .openapi('SessionInput')
+/** The body of `POST /v1/sessions`: the session service's schema, with its OpenAPI name. */
+export const SessionInputSchema = SessionInput.openapi('SessionInput')
 
-export const SessionSchema = z
-  .object({
-    id: z.string(),
-    provider: z.string(),
-    profile: z.string(),
-    sandboxId: z.string().optional(),
-    createdAt: z.number(),
-    /** Set when the session's sandbox was replaced by an empty one, until acknowledged. */
-    sandboxReplaced: SandboxReplacementSchema.optional(),
-  })
-  .openapi('Session')
+/** A session as the API shows it: the session service's schema, with its OpenAPI name. */
+export const SessionSchema = SessionView.openapi('Session')
 
 /** The `:id` of a job, session or agent run; no id of any kind is a dot segment (`.`, `..`). */
 export const IdParam = z.object({

@@ -1,35 +1,12 @@
-import type { Duplex } from 'node:stream'
 import { AppError } from '../errors.js'
-import type { SandboxTerminal, TerminalOptions } from '../sandbox/types.js'
+import type { TerminalOptions } from '../sandbox/types.js'
+import type { SessionPortStream, SessionStreamService, SessionTerminal } from '../services/session-streams.js'
 import type { Lease, SessionPool } from '../sessions/types.js'
 import type { SessionDirectory } from './session-directory.js'
 import { keyOf } from './session-service.js'
 
-/** A stream into a session's sandbox, holding a lease of it until `stream` closes. */
-export interface SessionPortStream {
-  readonly stream: Duplex
-  /** Resolves once the stream closed and the lease was released. */
-  readonly done: Promise<void>
-}
-
-/** A terminal in a session's sandbox, holding a lease of it until the terminal ends. */
-export interface SessionTerminal {
-  readonly terminal: SandboxTerminal
-  readonly done: Promise<void>
-}
-
-/** Ports and terminals of a tenant's sessions. Another tenant's session is `NOT_FOUND`, like an unknown one. */
-export interface SessionStreamService {
-  /** A connection to `127.0.0.1:port` inside the session's sandbox (binding one on first use). */
-  openPort(
-    tenant: string,
-    sessionId: string,
-    port: number,
-    opts?: { signal?: AbortSignal },
-  ): Promise<SessionPortStream>
-  /** An interactive terminal in the session's sandbox. */
-  openTerminal(tenant: string, sessionId: string, opts: TerminalOptions): Promise<SessionTerminal>
-}
+// The contract lives in src/services; re-exported for src/http/e2b and create-runtime, which import it here.
+export type { SessionPortStream, SessionStreamService, SessionTerminal } from '../services/session-streams.js'
 
 /**
  * {@link SessionStreamService} on the session directory and pool: each stream holds a lease of the

@@ -11,6 +11,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { CONFORMANCE_RUN_LABEL } from './labels.js'
 import { registerIoCases, rejectionOf } from './conformance-io.js'
 import { registerCodeCases } from './conformance-code.js'
 import { registerProcessCases } from './conformance-processes.js'
@@ -34,8 +35,8 @@ export interface ConformanceOptions {
   concurrency?: number
 }
 
-/** Label key carrying the suite run id; `afterAll` destroys everything carrying it. */
-export const CONFORMANCE_RUN_LABEL = 'sandbox-router.conformance-run'
+/** Label key carrying the suite run id; `afterAll` destroys everything carrying it (labels.ts). */
+export { CONFORMANCE_RUN_LABEL }
 
 /** Registers the conformance tests for one provider. */
 export function runProviderConformance(name: string, options: ConformanceOptions): void {

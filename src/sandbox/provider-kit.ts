@@ -1,20 +1,13 @@
 /*
  * What every provider does the same way at its edge: refuse profiles and refs of another provider,
- * and stamp the service's labels on what it creates.
+ * and stamp the service's labels on what it creates (the label schema and `ownedLabels` live in
+ * labels.ts; re-exported here for the providers that import them from this file).
  */
 import { AppError } from '../errors.js'
 import type { ResolvedProfile } from './profiles.js'
-import { LABELS } from './types.js'
-import type { Labels, SandboxRef } from './types.js'
+import type { SandboxRef } from './types.js'
 
-/** Value of the owner label (`sandbox-router.owner`) on every sandbox the service creates. */
-export const OWNER = 'sandbox-router'
-
-/** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
-export const SETTINGS_LABELS = {
-  cwd: 'sandbox-router.cwd',
-  maxExecs: 'sandbox-router.max-execs',
-} as const
+export { OWNER, SETTINGS_LABELS, ownedLabels } from './labels.js'
 
 /** Throws `CONFIG_INVALID` unless `profile` targets `providerId`. */
 export function assertProfileFor(providerId: string, profile: ResolvedProfile): void {
@@ -33,21 +26,6 @@ export function assertRefFor(providerId: string, ref: SandboxRef): void {
       'CONFIG_INVALID',
       `ref ${ref.id} belongs to provider '${ref.providerId}', not '${providerId}'`,
     )
-  }
-}
-
-/**
- * The caller's labels plus the service's own: owner, profile, the creating instance (when the
- * provider was given one) and the settings `connect` reads back (cwd, concurrency bound).
- */
-export function ownedLabels(labels: Labels, profile: ResolvedProfile, instanceId?: string): Labels {
-  return {
-    ...labels,
-    [LABELS.owner]: OWNER,
-    [LABELS.profile]: profile.name,
-    ...(instanceId ? { [LABELS.instance]: instanceId } : {}),
-    [SETTINGS_LABELS.cwd]: profile.cwd,
-    [SETTINGS_LABELS.maxExecs]: String(profile.maxConcurrentExecs),
   }
 }
 

@@ -2,20 +2,12 @@ import type { Duplex } from 'node:stream'
 import type { CodeCellPart, CodeLanguage, CodeResult, RunCodeRequest } from './code/types.js'
 import type { ResolvedProfile } from './profiles.js'
 
-/** Labels carried by every sandbox (Docker labels, Daytona labels, E2B metadata). */
-export type Labels = Record<string, string>
+import type { Labels } from './labels.js'
 
-/** Label keys the service sets on every sandbox it creates. */
-export const LABELS = {
-  /** Always `sandbox-router`: marks sandboxes this service owns (the reaper's filter). */
-  owner: 'sandbox-router.owner',
-  tenant: 'sandbox-router.tenant',
-  /** Hash of the session key, or `ephemeral` / `warm` for pooled sandboxes not yet bound. */
-  session: 'sandbox-router.session',
-  profile: 'sandbox-router.profile',
-  /** Instance id of the process that created it (diagnostics only). */
-  instance: 'sandbox-router.instance',
-} as const
+// The label schema lives in labels.ts; LABELS and Labels are re-exported for the modules that import
+// them from here.
+export { LABELS } from './labels.js'
+export type { Labels } from './labels.js'
 
 /** How any worker of the fleet finds a sandbox again. Serialisable (stored in Redis). */
 export interface SandboxRef {

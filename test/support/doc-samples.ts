@@ -5,6 +5,8 @@ import { readFileSync } from 'node:fs'
  * right before its fence) by `<!-- sample: <prelude> -->`: TypeScript put before the sample when it is
  * compiled, for the names a sample uses without defining them, e.g.
  * `<!-- sample: declare const model: ModelClient; import type { ModelClient } from 'sandbox-router' -->`.
+ * `<!-- sample: nocheck -->` leaves a fence out: only for a fragment that cannot compile on its own
+ * (keep these rare; a prelude is the usual fix).
  */
 export interface DocSample {
   readonly lang: 'ts' | 'yaml'
@@ -16,6 +18,8 @@ export interface DocSample {
 }
 
 const FENCE_OPEN: Record<DocSample['lang'], RegExp> = { ts: /^```(ts|typescript)\s*$/, yaml: /^```ya?ml\s*$/ }
+/** The prelude that marks a fence as a fragment, not compiled. */
+const NOCHECK = 'nocheck'
 const PRELUDE = /^<!--\s*sample:\s*([\s\S]*?)\s*-->\s*$/
 
 /** Extracts the `lang` {@link DocSample}s (```ts or ```yaml fences) from the Markdown file at `file`. */
@@ -28,6 +32,10 @@ export function docSamples(file: string, lang: DocSample['lang'] = 'ts'): DocSam
     const start = i + 1
     let end = start
     while (end < lines.length && !/^```\s*$/.test(lines[end] ?? '')) end++
+    if (prelude === NOCHECK) {
+      i = end
+      continue
+    }
     samples.push({ lang, file, line: start + 1, prelude, code: lines.slice(start, end).join('\n') })
     i = end
   }

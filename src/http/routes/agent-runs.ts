@@ -4,27 +4,16 @@ import { sseKeepAlive } from './stream-support.js'
 import { AppError } from '../../errors.js'
 import type { App } from '../app.js'
 import type { AppDeps } from '../deps.js'
-import { ErrorSchema, IdParam, SessionIdSchema } from '../schemas.js'
+import { AgentRunInput } from '../../services/index.js'
+import { ErrorSchema, IdParam } from '../schemas.js'
 
 const err = (description: string) => ({
   content: { 'application/json': { schema: ErrorSchema } },
   description,
 })
 
-const AgentRunInputSchema = z
-  .object({
-    input: z
-      .string()
-      .min(1)
-      .max(200_000)
-      .openapi({ example: 'List the files in the workspace and summarise them.' }),
-    sessionId: SessionIdSchema.optional(),
-    model: z.string().min(1).optional(),
-    maxIterations: z.number().int().positive().max(200).optional(),
-    budget: z.object({ maxTotalTokens: z.number().int().positive().optional() }).strict().optional(),
-  })
-  .strict()
-  .openapi('AgentRunInput')
+/** The body of `POST /v1/agent-runs`: the agent-run service's schema, with its OpenAPI name. */
+const AgentRunInputSchema = AgentRunInput.openapi('AgentRunInput')
 
 const AgentRunSchema = z
   .object({

@@ -2,9 +2,10 @@ import { createRoute, z } from '@hono/zod-openapi'
 import { streamSSE } from 'hono/streaming'
 import { sseKeepAlive } from './stream-support.js'
 import { AppError } from '../../errors.js'
-import { noSuchJobMessage, unknownJobView, vanishedJobView } from '../../runtime/job-view.js'
+import { noSuchJobMessage, unknownJobView, vanishedJobView } from '../../services/job-view.js'
 import type { App } from '../app.js'
-import type { AppDeps, JobView } from '../deps.js'
+import type { JobView } from '../../services/index.js'
+import type { AppDeps } from '../deps.js'
 import {
   ErrorSchema,
   ExecInputSchema,

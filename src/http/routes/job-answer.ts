@@ -1,4 +1,4 @@
-import type { JobView } from '../deps.js'
+import type { JobView } from '../../services/index.js'
 
 /** How often a waiting answer writes a whitespace byte, so proxies and clients keep the connection (ms). */
 export const KEEPALIVE_MS = 10_000

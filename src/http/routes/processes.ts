@@ -1,7 +1,8 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { AppError } from '../../errors.js'
 import type { App } from '../app.js'
-import type { AppDeps, ProcessService } from '../deps.js'
+import type { ProcessService } from '../../services/index.js'
+import type { AppDeps } from '../deps.js'
 import {
   ProcessOutputQuery,
   ProcessOutputSchema,

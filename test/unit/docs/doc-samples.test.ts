@@ -1,5 +1,5 @@
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
-import { join, relative, resolve } from 'node:path'
+import { basename, join, relative, resolve } from 'node:path'
 import ts from 'typescript'
 import { describe, expect, test } from 'vitest'
 import { parse as parseYaml } from 'yaml'
@@ -11,18 +11,24 @@ import type { DocSample } from '../../support/doc-samples.js'
  * Every TypeScript sample of the docs compiles against the package as a user imports it
  * (`sandbox-router`, `sandbox-router/conformance`, … mapped to the sources by package.json's exports),
  * under the project's strict compiler options: a sample naming a function the package does not export,
- * or calling it wrongly, fails here. Every YAML sample is checked against the config schema. The docs
- * are the top-level README.md, RELIABILITY.md and BENCHMARKS.md and every Markdown file under docs/.
+ * or calling it wrongly, fails here with the sample's file:line. Every YAML sample is checked against
+ * the config schema. The docs are the top-level README.md, RELIABILITY.md and BENCHMARKS.md, every
+ * Markdown file under docs/, and any README.md next to the code (src/**, providers/**).
  */
 const ROOT = resolve(import.meta.dirname, '../../..')
+/** The Markdown files under `dir` whose name `keep` accepts, as paths from the repository root. */
+const markdownUnder = (dir: string, keep: (name: string) => boolean): string[] =>
+  readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => keep(basename(f)) && !f.split(/[/\\]/).includes('node_modules'))
+    .sort()
+    .map((f) => join(dir, f))
 const DOCS = [
   'README.md',
   'RELIABILITY.md',
   'BENCHMARKS.md',
-  ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' })
-    .filter((f) => f.endsWith('.md'))
-    .sort()
-    .map((f) => join('docs', f)),
+  ...markdownUnder('docs', (f) => f.endsWith('.md')),
+  ...markdownUnder('src', (f) => f === 'README.md'),
+  ...markdownUnder('providers', (f) => f === 'README.md'),
 ]
 const OUT = join(ROOT, '.sbx', 'doc-samples')
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { MAX_ARG_BYTES, MAX_ENV_VARS } from '../../../src/http/input-limits.js'
+import { MAX_ARG_BYTES, MAX_ENV_VARS } from '../../../src/services/input-limits.js'
 import { ExecInputSchema, SessionIdSchema, ToolCallInputSchema } from '../../../src/http/schemas.js'
 import { Metrics } from '../../../src/metrics.js'
 import { assertSessionId } from '../../../src/sessions/session-id.js'

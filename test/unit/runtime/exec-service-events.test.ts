@@ -1,5 +1,5 @@
 import { afterEach, expect, test } from 'vitest'
-import type { JobEvent } from '../../../src/http/deps.js'
+import type { JobEvent } from '../../../src/services/index.js'
 import { resultOfOutcome } from '../../../src/queue/index.js'
 import type { JobProcessor, JobQueue, LoggedChunk } from '../../../src/queue/index.js'
 import type { QueueRouteExecutor } from '../../../src/routing/queue-route-executor.js'

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { ConfigSchema } from '../../../src/config/schema.js'
-import { describeKeySource, resolveApiKeys } from '../../../src/runtime/keys.js'
+import { describeKeySource, resolveApiKeys } from '../../../src/cli/api-keys.js'
 
 const noKeys = ConfigSchema.parse({})
 const keyFile = (): string => join(mkdtempSync(join(tmpdir(), 'sbx-keys-')), '.sbx', 'api-key')

@@ -1,14 +1,14 @@
-import type { z } from '@hono/zod-openapi'
+import type { z } from 'zod'
 import { extractShellCommand } from '../interceptors/builtins/route-shell-tools.js'
 
 /*
- * Bounds on what a command may carry, checked at the HTTP edge so bad input is a 400 before any job
- * exists. They sit below what the Docker sandbox really accepts (measured through `sbx serve`): its
- * agent refuses an EXEC frame with more than 4,096 env variables ("protocol: EINVAL"); the command
- * reaches the shell as one `bash -c` argument and each variable as one `NAME=value` string, and Linux
- * refuses any such string over 131,072 bytes with its NUL (MAX_ARG_STRLEN, "E2BIG"); all of them
- * together, with the sandbox's own environment, must fit execve's ARG_MAX (2 MiB with the 8 MiB stack
- * limit of the sandbox).
+ * Bounds on what a command may carry, checked by the request-body schemas (src/services, used by the
+ * HTTP API and MCP) so bad input is a 400 before any job exists. They sit below what the Docker
+ * sandbox really accepts (measured through `sbx serve`): its agent refuses an EXEC frame with more
+ * than 4,096 env variables ("protocol: EINVAL"); the command reaches the shell as one `bash -c`
+ * argument and each variable as one `NAME=value` string, and Linux refuses any such string over
+ * 131,072 bytes with its NUL (MAX_ARG_STRLEN, "E2BIG"); all of them together, with the sandbox's own
+ * environment, must fit execve's ARG_MAX (2 MiB with the 8 MiB stack limit of the sandbox).
  */
 
 /** Most env variables one command may set (the agent's own limit is 4,096). */

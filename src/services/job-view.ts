@@ -1,5 +1,5 @@
 import { AppError } from '../errors.js'
-import type { JobView } from '../http/deps.js'
+import type { JobView } from './exec.js'
 import type { ExecJobResult } from '../queue/schemas.js'
 import type { JobInfo } from '../queue/types.js'
 

@@ -1,0 +1,20 @@
+// The application services' contracts, transport-free: what the HTTP API, MCP and the E2B endpoint
+// call, and what src/runtime implements and wires. A request body is one zod schema and its type
+// (`ExecInput` is both); src/http only adds OpenAPI metadata to them. Nothing here imports src/http
+// or src/runtime (eslint's no-restricted-imports keeps it so).
+export { AgentRunInput } from './agent-runs.js'
+export type { AgentRunView, AgentRunsApi } from './agent-runs.js'
+export { MAX_CODE_CHARS, RunCodeInput } from './code.js'
+export type { CodeService } from './code.js'
+export { Env, SessionId } from './common.js'
+export { ExecInput } from './exec.js'
+export type { ExecService, JobEvent, JobState, JobView } from './exec.js'
+export { noSuchJobMessage, unknownJobView, vanishedJobView, jobView } from './job-view.js'
+export { ProcessStartInput } from './processes.js'
+export type { ProcessService } from './processes.js'
+export type { PolicyView, ProviderView } from './providers.js'
+export type { SessionPortStream, SessionStreamService, SessionTerminal } from './session-streams.js'
+export { SessionInput, SessionView } from './sessions.js'
+export type { SessionService } from './sessions.js'
+export type { ForkResult, SnapshotService, SnapshotView } from './snapshots.js'
+export type { ToolCallEvaluateOptions, ToolCallEvaluation, ToolCallService } from './tool-calls.js'
