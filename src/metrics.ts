@@ -18,7 +18,15 @@ export interface MetricsSources {
   circuits?: () => Promise<Record<string, 'closed' | 'open' | 'half-open'>>
   /** The fleet's Docker engines (`queue.engineRouting`): their load, cap and state. */
   engines?: () => Promise<
-    readonly { id: string; running: number; cap?: number; state: 'live' | 'down'; draining: boolean }[]
+    readonly {
+      id: string
+      running: number
+      cap?: number
+      memoryBytes?: number
+      reservedBytes?: number
+      state: 'live' | 'down'
+      draining: boolean
+    }[]
   >
 }
 
@@ -90,6 +98,28 @@ export class Metrics {
         this.reset()
         for (const e of (await engines?.().catch(() => undefined)) ?? [])
           if (e.cap !== undefined) this.set({ engine: e.id }, e.cap)
+      },
+    })
+    new Gauge({
+      name: 'sbx_engine_memory_reserved_bytes',
+      help: "The memory limits of each Docker engine's sandboxes, summed, as its workers last reported (engine routing)",
+      labelNames: ['engine'],
+      registers,
+      async collect() {
+        this.reset()
+        for (const e of (await engines?.().catch(() => undefined)) ?? [])
+          if (e.reservedBytes !== undefined) this.set({ engine: e.id }, e.reservedBytes)
+      },
+    })
+    new Gauge({
+      name: 'sbx_engine_memory_bytes',
+      help: "Memory each Docker engine's sandboxes may reserve: providers.docker.memoryCapacityMb, else the engine's own memory",
+      labelNames: ['engine'],
+      registers,
+      async collect() {
+        this.reset()
+        for (const e of (await engines?.().catch(() => undefined)) ?? [])
+          if (e.memoryBytes !== undefined) this.set({ engine: e.id }, e.memoryBytes)
       },
     })
     new Gauge({

@@ -150,7 +150,7 @@ export function buildContainerSpec(
     // `/` rather than the cwd: a cwd below the workspace tmpfs does not exist until created.
     WorkingDir: '/',
     Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-    Labels: { ...labels, [AGENT_PATH_LABEL]: agent.path },
+    Labels: { ...labels, [AGENT_PATH_LABEL]: agent.path, [PROVIDER_LABELS.memoryBytes]: String(memory) },
     Hostname: 'sandbox',
     NetworkDisabled: profile.network === 'none',
     HostConfig: {

@@ -84,8 +84,14 @@ export async function engineCommand(verb: 'ls' | 'drain' | 'undrain', args: read
 function describe(e: EngineView): string {
   const cap = e.cap === undefined ? 'unbounded' : String(e.cap)
   const age = Math.max(0, Math.round((Date.now() - e.seenAt) / 1000))
+  const GiB = 1024 ** 3
+  const memory =
+    e.memoryBytes === undefined
+      ? ''
+      : `memory ${((e.reservedBytes ?? 0) / GiB).toFixed(1)}/${(e.memoryBytes / GiB).toFixed(1)} GiB` +
+        `${e.memoryStrict ? '' : ' (engine memory, not a bound)'}  `
   return (
-    `${e.id}  ${e.state}${e.draining ? ' (draining)' : ''}  running ${e.running}/${cap}  ` +
+    `${e.id}  ${e.state}${e.draining ? ' (draining)' : ''}  running ${e.running}/${cap}  ${memory}` +
     `seen ${age}s ago by ${e.workerId}${e.reason ? `  (${e.reason})` : ''}`
   )
 }

@@ -101,6 +101,10 @@ export async function startServer(
                   draining: e.draining,
                   running: e.running,
                   ...(e.cap === undefined ? {} : { cap: e.cap }),
+                  ...(e.memoryBytes === undefined
+                    ? {}
+                    : { memoryBytes: e.memoryBytes, memoryStrict: e.memoryStrict === true }),
+                  ...(e.reservedBytes === undefined ? {} : { reservedBytes: e.reservedBytes }),
                   seenAt: e.seenAt,
                   ...(e.reason === undefined ? {} : { reason: e.reason }),
                 }))

@@ -176,6 +176,14 @@ export const ConfigSchema = z
               .string()
               .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, 'letters, digits, _ . : - (up to 128)')
               .optional(),
+            /**
+             * Memory this engine's sandboxes may reserve together (their limits summed), with
+             * `queue.engineRouting`: a new session goes to an engine only while its limit fits. Unset,
+             * placement still weighs each engine's reserved memory against the engine's own memory
+             * (`docker info`), but refuses nothing for it (limits are usually far above use).
+             * @default unset
+             */
+            memoryCapacityMb: z.number().int().positive().optional(),
             /** A sandbox nothing used for its profile's idleTtlMs plus this ends itself (ms). @default 60000 */
             idleExitSlackMs: z.number().int().min(1_000).optional(),
             /**

@@ -22,7 +22,7 @@ import { createJobQueue } from '../queue/create-job-queue.js'
 import { createEngineJobQueue } from '../queue/engines/engine-queue.js'
 import type { EngineJobQueue } from '../queue/engines/engine-queue.js'
 import type { EngineDirectory } from '../queue/engines/engine-directory.js'
-import { engineIdOf, engineSide } from './engine-side.js'
+import { engineIdOf, engineSide, sandboxMemoryEstimate } from './engine-side.js'
 import type { JobQueue } from '../queue/types.js'
 import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import { ProviderRegistry } from '../sandbox/registry.js'
@@ -259,6 +259,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
           redisUrl: config.queue.redisUrl,
           prefix,
           ...(engineId === undefined ? {} : { engine: engineSide(registry, engineId, prefix, config) }),
+          memoryOf: (job) => sandboxMemoryEstimate(registry, job.providerId, job.profile),
         })
       : await createJobQueue(
           fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },

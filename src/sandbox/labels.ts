@@ -65,6 +65,8 @@ export const PROVIDER_LABELS = {
   egressDir: 'sandbox-router.egress-dir',
   /** Docker: the sandbox's egress policy (rules and secret sources, never values), for `connect`. */
   egressPolicy: 'sandbox-router.egress-policy',
+  /** Docker: the container's memory limit in bytes (the profile's memory plus its disk), for placement. */
+  memoryBytes: 'sandbox-router.memory-bytes',
   /** Daytona: a per-create id, to find (and delete) a sandbox whose create call failed half-way. */
   createId: 'sandbox-router.create-id',
   /** Daytona: a random value the health probe lists by (it must match nothing). */

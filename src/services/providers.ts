@@ -34,6 +34,9 @@ export interface ProviderView {
     draining: boolean
     running: number
     cap?: number
+    memoryBytes?: number
+    memoryStrict?: boolean
+    reservedBytes?: number
     seenAt: number
     reason?: string
   }[]

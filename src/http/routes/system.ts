@@ -53,6 +53,12 @@ const ProvidersSchema = z
               draining: z.boolean(),
               running: z.number(),
               cap: z.number().optional(),
+              /** Memory the engine's sandboxes may reserve (bytes): the configured capacity, or the engine's own memory. */
+              memoryBytes: z.number().optional(),
+              /** `memoryBytes` is a configured bound (`providers.docker.memoryCapacityMb`), not only a weight. */
+              memoryStrict: z.boolean().optional(),
+              /** The memory limits of this scope's sandboxes on the engine, summed (bytes). */
+              reservedBytes: z.number().optional(),
               seenAt: z.number(),
               reason: z.string().optional(),
             }),

@@ -3,14 +3,25 @@ import { defaultWorkerId } from '../run-job.js'
 import type { ConsumeOptions, Consumer, JobProcessor, JobQueue } from '../types.js'
 import type { EngineDirectory } from './engine-directory.js'
 
+/** What a worker reports of its engine's load each heartbeat. */
+export interface EngineLoad {
+  readonly running: number
+  readonly reservedBytes: number
+}
+
 /** The engine beside a worker, as the engine queue needs it. */
 export interface EngineSide {
   /** `providers.docker.engineId`, else the engine's own ID (`docker info`). */
   readonly engineId: string
   /** Pings the engine. */
   health(): Promise<{ ok: boolean; reason?: string }>
-  /** Sandboxes of this scope running on the engine. */
-  running(): Promise<number>
+  /** Sandboxes of this scope on the engine, and their memory limits summed (bytes). */
+  load(): Promise<EngineLoad>
+  /**
+   * Memory the engine's sandboxes may reserve (bytes) and whether it was configured (a bound) or is
+   * the engine's own memory (a weight only); undefined: placement ignores memory.
+   */
+  memory(): Promise<{ bytes: number; strict: boolean } | undefined>
   /** The engine's sandbox cap (`providers.docker.maxSandboxes`). */
   readonly cap?: number
   /** Heartbeat period (ms): an engine is down after `engineStaleMs` without one. @default 1000 */
@@ -84,12 +95,15 @@ export async function startEngineConsumer(
       ok: false,
       reason: err instanceof Error ? err.message : String(err),
     }))
-    const running = h.ok ? await engine.running().catch(() => 0) : 0
+    const load = h.ok ? await engine.load().catch(() => undefined) : undefined
+    const memory = h.ok ? await engine.memory().catch(() => undefined) : undefined
     await engines.beat(engine.engineId, {
       seenAt: Date.now(),
       healthy: h.ok,
-      running,
+      running: load?.running ?? 0,
       ...(engine.cap === undefined ? {} : { cap: engine.cap }),
+      ...(memory === undefined ? {} : { memoryBytes: memory.bytes, memoryStrict: memory.strict }),
+      ...(load === undefined ? {} : { reservedBytes: load.reservedBytes }),
       workerId,
       ...(h.reason === undefined ? {} : { reason: h.reason }),
     })

@@ -16,6 +16,16 @@ export const EngineRecordSchema = z.object({
   running: z.number().int().min(0),
   /** The engine's sandbox cap (`providers.docker.maxSandboxes`); absent: unbounded. */
   cap: z.number().int().positive().optional(),
+  /**
+   * Memory the engine's sandboxes may reserve, in bytes: `providers.docker.memoryCapacityMb`, else the
+   * engine's own memory (`docker info` MemTotal), which only weighs placement. Absent: placement does
+   * not look at memory.
+   */
+  memoryBytes: z.number().int().positive().optional(),
+  /** `memoryBytes` was configured (`providers.docker.memoryCapacityMb`): past it, no new session goes there. */
+  memoryStrict: z.boolean().optional(),
+  /** The memory limits of this scope's sandboxes on the engine, summed (bytes). */
+  reservedBytes: z.number().int().min(0).optional(),
   /** The worker that wrote the record. */
   workerId: z.string(),
   /** Why the last ping failed. */
@@ -44,8 +54,12 @@ export type EngineRoute =
 /**
  * One step, atomically: a job already routed keeps its lane (a resubmission reaches the same job);
  * a session placed on a live, undrained engine stays there; otherwise the session (or an ephemeral
- * call) goes to the live, healthy, undrained engine with the lowest load against its cap, where load
- * is the running sandboxes it reported plus the sessions placed on it in the last `pendingMs`.
+ * call) goes to the live, healthy, undrained engine with room and the lowest load. Load is counted
+ * twice, and the higher share decides: sandboxes (the running ones it reported plus the sessions
+ * placed on it in the last `pendingMs`) against its cap, and memory (the limits it reported reserved,
+ * plus `wantBytes` for each recent placement and for this one) against its capacity. An engine has
+ * room while its sandboxes stay under the cap and, where its capacity was configured
+ * (`memoryStrict`), its memory within it.
  */
 const ROUTE_SCRIPT = `
 local now = tonumber(ARGV[1])
@@ -55,6 +69,7 @@ local placeTtlMs = tonumber(ARGV[4])
 local session = ARGV[5]
 local loadPrefix = ARGV[6]
 local pendingMs = tonumber(ARGV[7])
+local wantBytes = tonumber(ARGV[8]) or 0
 local existing = redis.call('GET', KEYS[3])
 if existing then return {existing, '', 'job'} end
 local function live(id)
@@ -87,10 +102,14 @@ for _, id in ipairs(ids) do
     liveCount = liveCount + 1
     local key = loadPrefix .. id
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - pendingMs)
-    local load = (tonumber(e.running) or 0) + redis.call('ZCARD', key)
+    local pending = redis.call('ZCARD', key)
+    local load = (tonumber(e.running) or 0) + pending
     local cap = tonumber(e.cap)
-    if cap == nil or load < cap then
+    local mem = tonumber(e.memoryBytes)
+    local memLoad = (tonumber(e.reservedBytes) or 0) + (pending + 1) * wantBytes
+    if (cap == nil or load < cap) and (mem == nil or e.memoryStrict ~= true or memLoad <= mem) then
       local score = load / (cap or 1000000)
+      if mem ~= nil and memLoad / mem > score then score = memLoad / mem end
       if bestScore == nil or score < bestScore then best, bestScore = id, score end
     end
   end
@@ -139,8 +158,11 @@ export class EngineDirectory {
     this.placeTtlMs = opts.placeTtlMs ?? 86_400_000
   }
 
-  /** Routes a job to an engine's lane (see the script above). */
-  async route(job: ExecJob, now = Date.now()): Promise<EngineRoute> {
+  /**
+   * Routes a job to an engine's lane (see the script above); `wantBytes` is the memory limit a new
+   * sandbox of the job's profile takes (0: placement by sandbox count only).
+   */
+  async route(job: ExecJob, now = Date.now(), wantBytes = 0): Promise<EngineRoute> {
     const session = job.sessionId === undefined ? '' : placementOf(job)
     const r = (await this.redis.eval(
       ROUTE_SCRIPT,
@@ -156,6 +178,7 @@ export class EngineDirectory {
       session,
       `${this.k}:pending:`,
       5_000,
+      Math.max(0, Math.round(wantBytes)),
     )) as string[]
     const [engineId = '', previous = '', how = 'none', live = '0'] = r
     if (how === 'none') return { none: true, live: Number(live) }

@@ -9,6 +9,7 @@ import {
   quitRedis,
 } from '../bullmq/redis-clients.js'
 import { ExecJobSchema } from '../schemas.js'
+import type { ExecJob } from '../schemas.js'
 import type { ConsumeOptions, Consumer, JobInfo, JobProcessor, JobQueue } from '../types.js'
 import { EngineDirectory, laneName } from './engine-directory.js'
 import { startEngineConsumer } from './engine-consumer.js'
@@ -21,6 +22,8 @@ export interface EngineJobQueueOptions extends BullmqQueueOptions {
   engineStaleMs?: number
   /** The engine beside this process, for {@link JobQueue.consume} (workers only). */
   engine?: EngineSide
+  /** The memory limit a new sandbox for the job takes (bytes), weighed by placement. @default 0 */
+  memoryOf?: (job: ExecJob) => number
 }
 
 /** A {@link JobQueue} whose jobs go to one lane per engine, with the directory it routes by. */
@@ -43,7 +46,7 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
   const redisUrl = options.redisUrl ?? 'redis://127.0.0.1:6379'
   const queueName = options.queueName ?? 'sbx-exec'
   const prefix = options.prefix ?? 'sbx'
-  const { engine, engineStaleMs, ...laneOptions } = options
+  const { engine, engineStaleMs, memoryOf, ...laneOptions } = options
   const command = createRedisClient(redisUrl, 'command', `sbx-engines:${queueName}`)
   await connectRedis(command, redisUrl, options.connectTimeoutMs ?? 5_000)
   const engines = new EngineDirectory(command, {
@@ -90,7 +93,7 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
       const job = ExecJobSchema.parse(input)
       let route
       try {
-        route = await engines.route(job)
+        route = await engines.route(job, Date.now(), memoryOf?.(job) ?? 0)
       } catch (err) {
         throw new AppError(
           'QUEUE_UNAVAILABLE',
@@ -106,8 +109,9 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
             ? `No live Docker engine for job ${job.jobId}: no worker reached its engine in the last ` +
                 `${engines.staleMs} ms (or every engine is drained); start \`sbx worker\` beside an engine, ` +
                 'or `sbx engine undrain <id>`. The job was not accepted.'
-            : `Every live Docker engine (${route.live}) is at its sandbox cap (providers.docker.maxSandboxes); ` +
-                'delete sessions, add an engine, or raise the cap. The job was not accepted.',
+            : `Every live Docker engine (${route.live}) is at its sandbox cap (providers.docker.maxSandboxes) ` +
+                'or its memory capacity (providers.docker.memoryCapacityMb); delete sessions, add an engine, ' +
+                'or raise the cap. The job was not accepted.',
           { retryable: true },
         )
       }

@@ -88,6 +88,44 @@ describe('engine directory', () => {
     expect(await dir.route(job('cap-3'))).toEqual({ none: true, live: 0 })
   })
 
+  test('memory: reserved memory weighs placement; a configured capacity refuses past it', async () => {
+    const GiB = 1024 ** 3
+    const mem = (id: string, running: number, reservedGiB: number, capacityGiB: number, strict: boolean) =>
+      dir.beat(id, {
+        seenAt: Date.now(),
+        healthy: true,
+        running,
+        cap: 100,
+        workerId: `w-${id}`,
+        memoryBytes: capacityGiB * GiB,
+        memoryStrict: strict,
+        reservedBytes: reservedGiB * GiB,
+      })
+    // Fewer sandboxes on a, but their limits take most of its memory: b wins.
+    await mem('a', 2, 14, 16, false)
+    await mem('b', 6, 4, 16, false)
+    expect(await dir.route(job('mem-1'), Date.now(), 1 * GiB)).toMatchObject({ engineId: 'b' })
+    // Only a weight when the capacity is the engine's own memory: a full engine still takes a session.
+    await mem('a', 2, 16, 16, false)
+    await mem('b', 2, 16, 16, false)
+    expect(await dir.route(job('mem-2'), Date.now(), 1 * GiB)).toMatchObject({ how: 'placed' })
+    // A configured capacity (strict) is a bound: the limit must fit (fresh engines: a and b have
+    // placements pending from above, which count until their sandboxes are reported).
+    await beat('a', 0, 10, false)
+    await beat('b', 0, 10, false)
+    await mem('c', 2, 15.5, 16, true)
+    await mem('d', 2, 14.5, 16, true)
+    expect(await dir.route(job('mem-3'), Date.now(), 1 * GiB)).toMatchObject({ engineId: 'd' })
+    // mem-3's placement is pending on d (its sandbox not yet reported): the next 1 GiB does not fit.
+    expect(await dir.route(job('mem-4'), Date.now(), 1 * GiB)).toEqual({ none: true, live: 2 })
+    // Engine views carry the figures (/v1/providers, sbx engine ls).
+    expect((await dir.list()).find((e) => e.id === 'd')).toMatchObject({
+      memoryBytes: 16 * GiB,
+      reservedBytes: 14.5 * GiB,
+      memoryStrict: true,
+    })
+  })
+
   test('adoption: one worker holds a down engine lane at a time', async () => {
     expect(await dir.adopt('x', 'w1', 5_000)).toBe(true)
     expect(await dir.adopt('x', 'w2', 5_000)).toBe(false)
