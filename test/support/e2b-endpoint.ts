@@ -26,6 +26,8 @@ export interface E2BRequest {
   sandboxId?: string
   /** The JSON body of a control-plane POST (create, timeout, connect), parsed. */
   body?: unknown
+  /** The JSON answer of a create (`POST /v2/sandboxes`, `/sandboxes`), once it ended. */
+  answer?: unknown
   /** The answer's status, once it came. */
   status?: number
   /** The answer's headers, once it came. */
@@ -42,7 +44,7 @@ export interface E2BRequest {
 export interface E2BEndpointOptions {
   /** Profile behind E2B's `base` template (merged over E2B's user and home). @default the built-in `e2b` profile */
   base?: Omit<ProfileInput, 'provider'>
-  /** The service's quotas (each tenant's). @default requestsPerSecond 1000 */
+  /** The service's quotas (each tenant's). @default requestsPerSecond 1000, processOutputBytes 64 MiB */
   quotas?: ConfigInput['quotas']
   /** Largest page the proxy lets `GET /v2/sandboxes` ask for (rewrites `limit`), so listing must page. */
   maxPageSize?: number
@@ -78,6 +80,8 @@ export interface E2BEndpoint {
   readonly events: EventEmitter
   /** `GET /sandboxes/{id}` as E2B answers it; undefined once it is gone (404). */
   info(sandboxId: string): Promise<E2BSandboxInfo | undefined>
+  /** The body of the create request that made `sandboxId` (what the client asked E2B for). */
+  createBody(sandboxId: string): Record<string, unknown> | undefined
   /** Ids of the tenant's sandboxes that are running or paused. */
   sandboxIds(): Promise<string[]>
   /** The Docker container behind a sandbox (its session's container), if it has one. */
@@ -127,7 +131,10 @@ export async function startE2BEndpoint(options: E2BEndpointOptions = {}): Promis
   const server = await startSbxServer('serve', {
     config: {
       queue: { prefix: scope },
-      quotas: { requestsPerSecond: 1000, ...options.quotas },
+      // E2B commands stream from a ring in the sandbox that drops the oldest unread bytes past
+      // processOutputBytes (envd applies backpressure instead, docs/e2b-endpoint.md): room for the
+      // conformance suite's 5 MiB outputs.
+      quotas: { requestsPerSecond: 1000, processOutputBytes: 64 << 20, ...options.quotas },
       profiles,
       e2b: { templates: { base: profile } },
       ...options.config,
@@ -182,7 +189,20 @@ export async function startE2BEndpoint(options: E2BEndpointOptions = {}): Promis
           return
         }
         res.writeHead(answer.statusCode ?? 502, answer.headers)
-        answer.on('data', (c: Buffer) => (entry.bytesOut += c.length))
+        const isCreate = req.method === 'POST' && /^\/(v2\/)?sandboxes$/.test(url.pathname)
+        const kept: Buffer[] = []
+        answer.on('data', (c: Buffer) => {
+          entry.bytesOut += c.length
+          if (isCreate) kept.push(c)
+        })
+        answer.on('end', () => {
+          if (!isCreate) return
+          try {
+            entry.answer = JSON.parse(Buffer.concat(kept).toString())
+          } catch {
+            // not JSON: nothing to record
+          }
+        })
         // An answer the endpoint drops (a sandbox killed mid-command) is dropped for the client too.
         answer.on('close', () => {
           if (!answer.complete) res.destroy()
@@ -252,6 +272,10 @@ export async function startE2BEndpoint(options: E2BEndpointOptions = {}): Promis
       if (r.status === 404) return undefined
       if (!r.ok) throw new Error(`GET /sandboxes/${sandboxId}: ${r.status} ${await r.text()}`)
       return (await r.json()) as E2BSandboxInfo
+    },
+    createBody(sandboxId) {
+      const create = requests.find((r) => (r.answer as { sandboxID?: string } | undefined)?.sandboxID === sandboxId)
+      return create?.body as Record<string, unknown> | undefined
     },
     async sandboxIds() {
       const r = await api('/v2/sandboxes?limit=100')
