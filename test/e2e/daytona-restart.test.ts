@@ -13,6 +13,7 @@ const prefix = `e2edr${process.pid}${Date.now().toString(36)}`
 /** One Daytona minute in the fake: above the SDK's 1 s state polls, short enough for a test. */
 const MINUTE_MS = 2_500
 const profile = 'remote-daytona'
+const warmProfile = 'warm-daytona'
 
 interface Job {
   state: string
@@ -29,7 +30,11 @@ beforeAll(async () => {
     prefix,
     keys: [{ key: KEY, tenant: 'acme' }],
     config: {
-      profiles: { [profile]: { provider: 'daytona', snapshot: 'sbx-test', idleTtlMs: 600_000 } },
+      profiles: {
+        [profile]: { provider: 'daytona', snapshot: 'sbx-test', idleTtlMs: 600_000 },
+        // One warm sandbox kept ready for new sessions.
+        [warmProfile]: { provider: 'daytona', snapshot: 'sbx-test', idleTtlMs: 600_000, pool: { minIdle: 1 } },
+      },
       providers: {
         daytona: {
           // Stopped after one (fake) minute idle, deleted an hour after that: a restart keeps files.
@@ -58,21 +63,25 @@ function api(path: string, init: RequestInit = {}): Promise<Response> {
   return fetch(`${live.server.url}${path}`, { ...init, headers })
 }
 
-async function exec(sessionId: string, command: string): Promise<Job> {
+async function exec(sessionId: string, command: string, onProfile = profile): Promise<Job> {
   const r = await api('/v1/exec', {
     method: 'POST',
-    body: JSON.stringify({ provider: 'daytona', profile, sessionId, command }),
+    body: JSON.stringify({ provider: 'daytona', profile: onProfile, sessionId, command }),
   })
   return (await r.json()) as Job
 }
 
-/** Polls the fake until the sandbox is in `state` (30 s at most). */
-async function until(sandboxId: string, state: string): Promise<void> {
+/** Polls the fake until a sandbox `pick` finds is in `state` (30 s at most); resolves with its id. */
+async function until(
+  pick: string | ((s: ReturnType<FakeDaytona['sandboxes']>[number]) => boolean),
+  state: string,
+): Promise<string> {
+  const match = typeof pick === 'string' ? (s: { id: string }) => s.id === pick : pick
   const deadline = Date.now() + 30_000
   for (;;) {
-    const s = daytona.sandboxes().find((x) => x.id === sandboxId)
-    if (s?.state === state) return
-    if (Date.now() > deadline) throw new Error(`sandbox ${sandboxId} never ${state} (${s?.state})`)
+    const s = daytona.sandboxes().find((x) => match(x) && x.state === state)
+    if (s) return s.id
+    if (Date.now() > deadline) throw new Error(`no sandbox ${String(pick)} ever ${state}`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }
@@ -95,5 +104,19 @@ describe('a Daytona session on sbx serve with providers.daytona.stateCheckIdleMs
     const s = daytona.sandboxes().find((x) => x.id === id)
     expect(s?.state).toBe('started')
     expect(s?.history).toContain('stopped')
+  }, 120_000)
+
+  test('a warm sandbox auto-stopped while it waited: the session that claims it starts it again first', async () => {
+    // The profile's first use starts its warm pool: one more sandbox, unbound, labelled warm.
+    const first = await exec('s-warm-1', 'echo one', warmProfile)
+    expect(first.state, JSON.stringify(first)).toBe('completed')
+    const isWarm = (s: { id: string; labels: Record<string, string> }): boolean =>
+      s.labels['sandbox-router.profile'] === warmProfile && s.id !== first.result?.sandboxId
+    const warmId = await until(isWarm, 'stopped')
+    // The claim looks before the call (ready()): the stopped warm sandbox is started and used.
+    const second = await exec('s-warm-2', 'echo two', warmProfile)
+    expect(second.state, JSON.stringify(second)).toBe('completed')
+    expect(second.result).toMatchObject({ stdout: 'two\n', sandboxId: warmId })
+    expect(daytona.sandboxes().find((x) => x.id === warmId)?.history).toContain('stopped')
   }, 120_000)
 })
