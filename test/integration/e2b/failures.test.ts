@@ -13,8 +13,9 @@ const T = 120_000
 const endpoint = await startE2BEndpoint({ leakKeyInErrors: true })
 const fx = e2bFixture(endpoint)
 const profile = resolveProfile('test', { provider: 'e2b' })
-// A second endpoint with tight quotas: one sandbox per tenant, two requests per second (burst 4).
-const tight = await startE2BEndpoint({ tag: 'e2btight', quotas: { maxSandboxes: 1, requestsPerSecond: 2 } })
+// A second endpoint with tight quotas: one sandbox per tenant, five requests per second (burst 10:
+// once the SDK has waited out a Retry-After, the create and the provider's first calls fit).
+const tight = await startE2BEndpoint({ tag: 'e2btight', quotas: { maxSandboxes: 1, requestsPerSecond: 5 } })
 const tightFx = e2bFixture(tight)
 
 afterAll(async () => {
@@ -69,13 +70,22 @@ describe('e2b provider failures', () => {
   test(
     'a 429 with Retry-After is retried by the SDK and the create succeeds',
     async () => {
-      // Empty the tenant's request bucket (2/s, burst 4): the create is then a 429 with Retry-After
+      // Empty the tenant's request bucket (5/s, burst 10): the create is then a 429 with Retry-After
       // (E2B's rate limiter), which the SDK waits out and retries.
+      // A token may come back between the emptying and the create (5 per second): then the create
+      // went through at once, and the bucket is emptied again for another one.
       const creates = () => tight.requests.filter((r) => r.method === 'POST' && r.path === '/v2/sandboxes')
-      const before = creates().length
-      while ((await fetch(`${tight.apiUrl}/v2/sandboxes`, { headers: { 'x-api-key': tight.apiKey } })).status !== 429);
-      const sb = await tightFx.create()
-      const tried = creates().slice(before)
+      const list = () => fetch(`${tight.apiUrl}/v2/sandboxes`, { headers: { 'x-api-key': tight.apiKey } })
+      let tried: typeof tight.requests = []
+      let sb: Awaited<ReturnType<typeof tightFx.create>> | undefined
+      for (let attempt = 0; attempt < 5 && tried[0]?.status !== 429; attempt++) {
+        if (sb) await tightFx.provider.destroy(sb.ref)
+        const before = creates().length
+        while ((await list()).status !== 429);
+        sb = await tightFx.create()
+        tried = creates().slice(before)
+      }
+      if (!sb) throw new Error('no create')
       expect(tried.map((r) => r.status)).toEqual([429, 201])
       expect(Number(tried[0]?.headers?.['retry-after'])).toBeGreaterThan(0)
       expect((await sb.exec({ ...quick, command: 'echo ok' })).stdout).toBe('ok\n')
