@@ -33,7 +33,12 @@ beforeAll(async () => {
       profiles: {
         [profile]: { provider: 'daytona', snapshot: 'sbx-test', idleTtlMs: 600_000 },
         // One warm sandbox kept ready for new sessions.
-        [warmProfile]: { provider: 'daytona', snapshot: 'sbx-test', idleTtlMs: 600_000, pool: { minIdle: 1 } },
+        [warmProfile]: {
+          provider: 'daytona',
+          snapshot: 'sbx-test',
+          idleTtlMs: 600_000,
+          pool: { minIdle: 1 },
+        },
       },
       providers: {
         daytona: {

@@ -50,7 +50,9 @@ describe('E2B → sbx serve (E2B provider) → sbx serve (Docker)', () => {
     // when the outer session binds its sandbox).
     const [innerId] = await inner.sandboxIds()
     expect(innerId).toBeDefined()
-    expect((await inner.info(innerId ?? ''))?.metadata).toMatchObject({ 'sandbox-router.owner': 'sandbox-router' })
+    expect((await inner.info(innerId ?? ''))?.metadata).toMatchObject({
+      'sandbox-router.owner': 'sandbox-router',
+    })
     const failed = await sbx.commands.run('echo out; echo err >&2; exit 3').catch((e: unknown) => e)
     expect(failed).toBeInstanceOf(CommandExitError)
     expect(failed).toMatchObject({ exitCode: 3, stdout: 'out\n', stderr: 'err\n' })
@@ -61,7 +63,9 @@ describe('E2B → sbx serve (E2B provider) → sbx serve (Docker)', () => {
     expect(await sbx.files.write('rel.txt', 'relative')).toMatchObject({ path: '/home/user/rel.txt' })
     expect((await sbx.commands.run('cat /tmp/chain.txt rel.txt')).stdout).toBe('through two routersrelative')
     // The inner endpoint served the file write (it reached the Docker sandbox behind it).
-    expect(inner.requests.some((r) => r.path === '/process.Process/Start' && r.sandboxId === innerId)).toBe(true)
+    expect(inner.requests.some((r) => r.path === '/process.Process/Start' && r.sandboxId === innerId)).toBe(
+      true,
+    )
 
     const sleeper = await sbx.commands.run('sleep 60', { background: true })
     expect((await sbx.commands.list()).map((p) => p.pid)).toContain(sleeper.pid)

@@ -122,8 +122,8 @@ describe.each(['daytona', 'e2b'] as const)('ports of a %s session', (provider) =
         e2b.requests.some(
           (r) =>
             r.path === '/v2/sandboxes' &&
-            (r.body as { network?: { allowPublicTraffic?: boolean } } | undefined)?.network?.allowPublicTraffic ===
-              false,
+            (r.body as { network?: { allowPublicTraffic?: boolean } } | undefined)?.network
+              ?.allowPublicTraffic === false,
         ),
       ).toBe(true)
     else expect(daytona.sandboxes().every((s) => !s.public)).toBe(true)

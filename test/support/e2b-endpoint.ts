@@ -236,7 +236,8 @@ export async function startE2BEndpoint(options: E2BEndpointOptions = {}): Promis
   proxy.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const up = connect(Number(target.port), target.hostname, () => {
       const lines = [`${req.method} ${req.url} HTTP/1.1`]
-      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`)
+      for (let i = 0; i < req.rawHeaders.length; i += 2)
+        lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`)
       up.write(lines.join('\r\n') + '\r\n\r\n')
       if (head.length) up.write(head)
       up.pipe(socket).pipe(up)
@@ -274,7 +275,9 @@ export async function startE2BEndpoint(options: E2BEndpointOptions = {}): Promis
       return (await r.json()) as E2BSandboxInfo
     },
     createBody(sandboxId) {
-      const create = requests.find((r) => (r.answer as { sandboxID?: string } | undefined)?.sandboxID === sandboxId)
+      const create = requests.find(
+        (r) => (r.answer as { sandboxID?: string } | undefined)?.sandboxID === sandboxId,
+      )
       return create?.body as Record<string, unknown> | undefined
     },
     async sandboxIds() {

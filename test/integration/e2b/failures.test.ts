@@ -98,7 +98,11 @@ describe('e2b provider failures', () => {
     '401: CONFIG_INVALID naming E2B_API_KEY, not retryable, and the key appears nowhere',
     async () => {
       const badKey = `e2b_${'0123456789abcdef'.repeat(2)}deadbeef`
-      const bad = createE2BProvider({ apiKey: badKey, apiUrl: endpoint.apiUrl, sandboxUrl: endpoint.sandboxUrl })
+      const bad = createE2BProvider({
+        apiKey: badKey,
+        apiUrl: endpoint.apiUrl,
+        sandboxUrl: endpoint.sandboxUrl,
+      })
       const errors = [
         await rejectionOf(bad.create(profile, { labels: fx.labels })),
         await rejectionOf(bad.list({ labels: fx.labels })),
@@ -170,7 +174,10 @@ describe('e2b provider failures', () => {
       const running = new Promise<void>((resolve) => (started = resolve))
       const t0 = performance.now()
       const pending = rejectionOf(
-        sb.exec({ ...quick, command: 'echo go; sleep 30' }, { onStdout: (c) => c.includes('go') && started() }),
+        sb.exec(
+          { ...quick, command: 'echo go; sleep 30' },
+          { onStdout: (c) => c.includes('go') && started() },
+        ),
       )
       await running
       await killBehindOurBack(sb.ref.id)
