@@ -1,14 +1,12 @@
 /**
  * A warm `commands.run('echo hi')` through the real `e2b` SDK against our E2B-compatible endpoint
  * (`sbx serve` as a child process, the sandbox one of its Docker sessions), side by side with the same
- * SDK call against the test fake (test/fakes/e2b: one docker exec per command), and with the same
  * command through our own `POST /v1/exec` (wait=true) on the same server. Round robin, one process
- * drives every path. BENCH_ITERATIONS (default 100, at most 1000) samples per path.
+ * drives every path. (Until the test fake was removed a third path ran the SDK against it.) BENCH_ITERATIONS (default 100, at most 1000) samples per path.
  *
  *   npx tsx bench/e2b-endpoint.ts         # needs the Docker engine
  */
 import { E2B } from 'e2b'
-import { startFakeE2B } from '../test/fakes/e2b/index.js'
 import { removeScope, startSbxServer, uniqueName } from '../test/support/sbx-cli.js'
 import { percentile } from './lib/percentile.js'
 
@@ -37,17 +35,11 @@ async function sideBySide(paths: Record<string, () => Promise<void>>): Promise<R
 }
 
 const scope = uniqueName('bench-e2bep')
-const fake = await startFakeE2B()
 const srv = await startSbxServer('serve', {
   config: { queue: { prefix: scope }, quotas: { requestsPerSecond: 100_000 } },
 })
 try {
   const ours = await new E2B({ apiKey: srv.key, apiUrl: srv.url, sandboxUrl: srv.url }).Sandbox.create('base')
-  const theirs = await new E2B({
-    apiKey: fake.apiKey,
-    apiUrl: fake.apiUrl,
-    sandboxUrl: fake.sandboxUrl,
-  }).Sandbox.create('base')
   const session = `bench-${scope}`
   const run = (sbx: typeof ours) => async (): Promise<void> => {
     const r = await sbx.commands.run('echo hi')
@@ -55,7 +47,6 @@ try {
   }
   const p50 = await sideBySide({
     'e2b SDK → our endpoint (sbx serve, Docker)': run(ours),
-    'e2b SDK → test fake (docker exec)': run(theirs),
     'POST /v1/exec?wait=true (same server)': async () => {
       const r = await srv.post('/v1/exec?wait=true', {
         provider: 'docker',
@@ -67,14 +58,10 @@ try {
       if (job.result?.stdout !== 'hi\n') throw new Error(`unexpected answer ${JSON.stringify(job)}`)
     },
   })
-  const [e, f, x] = Object.values(p50) as [number, number, number]
-  console.log(
-    `ratio endpoint / fake p50: ${(e / f).toFixed(2)}   endpoint / v1-exec p50: ${(e / x).toFixed(2)}`,
-  )
+  const [e, x] = Object.values(p50) as [number, number]
+  console.log(`ratio endpoint / v1-exec p50: ${(e / x).toFixed(2)}`)
   await ours.kill()
-  await theirs.kill()
 } finally {
   await srv.stop()
-  await fake.close()
   await removeScope(scope)
 }

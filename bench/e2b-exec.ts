@@ -1,8 +1,9 @@
 /**
- * A warm `echo hi` through the E2B provider (real e2b SDK → HTTP/1.1 → local fake → docker exec),
- * side by side with what the fake itself spends serving the command (its Start call, docker exec
- * included), the SDK's own `commands.run` without our wrapper, and a bare docker exec. The
- * difference between the first two is the adapter + SDK + transport overhead on this machine.
+ * A warm `echo hi` through the E2B provider (real e2b SDK → HTTP/1.1 → our E2B endpoint, `sbx serve`
+ * on Docker, behind the tests' recording proxy), side by side with what the endpoint itself spends
+ * serving the command (its Start call as the proxy times it), the SDK's own `commands.run` without
+ * our wrapper, and a bare docker exec in the same container. The difference between the first two is
+ * the adapter + SDK + transport overhead on this machine.
  *
  *   npx tsx bench/e2b-exec.ts            # BENCH_ITERATIONS (default 100, at most 1000)
  */
@@ -11,7 +12,7 @@ import Docker from 'dockerode'
 import { E2B } from 'e2b'
 import { createE2BProvider } from '../providers/e2b/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
-import { startFakeE2B } from '../test/fakes/e2b/index.js'
+import { startE2BEndpoint } from '../test/support/e2b-endpoint.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 100) || 100, 10), 1000)
 const warmup = 10
@@ -29,7 +30,7 @@ function report(label: string, samples: number[]): number {
   return p50
 }
 
-/** Runs `fn` after a warmup; returns the client-side times and the fake's time for its Start call. */
+/** Runs `fn` after a warmup; returns the client-side times and the endpoint's time for its Start call. */
 async function measure(fn: () => Promise<void>, startCalls: () => number[]): Promise<[number[], number[]]> {
   for (let i = 0; i < warmup; i++) await fn()
   const client: number[] = []
@@ -46,14 +47,18 @@ async function measure(fn: () => Promise<void>, startCalls: () => number[]): Pro
   return [client, server]
 }
 
-const fake = await startFakeE2B()
-const provider = createE2BProvider({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, sandboxUrl: fake.sandboxUrl })
+const endpoint = await startE2BEndpoint({ tag: 'bench-e2bexec' })
+const provider = createE2BProvider({
+  apiKey: endpoint.apiKey,
+  apiUrl: endpoint.apiUrl,
+  sandboxUrl: endpoint.sandboxUrl,
+})
 const sandbox = await provider.create(resolveProfile('bench', { provider: 'e2b' }), {
   labels: { 'sandbox-router.bench': 'e2b-exec' },
 })
 try {
   const startCalls = (): number[] =>
-    fake.requests
+    endpoint.requests
       .filter((r) => r.sandboxId === sandbox.ref.id && r.path === '/process.Process/Start')
       .map((r) => r.durationMs ?? NaN)
   const request = { command: 'echo hi', timeoutMs: 10_000, outputCapBytes: 1 << 20 }
@@ -63,25 +68,25 @@ try {
     if (r.stdout !== 'hi\n') throw new Error(`unexpected output ${JSON.stringify(r.stdout)}`)
   }, startCalls)
   const adapterP50 = report('adapter: exec `echo hi` (wrapper, end to end)', adapter)
-  const serverP50 = report('  fake: its Start call for that command', adapterServer)
+  const serverP50 = report('  endpoint: its Start call for that command', adapterServer)
   report(
-    '  overhead per command (end to end − fake)',
+    '  overhead per command (end to end − endpoint)',
     adapter.map((t, i) => t - (adapterServer[i] ?? NaN)),
   )
 
   const sdk = await new E2B({
-    apiKey: fake.apiKey,
-    apiUrl: fake.apiUrl,
-    sandboxUrl: fake.sandboxUrl,
+    apiKey: endpoint.apiKey,
+    apiUrl: endpoint.apiUrl,
+    sandboxUrl: endpoint.sandboxUrl,
   }).Sandbox.connect(sandbox.ref.id)
   const [direct, directServer] = await measure(async () => {
     const r = await sdk.commands.run('echo hi')
     if (r.stdout !== 'hi\n') throw new Error(`unexpected output ${JSON.stringify(r.stdout)}`)
   }, startCalls)
   report('sdk: commands.run `echo hi` (no wrapper)', direct)
-  report('  fake: its Start call for that command', directServer)
+  report('  endpoint: its Start call for that command', directServer)
 
-  const container = new Docker().getContainer(fake.sandbox(sandbox.ref.id)?.containerId ?? '')
+  const container = new Docker().getContainer((await endpoint.containerOf(sandbox.ref.id)) ?? '')
   const [bare] = await measure(
     async () => {
       const exec = await container.exec({
@@ -101,11 +106,11 @@ try {
   )
   report('baseline: bare docker exec `bash -c "echo hi"`', bare)
   console.log(
-    `adapter overhead over the fake's own time: p50 ${(adapterP50 - serverP50).toFixed(2)} ms ` +
+    `adapter overhead over the endpoint's own time: p50 ${(adapterP50 - serverP50).toFixed(2)} ms ` +
       `(${((100 * (adapterP50 - serverP50)) / adapterP50).toFixed(0)}% of end to end)`,
   )
 } finally {
   await provider.destroy(sandbox.ref)
   await provider.close()
-  await fake.close()
+  await endpoint.close()
 }

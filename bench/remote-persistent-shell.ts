@@ -1,8 +1,9 @@
 /**
  * A warm `echo hi` in the persistent shell vs the fresh path, on the Daytona and the E2B adapters
- * against their local fakes (real SDKs → HTTP on 127.0.0.1 → a real container), side by side: one
+ * against the local Daytona fake and our own E2B endpoint (`sbx serve` on Docker) (real SDKs → HTTP
+ * on 127.0.0.1 → a real container), side by side: one
  * process, one sandbox per provider, samples taken round robin (fresh, persistent, fresh, ...) so
- * a noisy neighbour slows both paths alike. The fakes are local: the figures show what each path
+ * a noisy neighbour slows both paths alike. Both are local: the figures show what each path
  * costs in round trips and in-sandbox work, not what the real services' networks add (each round
  * trip there is tens of ms, so fewer of them matter more).
  *
@@ -13,7 +14,7 @@ import { createE2BProvider } from '../providers/e2b/index.js'
 import { resolveProfile } from '../src/sandbox/profiles.js'
 import type { ExecRequest, Sandbox, SandboxProvider } from '../src/sandbox/types.js'
 import { startFakeDaytona } from '../test/fakes/daytona/index.js'
-import { startFakeE2B } from '../test/fakes/e2b/index.js'
+import { startE2BEndpoint } from '../test/support/e2b-endpoint.js'
 import { percentile } from './lib/percentile.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 200) || 200, 10), 2000)
@@ -75,7 +76,7 @@ async function withSandbox(
 }
 
 const daytona = await startFakeDaytona()
-const e2b = await startFakeE2B()
+const e2b = await startE2BEndpoint({ tag: 'bench-rshell' })
 try {
   await withSandbox(
     createDaytonaProvider({ apiKey: daytona.apiKey, apiUrl: daytona.apiUrl, eventStreaming: false }),
@@ -85,7 +86,7 @@ try {
   await withSandbox(
     createE2BProvider({ apiKey: e2b.apiKey, apiUrl: e2b.apiUrl, sandboxUrl: e2b.sandboxUrl }),
     { provider: 'e2b' },
-    (sb) => sideBySide('e2b (fake)', sb),
+    (sb) => sideBySide('e2b (our endpoint)', sb),
   )
 } finally {
   await daytona.close()

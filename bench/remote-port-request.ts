@@ -1,13 +1,14 @@
 /**
  * A GET of a small page served by busybox httpd on port 8000 through the port URL of `sbx serve`
  * (`/v1/sessions/{id}/ports/8000/…`) for a Docker session (the baseline: agent channel) and for
- * Daytona and E2B sessions (the local fakes' preview proxies: service → preview proxy → sandbox),
+ * Daytona and E2B sessions (the Daytona fake's preview proxy, our own E2B endpoint's host names:
+ * service → preview proxy → sandbox),
  * side by side in one process, round robin. BENCH_ITERATIONS (default 200, at most 2000) samples.
  *
  *   npx tsx bench/remote-port-request.ts     # needs the Docker engine and Redis
  */
 import { startFakeDaytona } from '../test/fakes/daytona/index.js'
-import { startFakeE2B } from '../test/fakes/e2b/index.js'
+import { startE2BEndpoint } from '../test/support/e2b-endpoint.js'
 import { removeScope, startSbxServer, uniqueName } from '../test/support/sbx-cli.js'
 import { percentile } from './lib/percentile.js'
 
@@ -21,7 +22,7 @@ const startHttpd = (setsid: boolean): string =>
 
 async function main(): Promise<void> {
   const scope = uniqueName('bench-rports')
-  const [daytona, e2b] = await Promise.all([startFakeDaytona(), startFakeE2B()])
+  const [daytona, e2b] = await Promise.all([startFakeDaytona(), startE2BEndpoint({ tag: 'bench-rports' })])
   const srv = await startSbxServer('serve', {
     config: {
       queue: { prefix: scope },

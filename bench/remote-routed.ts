@@ -1,8 +1,9 @@
 /**
  * Routed warm command (`echo hi` in a bound session) into the Daytona and E2B providers — router →
- * queue → worker → session pool → adapter → SDK → HTTP → the local fake, which runs it in a Docker
- * container — against the fake's own handling time of the same command (its `/process/execute` for
- * Daytona, its `process.Process/Start` for E2B). The difference is what routing through
+ * queue → worker → session pool → adapter → SDK → HTTP → the local Daytona fake or our own E2B
+ * endpoint (`sbx serve`), which run it in a Docker container — against their own handling time of
+ * the same command (the fake's `/process/execute` for Daytona, the endpoint's `process.Process/Start`
+ * for E2B as the tests' recording proxy times it). The difference is what routing through
  * sandbox-router costs on top of the provider. Paths are timed round robin in one process.
  *
  *   npx tsx bench/remote-routed.ts          # needs the Docker engine and Redis (REDIS_URL)
@@ -10,7 +11,7 @@
 import { createDaytonaProvider } from '../providers/daytona/index.js'
 import { createE2BProvider } from '../providers/e2b/index.js'
 import { startFakeDaytona } from '../test/fakes/daytona/index.js'
-import { startFakeE2B } from '../test/fakes/e2b/index.js'
+import { startE2BEndpoint } from '../test/support/e2b-endpoint.js'
 import { createRoutedPath } from './lib/routed-path.js'
 import type { RoutedPath } from './lib/routed-path.js'
 import { percentile } from './lib/percentile.js'
@@ -19,23 +20,23 @@ const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 150)
 const warmup = 10
 
 const daytonaFake = await startFakeDaytona()
-const e2bFake = await startFakeE2B()
+const e2bEndpoint = await startE2BEndpoint({ tag: 'bench-routed' })
 const daytona = createDaytonaProvider({
   apiKey: daytonaFake.apiKey,
   apiUrl: daytonaFake.apiUrl,
   eventStreaming: false,
 })
 const e2b = createE2BProvider({
-  apiKey: e2bFake.apiKey,
-  apiUrl: e2bFake.apiUrl,
-  sandboxUrl: e2bFake.sandboxUrl,
+  apiKey: e2bEndpoint.apiKey,
+  apiUrl: e2bEndpoint.apiUrl,
+  sandboxUrl: e2bEndpoint.sandboxUrl,
 })
 
-/** The fake's own time for every command it has handled so far, oldest first. */
+/** The remote side's own time for every command it has handled so far, oldest first. */
 const ownTimes = {
   daytona: (): number[] => daytonaFake.timings.get('POST /process/execute') ?? [],
   e2b: (): number[] =>
-    e2bFake.requests.filter((r) => r.path === '/process.Process/Start').map((r) => r.durationMs ?? NaN),
+    e2bEndpoint.requests.filter((r) => r.path === '/process.Process/Start').map((r) => r.durationMs ?? NaN),
 }
 
 interface Measured {
@@ -72,7 +73,7 @@ try {
       const t = performance.now()
       await p.path.run('warm')
       p.client.push(performance.now() - t)
-      // Routed commands only: the one command this iteration sent to the fake.
+      // Routed commands only: the one command this iteration sent to the remote side.
       const handled = ownTimes[p.provider]().slice(before)
       p.own.push(handled.reduce((a, b) => a + b, 0))
     }
@@ -83,9 +84,9 @@ try {
     )
   for (const p of paths) {
     row(p.label, p.client)
-    row(`  the fake's own time for the command`, p.own)
+    row(`  the remote side's own time for the command`, p.own)
     row(
-      `  routing overhead (end to end − fake)`,
+      `  routing overhead (end to end − remote side)`,
       p.client.map((c, i) => c - (p.own[i] ?? NaN)),
     )
   }
@@ -94,5 +95,5 @@ try {
   await daytona.close()
   await e2b.close()
   await daytonaFake.close()
-  await e2bFake.close()
+  await e2bEndpoint.close()
 }

@@ -5,9 +5,15 @@
 # E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY aimed at a `sbx serve` started here, over HTTPS with a
 # CA made for the run (docs/e2b-endpoint.md). Needs openssl. SBX_DEV_IMAGE names another dev image.
 #
-#   scripts/e2b-upstream-tests.sh <path to an e2b-dev/E2B checkout> [vitest args…]
+# --chain: E2B → us → E2B. The suite talks to an outer `sbx serve` whose `base` template is a profile
+# of the E2B provider, pointed at an inner `sbx serve` (plain HTTP) whose `base` is the dev image on
+# Docker: every call crosses the outer endpoint, the E2B provider and the inner endpoint.
+#
+#   scripts/e2b-upstream-tests.sh [--chain] <path to an e2b-dev/E2B checkout> [vitest args…]
 set -euo pipefail
-src=${1:?usage: $0 <e2b-dev/E2B checkout> [vitest args…]}
+chain=0
+if [ "${1:-}" = "--chain" ]; then chain=1; shift; fi
+src=${1:?usage: $0 [--chain] <e2b-dev/E2B checkout> [vitest args…]}
 shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/e2b-upstream-XXXXXX)
@@ -67,24 +73,54 @@ dns.lookup = function (host, options, callback) {
 JS
 # E2B's base template has python3 and node: the dev image (scripts/setup.sh --dev) as E2B's user `user`
 # (uid 1001 in our images) with its home.
-cat > "$work/srv/sandbox-router.config.json" <<CFG
-{ "queue": { "prefix": "$scope" }, "quotas": { "requestsPerSecond": 1000 },
-  "server": { "tls": { "certFile": "tls.crt", "keyFile": "tls.key" } },
-  "profiles": { "e2b-dev": { "provider": "docker", "image": "${SBX_DEV_IMAGE:-sandbox-router/dev:latest}", "cwd": "/home/user",
-                             "env": { "HOME": "/home/user" }, "user": "1001:1001", "memoryMb": 1024, "pidsLimit": 512 } },
-  "e2b": { "templates": { "base": "e2b-dev" }, "domain": "e2b.localhost:$port" } }
-CFG
-(cd "$work/srv" && SBX_API_KEY=$key exec node "$root/bin/sbx.js" serve --host 127.0.0.1 --port "$port") > "$work/serve.log" 2>&1 &
-srv=$!
+dev_profile='{ "provider": "docker", "image": "'"${SBX_DEV_IMAGE:-sandbox-router/dev:latest}"'", "cwd": "/home/user",
+               "env": { "HOME": "/home/user" }, "user": "1001:1001", "memoryMb": 1024, "pidsLimit": 512 }'
+# Output of E2B commands is not back-pressured (docs/e2b-endpoint.md): room for the suite's outputs.
+quotas='{ "requestsPerSecond": 1000, "processOutputBytes": 67108864 }'
+srvs=()
 cleanup() {
-  kill "$srv" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true
+  for pid in "${srvs[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${srvs[@]}"; do wait "$pid" 2>/dev/null || true; done
   ids=$(docker ps -aq --filter "label=sandbox-router.scope=$scope")
   [ -z "$ids" ] || docker rm -f $ids > /dev/null
 }
 trap cleanup EXIT
-for _ in $(seq 1 240); do grep -q 'listening on' "$work/serve.log" && break; sleep 0.5; done
-grep -q 'listening on' "$work/serve.log" || { cat "$work/serve.log"; exit 1; }
+wait_ready() {
+  for _ in $(seq 1 240); do grep -q 'listening on' "$1" && return 0; sleep 0.5; done
+  cat "$1"
+  exit 1
+}
+if [ "$chain" = 1 ]; then
+  # The inner endpoint: E2B as the outer one's E2B provider sees it (Docker behind it).
+  inner_port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
+  inner_key="sbx_e2binner_$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  mkdir -p "$work/inner"
+  cat > "$work/inner/sandbox-router.config.json" <<CFG
+{ "queue": { "prefix": "$scope" }, "quotas": $quotas,
+  "profiles": { "e2b-dev": $dev_profile },
+  "e2b": { "templates": { "base": "e2b-dev" } } }
+CFG
+  (cd "$work/inner" && SBX_API_KEY=$inner_key exec node "$root/bin/sbx.js" serve --host 127.0.0.1 --port "$inner_port") > "$work/inner.log" 2>&1 &
+  srvs+=($!)
+  wait_ready "$work/inner.log"
+  inner="http://127.0.0.1:$inner_port"
+  # The outer `base`: a profile of the E2B provider (template `base` of the inner endpoint), in the
+  # user's home as E2B's base is. Its sandboxes' processes are the provider's (the uploaded agent).
+  base_profile='{ "provider": "e2b", "template": "base", "cwd": "/home/user", "env": { "HOME": "/home/user" } }'
+  outer_env=(E2B_API_KEY="$inner_key" E2B_API_URL="$inner" E2B_SANDBOX_URL="$inner" SBX_E2B_PREVIEW_URL="$inner")
+else
+  base_profile=$dev_profile
+  outer_env=()
+fi
+cat > "$work/srv/sandbox-router.config.json" <<CFG
+{ "queue": { "prefix": "$scope" }, "quotas": $quotas,
+  "server": { "tls": { "certFile": "tls.crt", "keyFile": "tls.key" } },
+  "profiles": { "e2b-base": $base_profile },
+  "e2b": { "templates": { "base": "e2b-base" }, "domain": "e2b.localhost:$port" } }
+CFG
+(cd "$work/srv" && exec env "${outer_env[@]}" SBX_API_KEY=$key node "$root/bin/sbx.js" serve --host 127.0.0.1 --port "$port") > "$work/serve.log" 2>&1 &
+srvs+=($!)
+wait_ready "$work/serve.log"
 cd "$work"
 E2B_API_URL="https://127.0.0.1:$port" E2B_SANDBOX_URL="https://127.0.0.1:$port" E2B_API_KEY=$key \
   NODE_EXTRA_CA_CERTS="$work/srv/ca.crt" NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require $work/localhost-dns.cjs" \

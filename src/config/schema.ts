@@ -215,6 +215,13 @@ export const ConfigSchema = z
             /** Hard lifetime from creation (minutes), whatever the activity. @default none */
             ttlMinutes: z.number().int().positive().optional(),
             /**
+             * A session's call on a sandbox idle at least this long (ms) first asks Daytona for its
+             * state (one GET): a stopped or archived sandbox is started again (files kept, processes
+             * gone), a deleted one is replaced. 0 checks before every call.
+             * @default the sandbox's auto-stop interval less 15 s (none with auto-stop off, unless ttlMinutes runs out)
+             */
+            stateCheckIdleMs: z.number().int().min(0).optional(),
+            /**
              * Host path of the static agent binary uploaded into sandboxes for background processes.
              * @default the checkout's `.sbx/sbx-agent` (built by scripts/setup.sh) when it exists
              */

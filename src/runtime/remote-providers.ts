@@ -62,6 +62,7 @@ export function createRemoteProviders(providers: Config['providers'], env: Env):
         ...(d?.defaultSnapshot === undefined ? {} : { defaultSnapshot: d.defaultSnapshot }),
         ...(d?.autoDeleteMinutes === undefined ? {} : { autoDeleteMinutes: d.autoDeleteMinutes }),
         ...(d?.ttlMinutes === undefined ? {} : { ttlMinutes: d.ttlMinutes }),
+        ...(d?.stateCheckIdleMs === undefined ? {} : { stateCheckIdleMs: d.stateCheckIdleMs }),
         ...(daytonaAgent ? { agentBinaryPath: daytonaAgent } : {}),
       }),
     )

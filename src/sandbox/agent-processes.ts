@@ -15,6 +15,13 @@ import type {
 
 /** Where the agent keeps the state of a sandbox's background processes (providers/docker/agent/procs.c). */
 export const PROCESS_ROOT = '/tmp/.sbx-proc'
+/**
+ * Process root of the agent uploaded into a remote sandbox (E2B, Daytona). Kept apart from
+ * {@link PROCESS_ROOT}: a remote sandbox can itself be one of our Docker sandboxes (the E2B provider
+ * pointed at our own E2B endpoint), whose agent keeps the endpoint's commands under PROCESS_ROOT;
+ * sharing it would count those commands against the remote handle's `maxRunning`.
+ */
+export const REMOTE_PROCESS_ROOT = '/tmp/.sbx/proc'
 
 /** One `--proc-*` run of the agent answers within this long (writes to a stuck stdin give up at 5 s). */
 const OP_TIMEOUT_MS = 30_000
@@ -133,6 +140,8 @@ export class AgentProcesses implements SandboxProcesses {
     private readonly agentPath: string,
     private readonly sandboxId: string,
     private readonly prepare?: (signal?: AbortSignal) => Promise<string>,
+    /** Directory of the process table in the sandbox. @default {@link PROCESS_ROOT} */
+    private readonly root: string = PROCESS_ROOT,
   ) {}
 
   private async path(signal?: AbortSignal): Promise<string> {
@@ -203,7 +212,7 @@ export class AgentProcesses implements SandboxProcesses {
     if (request.command.includes('\0'))
       throw new AppError('BAD_REQUEST', 'command must not contain NUL bytes')
     const raw = await this.op<RawProcess>(
-      ['--proc-start', PROCESS_ROOT, id, request.outputBufferBytes, request.maxRunning],
+      ['--proc-start', this.root, id, request.outputBufferBytes, request.maxRunning],
       {
         stdin: request.command,
         signal: opts.signal,
@@ -215,7 +224,7 @@ export class AgentProcesses implements SandboxProcesses {
   }
 
   async list(opts: { signal?: AbortSignal } = {}): Promise<ProcessInfo[]> {
-    const raw = await this.op<{ processes: RawProcess[] }>(['--proc-list', PROCESS_ROOT], {
+    const raw = await this.op<{ processes: RawProcess[] }>(['--proc-list', this.root], {
       signal: opts.signal,
     })
     return raw.processes.map(toInfo).sort((a, b) => a.startedAt - b.startedAt || a.id.localeCompare(b.id))
@@ -228,7 +237,7 @@ export class AgentProcesses implements SandboxProcesses {
   ): Promise<ProcessOutput> {
     const waitMs = Math.max(0, Math.min(from.waitMs ?? 0, MAX_READ_WAIT_MS))
     const raw = await this.op<{ process: RawProcess; stdout: RawSlice; stderr: RawSlice }>(
-      ['--proc-read', PROCESS_ROOT, id, from.stdoutOffset, from.stderrOffset, from.maxBytes, waitMs],
+      ['--proc-read', this.root, id, from.stdoutOffset, from.stderrOffset, from.maxBytes, waitMs],
       { signal: opts.signal },
     )
     return { process: toInfo(raw.process), stdout: toSlice(raw.stdout), stderr: toSlice(raw.stderr) }
@@ -241,7 +250,7 @@ export class AgentProcesses implements SandboxProcesses {
     opts: { signal?: AbortSignal } = {},
   ): Promise<{ written: number; process: ProcessInfo }> {
     const raw = await this.op<{ written: number; process: RawProcess }>(
-      ['--proc-stdin', PROCESS_ROOT, id, close ? 1 : 0],
+      ['--proc-stdin', this.root, id, close ? 1 : 0],
       { stdin: data, signal: opts.signal },
     )
     return { written: raw.written, process: toInfo(raw.process) }
@@ -254,14 +263,14 @@ export class AgentProcesses implements SandboxProcesses {
     opts: { signal?: AbortSignal } = {},
   ): Promise<ProcessInfo> {
     const raw = await this.op<RawProcess>(
-      ['--proc-signal', PROCESS_ROOT, id, signalNumber(signal), Math.max(0, Math.min(waitMs, 10_000))],
+      ['--proc-signal', this.root, id, signalNumber(signal), Math.max(0, Math.min(waitMs, 10_000))],
       { signal: opts.signal },
     )
     return toInfo(raw)
   }
 
   async remove(id: string, opts: { signal?: AbortSignal } = {}): Promise<ProcessInfo> {
-    return toInfo(await this.op<RawProcess>(['--proc-remove', PROCESS_ROOT, id], { signal: opts.signal }))
+    return toInfo(await this.op<RawProcess>(['--proc-remove', this.root, id], { signal: opts.signal }))
   }
 }
 
@@ -280,7 +289,7 @@ async function installAgent(
 ): Promise<string> {
   const base = { timeoutMs: 30_000, outputCapBytes: 4096 }
   const opts = signal ? { signal } : {}
-  const probe = `test -x ${REMOTE_AGENT_PATH} && ${REMOTE_AGENT_PATH} --proc-list /tmp/.sbx-proc >/dev/null 2>&1 && echo ok`
+  const probe = `test -x ${REMOTE_AGENT_PATH} && ${REMOTE_AGENT_PATH} --proc-list ${REMOTE_PROCESS_ROOT} >/dev/null 2>&1 && echo ok`
   if ((await sandbox.exec({ ...base, command: probe }, opts)).stdout.trim() === 'ok') return REMOTE_AGENT_PATH
   let bytes = agentBytes.get(hostPath)
   if (!bytes) {
@@ -322,5 +331,6 @@ export function uploadedAgentProcesses(
     REMOTE_AGENT_PATH,
     sandbox.ref.id,
     (signal) => installAgent(sandbox, hostPath, configKey, signal),
+    REMOTE_PROCESS_ROOT,
   )
 }

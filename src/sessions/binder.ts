@@ -60,6 +60,9 @@ export async function obtain(core: PoolCore, warm: WarmPools, t: Target, dl: Dea
       const { ref } = claim.entry
       try {
         const sandbox = await core.handles.use(ref, t.provider, dl.signal)
+        // A warm sandbox may have been stopped or deleted while it waited (Daytona's auto-stop):
+        // the provider looks before its first call, restarting it or reporting it lost.
+        await sandbox.ready?.({ signal: dl.signal })
         return { ref, sandbox, hit: true, slots, leaseId }
       } catch (err) {
         await core.destroy(ref, slots, isLost(err) ? 'lost' : undefined)

@@ -3,8 +3,7 @@ import { networkInterfaces } from 'node:os'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startFakeDaytona } from '../fakes/daytona/index.js'
 import type { FakeDaytona } from '../fakes/daytona/index.js'
-import { startFakeE2B } from '../fakes/e2b/index.js'
-import type { FakeE2B } from '../fakes/e2b/index.js'
+import { type E2BEndpoint, startE2BEndpoint } from '../support/e2b-endpoint.js'
 import { configDir, removeScope, runSbx, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 import type { ConfigInput } from '../../src/config/schema.js'
@@ -12,9 +11,12 @@ import type { ConfigInput } from '../../src/config/schema.js'
 /**
  * One egress policy, every provider: through the real `sbx serve`, a profile's `network` compiles to
  * Daytona's `networkBlockAll` / `networkAllowList` and E2B's `allowInternetAccess` /
- * `network.allowOut` / `denyOut`. The local fakes receive those fields and enforce them (block-all:
- * a container without network; an allowlist: the project's egress proxy in front of a container
- * without network). A policy a provider cannot enforce is refused at start-up with the reason.
+ * `network.allowOut` / `denyOut`. The local Daytona fake receives those fields and enforces them
+ * (block-all: a container without network; an allowlist: the project's egress proxy in front of a
+ * container without network); our own E2B endpoint (the E2B side here) records what it was sent and
+ * runs its template's profile, which has no network: it does not apply `allowOut` yet
+ * (docs/e2b-endpoint.md), so E2B sandboxes here fail closed. A policy a provider cannot enforce is
+ * refused at start-up with the reason.
  * Only servers on this machine: one on 127.0.0.1 (allowed), one on the host's own address (denied).
  */
 
@@ -35,7 +37,7 @@ function serve(host: string, body: string): Promise<{ server: Server; port: numb
 
 const scope = uniqueName('egress-remote')
 let daytona: FakeDaytona
-let e2b: FakeE2B
+let e2b: E2BEndpoint
 let allowed: { server: Server; port: number }
 let denied: { server: Server; port: number }
 let srv: SbxServer
@@ -64,7 +66,7 @@ async function exec(
 beforeAll(async () => {
   ;[daytona, e2b, allowed, denied] = await Promise.all([
     startFakeDaytona(),
-    startFakeE2B(),
+    startE2BEndpoint(),
     serve('127.0.0.1', 'allowed-answer\n'),
     serve(hostAddress(), 'denied-answer\n'),
   ])
@@ -127,13 +129,14 @@ describe('daytona: networkAllowList / networkBlockAll', () => {
 })
 
 describe('e2b: allowInternetAccess / network.allowOut / denyOut', () => {
-  test('rules become allowOut with all other traffic denied, and the fake enforces them', async () => {
+  test('rules become allowOut with all other traffic denied', async () => {
     const ok = await exec('e2b', 'e2b-rules', fetchIn(`http://127.0.0.1:${allowed.port}/`))
-    expect(ok.out).toContain('allowed-answer')
-    expect(e2b.sandbox(ok.sandboxId)).toMatchObject({
-      allowInternetAccess: false,
-      allowOut: ['127.0.0.1/32', 'api.example.com', '*.pkg.example.org'],
-      denyOut: ['0.0.0.0/0'],
+    expect(e2b.createBody(ok.sandboxId)).toMatchObject({
+      allow_internet_access: false,
+      network: {
+        allowOut: ['127.0.0.1/32', 'api.example.com', '*.pkg.example.org'],
+        denyOut: ['0.0.0.0/0'],
+      },
     })
     const no = await exec('e2b', 'e2b-rules', fetchIn(`http://${hostAddress()}:${denied.port}/`))
     expect(no.out).not.toContain('denied-answer')
@@ -143,9 +146,9 @@ describe('e2b: allowInternetAccess / network.allowOut / denyOut', () => {
   test('network none becomes allowInternetAccess: false without allowOut', async () => {
     const r = await exec('e2b', 'e2b-none', fetchIn(`http://${hostAddress()}:${denied.port}/`))
     expect(r.out).not.toContain('exit=0')
-    const record = e2b.sandbox(r.sandboxId)
-    expect(record?.allowInternetAccess).toBe(false)
-    expect(record?.allowOut).toBeUndefined()
+    const body = e2b.createBody(r.sandboxId)
+    expect(body?.['allow_internet_access']).toBe(false)
+    expect((body?.['network'] as { allowOut?: unknown } | undefined)?.allowOut).toBeUndefined()
   }, 120_000)
 })
 

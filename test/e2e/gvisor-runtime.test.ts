@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { configDir, removeScopeContainers, runSbx, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
-import { startFakeE2B } from '../fakes/e2b/index.js'
+import { startE2BEndpoint } from '../support/e2b-endpoint.js'
 
 interface JobAnswer {
   state: string
@@ -118,7 +118,7 @@ describe('profiles gVisor cannot take are refused with the reason', () => {
   })
 
   test('sbx serve refuses to start with a runsc profile on a provider that runs its own isolation', async () => {
-    const e2b = await startFakeE2B()
+    const e2b = await startE2BEndpoint()
     try {
       const cwd = configDir({
         queue: { prefix: uniqueName('gvisor-e2b') },

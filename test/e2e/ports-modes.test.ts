@@ -1,7 +1,6 @@
 import { afterAll, describe, expect, test } from 'vitest'
 import WebSocket from 'ws'
-import { startFakeE2B } from '../fakes/e2b/index.js'
-import type { FakeE2B } from '../fakes/e2b/index.js'
+import { type E2BEndpoint, startE2BEndpoint } from '../support/e2b-endpoint.js'
 import { fleetConfig, removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
@@ -9,7 +8,7 @@ import type { SbxServer } from '../support/sbx-cli.js'
  * Ports in the other ways the service runs. `sbx serve` of a fleet (`--redis`: Redis session store,
  * BullMQ) forwards like the embedded one. Where ports and terminals are not offered, the answer
  * says so (501 UNSUPPORTED) and what to do: a terminal on a provider without the capability (E2B,
- * here its local fake; its ports go through E2B's preview hosts, see remote-ports.test.ts), and
+ * here our own E2B endpoint on Docker; its ports go through E2B's preview hosts, see remote-ports.test.ts), and
  * `sbx api` of a fleet, whose process holds no sandbox channel.
  */
 
@@ -56,8 +55,8 @@ describe('ports and terminals in fleet mode and where they are not offered', () 
 
   test('a terminal on a provider without terminals (E2B) gets 501 UNSUPPORTED naming the provider', async () => {
     const scope = uniqueName('ports-e2b')
-    const e2b: FakeE2B = await startFakeE2B()
-    stops.push(() => e2b.close())
+    const e2b: E2BEndpoint = await startE2BEndpoint()
+    stops.push(async () => void (await e2b.close()))
     const srv: SbxServer = await startSbxServer('serve', {
       config: {
         queue: { prefix: scope },

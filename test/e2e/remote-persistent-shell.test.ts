@@ -1,6 +1,7 @@
 /*
  * Persistent shells on the remote providers through `node bin/sbx.js serve`: with the server's
- * tool-call routing pointed at Daytona or E2B (the local fakes, driven by the real SDKs), a
+ * tool-call routing pointed at Daytona or E2B (the local Daytona fake, our own E2B endpoint on
+ * Docker; driven by the real SDKs), a
  * session's `bash` calls over `/v1/tool-calls` and MCP share one shell — `cd`, exports and
  * functions stay, a timeout keeps the shell, `exit` restarts it and the next result says so.
  */
@@ -8,7 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type FakeDaytona, startFakeDaytona } from '../fakes/daytona/index.js'
-import { type FakeE2B, startFakeE2B } from '../fakes/e2b/index.js'
+import { type E2BEndpoint, startE2BEndpoint } from '../support/e2b-endpoint.js'
 import { type LiveService, startLiveService } from '../support/live-service.js'
 import { uniqueName } from '../support/sbx-cli.js'
 
@@ -22,18 +23,18 @@ interface ToolCallAnswer {
 describe.each(['daytona', 'e2b'] as const)('persistent shells on %s through sbx serve', (provider) => {
   const scope = uniqueName(`rshell-${provider}`)
   const profile = `remote-${provider}`
-  let fake: FakeDaytona | FakeE2B
+  let fake: FakeDaytona | E2BEndpoint
   let live: LiveService
 
   beforeAll(async () => {
-    fake = provider === 'daytona' ? await startFakeDaytona() : await startFakeE2B()
+    fake = provider === 'daytona' ? await startFakeDaytona() : await startE2BEndpoint()
     const env: Record<string, string> =
       provider === 'daytona'
         ? { DAYTONA_API_KEY: fake.apiKey, DAYTONA_API_URL: (fake as FakeDaytona).apiUrl }
         : {
             E2B_API_KEY: fake.apiKey,
-            E2B_API_URL: (fake as FakeE2B).apiUrl,
-            E2B_SANDBOX_URL: (fake as FakeE2B).sandboxUrl,
+            E2B_API_URL: (fake as E2BEndpoint).apiUrl,
+            E2B_SANDBOX_URL: (fake as E2BEndpoint).sandboxUrl,
           }
     live = await startLiveService({
       prefix: scope,

@@ -4,15 +4,14 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import WebSocket from 'ws'
 import { startFakeDaytona } from '../fakes/daytona/index.js'
 import type { FakeDaytona } from '../fakes/daytona/index.js'
-import { startFakeE2B } from '../fakes/e2b/index.js'
-import type { FakeE2B } from '../fakes/e2b/index.js'
+import { type E2BEndpoint, startE2BEndpoint } from '../support/e2b-endpoint.js'
 import { removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
 /**
  * Ports of remote sessions through `node bin/sbx.js serve`: `/v1/sessions/{id}/ports/{port}/…` on a
- * Daytona or E2B session goes through the provider's own preview proxy (here the fakes', driven by
- * the real SDKs: Daytona's `getPreviewLink` URL and token, E2B's `<port>-<id>.<domain>` host and
+ * Daytona or E2B session goes through the provider's own preview proxy (here the Daytona fake's and
+ * our own E2B endpoint's host names, driven by the real SDKs: Daytona's `getPreviewLink` URL and token, E2B's `<port>-<id>.<domain>` host and
  * traffic access token), while the caller only ever sees the service's tenant-authenticated URL.
  */
 
@@ -40,11 +39,11 @@ const refusedWith = (ws: WebSocket): Promise<number> =>
 
 const scope = uniqueName('rports')
 let daytona: FakeDaytona
-let e2b: FakeE2B
+let e2b: E2BEndpoint
 let srv: SbxServer
 
 beforeAll(async () => {
-  ;[daytona, e2b] = await Promise.all([startFakeDaytona(), startFakeE2B()])
+  ;[daytona, e2b] = await Promise.all([startFakeDaytona(), startE2BEndpoint()])
   srv = await startSbxServer('serve', {
     config: {
       queue: { prefix: scope },
@@ -118,7 +117,15 @@ describe.each(['daytona', 'e2b'] as const)('ports of a %s session', (provider) =
     expect(res.status).toBe(200)
     expect(await res.text()).toBe(`hello from ${provider}\n`)
     // Not public at the provider: the preview proxy wants the token only the service holds.
-    if (provider === 'e2b') expect(e2b.sandboxes().some((s) => s.trafficAccessToken)).toBe(true)
+    if (provider === 'e2b')
+      expect(
+        e2b.requests.some(
+          (r) =>
+            r.path === '/v2/sandboxes' &&
+            (r.body as { network?: { allowPublicTraffic?: boolean } } | undefined)?.network
+              ?.allowPublicTraffic === false,
+        ),
+      ).toBe(true)
     else expect(daytona.sandboxes().every((s) => !s.public)).toBe(true)
     const posted = await srv.fetch(`/v1/sessions/${session}/ports/8000/cgi-bin/echo?x=1`, {
       method: 'POST',

@@ -1,13 +1,12 @@
 /*
  * routeTo("daytona" | "e2b", …) end to end: the service, configured only through env (each key
  * variable and API URL), routes HTTP execs, session files and tool calls into the remote providers —
- * here the local Daytona and E2B fakes, driven by the real SDKs.
+ * here the local Daytona fake and our own E2B endpoint (`sbx serve` on Docker), driven by the real SDKs.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startFakeDaytona } from '../fakes/daytona/index.js'
 import type { FakeDaytona } from '../fakes/daytona/index.js'
-import { startFakeE2B } from '../fakes/e2b/index.js'
-import type { FakeE2B } from '../fakes/e2b/index.js'
+import { type E2BEndpoint, startE2BEndpoint } from '../support/e2b-endpoint.js'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
 import { NUMBERED_LINES, expectHeadMarkerTail } from '../support/numbered-lines.js'
@@ -16,11 +15,11 @@ const KEY = 'remote-key-0123456789abcdef'
 const prefix = `e2er${process.pid}${Date.now().toString(36)}`
 
 let daytona: FakeDaytona
-let e2b: FakeE2B
+let e2b: E2BEndpoint
 let live: LiveService
 
 beforeAll(async () => {
-  ;[daytona, e2b] = await Promise.all([startFakeDaytona(), startFakeE2B()])
+  ;[daytona, e2b] = await Promise.all([startFakeDaytona(), startE2BEndpoint()])
   live = await startLiveService({
     prefix,
     keys: [{ key: KEY, tenant: 'acme' }],
@@ -45,9 +44,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await live?.close()
-  // Embedded close destroys its sandboxes on every provider: none may be left at either fake.
+  // Embedded close destroys its sandboxes on every provider: none may be left at either one.
   expect(daytona.containers()).toEqual([])
-  expect(e2b.sandboxes().filter((s) => s.state !== 'killed')).toEqual([])
+  expect(await e2b.sandboxIds()).toEqual([])
   await Promise.all([daytona?.close(), e2b?.close()])
 }, 120_000)
 
@@ -63,10 +62,13 @@ interface Job {
   result: { exitCode: number; stdout: string; stderr: string; sandboxId: string; truncated: boolean }
 }
 
-const labelsAt = (provider: 'daytona' | 'e2b', sandboxId: string): Record<string, string> | undefined =>
+const labelsAt = async (
+  provider: 'daytona' | 'e2b',
+  sandboxId: string,
+): Promise<Record<string, string> | undefined> =>
   provider === 'daytona'
     ? daytona.sandboxes().find((s) => s.id === sandboxId)?.labels
-    : e2b.sandbox(sandboxId)?.metadata
+    : (await e2b.info(sandboxId))?.metadata
 
 describe.each(['daytona', 'e2b'] as const)('routing into %s through the service', (provider) => {
   const profile = `remote-${provider}`
@@ -103,7 +105,7 @@ describe.each(['daytona', 'e2b'] as const)('routing into %s through the service'
     expect(second.stdout).toBe('more\n')
     expect(second.sandboxId).toBe(first.sandboxId)
     expect(await (await api(`/v1/sessions/${id}/files?path=b.txt`)).text()).toBe('more\n')
-    expect(labelsAt(provider, first.sandboxId)).toMatchObject({
+    expect(await labelsAt(provider, first.sandboxId)).toMatchObject({
       'sandbox-router.tenant': 'acme',
       'sandbox-router.profile': profile,
     })

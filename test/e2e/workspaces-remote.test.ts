@@ -1,13 +1,12 @@
 /*
- * Snapshots on the remote providers (the local Daytona and E2B fakes): neither has a native
- * snapshot-of-a-sandbox feature in our fakes, so `/v1/providers` says so and the calls are a clear
+ * Snapshots on the remote providers (the local Daytona fake, our own E2B endpoint): neither has a
+ * native snapshot-of-a-sandbox feature here, so `/v1/providers` says so and the calls are a clear
  * 501 UNSUPPORTED; a profile asking them for a persistent workspace is refused at start-up.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startFakeDaytona } from '../fakes/daytona/index.js'
 import type { FakeDaytona } from '../fakes/daytona/index.js'
-import { startFakeE2B } from '../fakes/e2b/index.js'
-import type { FakeE2B } from '../fakes/e2b/index.js'
+import { type E2BEndpoint, startE2BEndpoint } from '../support/e2b-endpoint.js'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
 import { configDir, runSbx } from '../support/sbx-cli.js'
@@ -16,7 +15,7 @@ const KEY = 'remote-ws-key-0123456789abcdef'
 const prefix = `e2ews${process.pid}${Date.now().toString(36)}`
 
 let daytona: FakeDaytona
-let e2b: FakeE2B
+let e2b: E2BEndpoint
 let live: LiveService
 const env = () => ({
   DAYTONA_API_KEY: daytona.apiKey,
@@ -27,7 +26,7 @@ const env = () => ({
 })
 
 beforeAll(async () => {
-  ;[daytona, e2b] = await Promise.all([startFakeDaytona(), startFakeE2B()])
+  ;[daytona, e2b] = await Promise.all([startFakeDaytona(), startE2BEndpoint()])
   live = await startLiveService({
     prefix,
     keys: [{ key: KEY, tenant: 'acme' }],

@@ -2,8 +2,7 @@
  * The `/execute` protocol of E2B's code interpreter (port 49999 of a sandbox), as the pinned
  * `@e2b/code-interpreter` SDK speaks it: a JSON body `{code, language?, context_id?, env_vars?}`,
  * answered with NDJSON lines `stdout` / `stderr` / `result` / `error` / `number_of_executions` /
- * `end_of_execution`. Shared by our E2B-compatible endpoint and the E2B fake (test/fakes/e2b), both
- * backed by the service's kernel ({@link CodeResult}). No HTTP framework here: plain Fetch types.
+ * `end_of_execution`, backed by the service's kernel ({@link CodeResult}). No HTTP framework here: plain Fetch types.
  */
 import type { CodeLanguage, CodeResult, RunCodeRequest } from '../../sandbox/code/types.js'
 

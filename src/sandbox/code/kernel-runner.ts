@@ -39,7 +39,7 @@ const KERNELS: Record<CodeLanguage, KernelSpec> = {
 
 /**
  * How a language's kernel is launched: the script, where it goes, and the shell command that starts
- * it (for other hosts of the same kernel, such as the E2B fake's code interpreter).
+ * it (for other hosts of the same kernel).
  */
 export function kernelLaunch(language: CodeLanguage): Readonly<KernelSpec> {
   return KERNELS[language]

@@ -3,35 +3,35 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { requireCode } from '../../../src/sandbox/code/index.js'
 import { DEV_IMAGE } from '../../../src/sandbox/profiles.js'
 import type { Sandbox } from '../../../src/sandbox/types.js'
-import { type FakeE2B, startFakeE2B } from '../../fakes/e2b/index.js'
+import { type E2BEndpoint, startE2BEndpoint } from '../../support/e2b-endpoint.js'
 import { e2bFixture } from '../e2b/fixtures.js'
 
 /*
- * E2B's code interpreter against the fake: the fake's /execute (the shared module over the
- * service's kernel in the fake sandbox's container) as the pinned `@e2b/code-interpreter` SDK calls
- * it, and the E2B provider's `code` capability on top of that SDK.
+ * E2B's code interpreter against our E2B-compatible endpoint (`sbx serve`, E2B's base template on
+ * the dev image): its /execute as the pinned `@e2b/code-interpreter` SDK calls it, and the E2B
+ * provider's `code` capability on top of that SDK.
  */
-let fake: FakeE2B
+let endpoint: E2BEndpoint
 let fx: ReturnType<typeof e2bFixture>
 let sb: Sandbox
 
 beforeAll(async () => {
-  fake = await startFakeE2B({ image: DEV_IMAGE })
-  fx = e2bFixture(fake)
+  endpoint = await startE2BEndpoint({ base: { image: DEV_IMAGE } })
+  fx = e2bFixture(endpoint)
   sb = await fx.create()
 }, 120_000)
 afterAll(async () => {
   await sb?.close()
   expect(await fx?.cleanup()).toBe(0)
-  await fake?.close()
+  expect(await endpoint?.close()).toBe(0)
 })
 
-describe('E2B code interpreter (fake)', () => {
+describe('E2B code interpreter (our endpoint)', () => {
   test('the SDK runCode: state, logs, results, errors, js', async () => {
     const s = await CodeSandbox.connect(sb.ref.id, {
-      apiKey: fake.apiKey,
-      apiUrl: fake.apiUrl,
-      sandboxUrl: fake.sandboxUrl,
+      apiKey: endpoint.apiKey,
+      apiUrl: endpoint.apiUrl,
+      sandboxUrl: endpoint.sandboxUrl,
     })
     await s.runCode('base = 40')
     const e = await s.runCode('print("x")\nbase + 2')

@@ -3,22 +3,22 @@ import { afterAll, expect } from 'vitest'
 import { createE2BProvider } from '../../../providers/e2b/index.js'
 import { runProviderConformance } from '../../../src/sandbox/conformance.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
-import { startFakeE2B } from '../../fakes/e2b/index.js'
+import { startE2BEndpoint } from '../../support/e2b-endpoint.js'
 
-// The real e2b SDK against the local fake (REST + envd over HTTP/1.1, sandboxes in Docker).
-const fake = await startFakeE2B({ maxPageSize: 2 })
+// The real e2b SDK against our E2B-compatible endpoint (`sbx serve`, sandboxes in Docker), listing
+// in pages of two.
+const endpoint = await startE2BEndpoint({ maxPageSize: 2 })
 
 afterAll(async () => {
-  await fake.close()
-  expect(await fake.containers()).toEqual([])
+  expect(await endpoint.close()).toBe(0)
 }, 60_000)
 
-runProviderConformance('e2b (fake)', {
+runProviderConformance('e2b (our endpoint on Docker)', {
   createProvider: () =>
     createE2BProvider({
-      apiKey: fake.apiKey,
-      apiUrl: fake.apiUrl,
-      sandboxUrl: fake.sandboxUrl,
+      apiKey: endpoint.apiKey,
+      apiUrl: endpoint.apiUrl,
+      sandboxUrl: endpoint.sandboxUrl,
       instanceId: 'conformance-test',
       // Background processes: the agent binary scripts/setup.sh built, uploaded on first use.
       agentBinaryPath: resolve('.sbx/sbx-agent'),

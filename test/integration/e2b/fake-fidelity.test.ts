@@ -1,6 +1,7 @@
 /**
- * The fake through the bare e2b SDK (no adapter): the E2B behaviours the adapter relies on, each
- * surfacing as the SDK error class the real service produces.
+ * Our E2B-compatible endpoint (the E2B provider's test double since test/fakes/e2b was removed)
+ * through the bare e2b SDK (no adapter): the E2B behaviours the adapter relies on, each surfacing as
+ * the SDK error class the real service produces (../shared/research/fake-fidelity.md).
  */
 import {
   AuthenticationError,
@@ -12,20 +13,20 @@ import {
   TimeoutError,
 } from 'e2b'
 import { afterAll, describe, expect, test } from 'vitest'
-import { startFakeE2B } from '../../fakes/e2b/index.js'
+import { startE2BEndpoint } from '../../support/e2b-endpoint.js'
 import { rejectionOf } from './fixtures.js'
 
 const T = 120_000
-const fake = await startFakeE2B()
-const client = new E2B({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, sandboxUrl: fake.sandboxUrl })
+// Two sandboxes per tenant, so the concurrency limit's 429 can be reached.
+const endpoint = await startE2BEndpoint({ quotas: { maxSandboxes: 2 } })
+const client = new E2B({ apiKey: endpoint.apiKey, apiUrl: endpoint.apiUrl, sandboxUrl: endpoint.sandboxUrl })
 const sandbox = await client.Sandbox.create({ metadata: { 'fidelity-test': '1' }, timeoutMs: 120_000 })
 
 afterAll(async () => {
-  await fake.close()
-  expect(await fake.containers()).toEqual([])
+  expect(await endpoint.close()).toBe(0)
 }, T)
 
-describe('fake E2B through the bare SDK', () => {
+describe('our E2B endpoint through the bare SDK', () => {
   test(
     'a non-zero exit is reported in the end event: CommandExitError with the code and both streams',
     async () => {
@@ -37,17 +38,17 @@ describe('fake E2B through the bare SDK', () => {
   )
 
   test(
-    'the stream deadline ends the call (TimeoutError) but not the process (E2B#500)',
+    'the stream deadline ends the call (TimeoutError) and kills the process, as envd does since March 2025',
     async () => {
+      // E2B#500 (2024-12) kept the process running; envd now starts it under the request's
+      // Connect deadline (infra 868a488a5), so it is killed with the stream.
       const err = await rejectionOf(
         sandbox.commands.run('sleep 1.5; echo done > /tmp/survivor', { timeoutMs: 300 }),
       )
       expect(err).toBeInstanceOf(TimeoutError)
-      // Waits inside the sandbox (bounded) for the process to finish on its own.
-      const r = await sandbox.commands.run(
-        'i=0; until [ -f /tmp/survivor ]; do i=$((i+1)); [ $i -gt 200 ] && exit 9; sleep 0.05; done; cat /tmp/survivor',
-      )
-      expect(r.stdout).toBe('done\n')
+      // Past the 1.5 s the process would have taken, it never wrote its file.
+      const r = await sandbox.commands.run('sleep 2; [ -f /tmp/survivor ] && echo survived || echo killed')
+      expect(r.stdout).toBe('killed\n')
     },
     T,
   )
@@ -88,13 +89,18 @@ describe('fake E2B through the bare SDK', () => {
       expect(info.lifecycle).toEqual({ onTimeout: 'kill', autoResume: false })
       expect(info.envdVersion >= '0.1.0').toBe(true)
 
-      const bad = new E2B({ apiKey: 'e2b_0000', apiUrl: fake.apiUrl, sandboxUrl: fake.sandboxUrl })
+      const bad = new E2B({ apiKey: 'e2b_0000', apiUrl: endpoint.apiUrl, sandboxUrl: endpoint.sandboxUrl })
       expect(await rejectionOf(bad.Sandbox.list().nextItems())).toBeInstanceOf(AuthenticationError)
-      fake.faults.failNextCreates(1)
+      // The tenant's two sandboxes taken: E2B's concurrency limit, a 429 the SDK shows at once.
+      const filler = await client.Sandbox.create()
+      // A sandbox counts once it holds a container: the endpoint binds one at the first call.
+      await filler.commands.run('true')
       expect(await rejectionOf(client.Sandbox.create())).toBeInstanceOf(RateLimitError)
+      await filler.kill()
 
       const doomed = await client.Sandbox.create()
-      await fake.faults.vanish(doomed.sandboxId)
+      // Killed by another client of the account.
+      expect(await client.Sandbox.kill(doomed.sandboxId)).toBe(true)
       expect(await rejectionOf(doomed.commands.run('echo hi'))).toBeInstanceOf(SandboxNotFoundError)
       expect(await rejectionOf(doomed.getInfo())).toBeInstanceOf(SandboxNotFoundError)
       expect(await doomed.isRunning()).toBe(false)

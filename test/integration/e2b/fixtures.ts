@@ -1,16 +1,15 @@
 import { randomUUID } from 'node:crypto'
-import { on } from 'node:events'
 import { type E2BProvider, type E2BProviderOptions, createE2BProvider } from '../../../providers/e2b/index.js'
 import { type ProfileInput, resolveProfile } from '../../../src/sandbox/profiles.js'
 import type { ExecRequest, Labels, Sandbox } from '../../../src/sandbox/types.js'
-import type { FakeE2B, FakeSandboxRecord } from '../../fakes/e2b/index.js'
+import type { E2BEndpoint } from '../../support/e2b-endpoint.js'
 
 /** Label that scopes one test file's sandboxes. */
 export const TEST_RUN_LABEL = 'sandbox-router.test-run'
 
-/** A provider on `fake` plus a unique label, and a cleanup that destroys what carries it. */
+/** A provider on `endpoint` (test/support/e2b-endpoint.ts) plus a unique label, and a cleanup that destroys what carries it. */
 export function e2bFixture(
-  fake: FakeE2B,
+  endpoint: Pick<E2BEndpoint, 'apiKey' | 'apiUrl' | 'sandboxUrl'>,
   options: Partial<E2BProviderOptions> = {},
 ): {
   provider: E2BProvider
@@ -19,9 +18,9 @@ export function e2bFixture(
   cleanup: () => Promise<number>
 } {
   const provider = createE2BProvider({
-    apiKey: fake.apiKey,
-    apiUrl: fake.apiUrl,
-    sandboxUrl: fake.sandboxUrl,
+    apiKey: endpoint.apiKey,
+    apiUrl: endpoint.apiUrl,
+    sandboxUrl: endpoint.sandboxUrl,
     instanceId: 'e2b-integration-test',
     ...options,
   })
@@ -37,18 +36,6 @@ export function e2bFixture(
       return (await provider.list({ labels })).length
     },
   }
-}
-
-/** Resolves with the first `event` of the fake about `sandboxId`. */
-export async function nextEvent(
-  fake: FakeE2B,
-  event: 'killed' | 'lifetime' | 'created',
-  sandboxId: string,
-): Promise<FakeSandboxRecord> {
-  for await (const [record] of on(fake.events, event) as AsyncIterableIterator<[FakeSandboxRecord]>) {
-    if (record.sandboxId === sandboxId) return record
-  }
-  throw new Error('event stream ended')
 }
 
 /** Defaults for quick commands. */

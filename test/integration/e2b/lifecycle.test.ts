@@ -3,19 +3,28 @@ import { afterAll, describe, expect, test } from 'vitest'
 import { droppedMarker } from '../../../src/sandbox/output-cap.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import { LABELS } from '../../../src/sandbox/types.js'
-import { startFakeE2B } from '../../fakes/e2b/index.js'
-import { e2bFixture, nextEvent, quick, rejectionOf } from './fixtures.js'
+import { startE2BEndpoint } from '../../support/e2b-endpoint.js'
+import { TEST_RUN_LABEL, e2bFixture, quick, rejectionOf } from './fixtures.js'
 
 const T = 120_000
-// Small pages, so listing has to follow x-next-token.
-const fake = await startFakeE2B({ maxPageSize: 2 })
-const fx = e2bFixture(fake)
+// Our E2B-compatible endpoint backed by Docker; small pages, so listing has to follow x-next-token.
+const endpoint = await startE2BEndpoint({ maxPageSize: 2 })
+const fx = e2bFixture(endpoint)
 
 afterAll(async () => {
   expect(await fx.cleanup()).toBe(0)
-  await fake.close()
-  expect(await fake.containers()).toEqual([])
+  expect(await endpoint.close()).toBe(0)
 }, T)
+
+/** The body of the last create request of this file's provider (what it asked E2B for). */
+function lastCreateBody(): Record<string, unknown> {
+  const body = endpoint.requests
+    .filter((r) => r.method === 'POST' && r.path === '/v2/sandboxes')
+    .map((r) => r.body as { metadata?: Record<string, string> } | undefined)
+    .findLast((b) => b?.metadata?.[TEST_RUN_LABEL] === fx.labels[TEST_RUN_LABEL])
+  expect(body).toBeDefined()
+  return body as Record<string, unknown>
+}
 
 describe('e2b provider lifecycle', () => {
   test(
@@ -25,21 +34,23 @@ describe('e2b provider lifecycle', () => {
         env: { SBX_PROFILE_VAR: 'profile', SBX_BOTH: 'profile' },
         idleTtlMs: 600_000,
       })
-      const record = fake.sandbox(sb.ref.id)
-      expect(record?.metadata).toMatchObject({
+      const info = await endpoint.info(sb.ref.id)
+      expect(info?.metadata).toMatchObject({
         ...fx.labels,
         [LABELS.owner]: 'sandbox-router',
         [LABELS.profile]: 'test',
         [LABELS.instance]: 'e2b-integration-test',
       })
       expect(sb.ref.labels).toMatchObject(fx.labels)
-      expect(record?.envVars).toEqual({ SBX_PROFILE_VAR: 'profile', SBX_BOTH: 'profile' })
-      expect(record?.templateId).toBe('base')
-      expect(record?.autoPause).toBe(false)
+      expect(info?.templateID).toBe('base')
+      expect(info?.lifecycle).toEqual({ onTimeout: 'kill', autoResume: false })
+      const body = lastCreateBody()
+      expect(body['envVars']).toEqual({ SBX_PROFILE_VAR: 'profile', SBX_BOTH: 'profile' })
+      expect(body['autoPause']).toBe(false)
       // network 'none' (the profile default) becomes allowInternetAccess: false.
-      expect(record?.allowInternetAccess).toBe(false)
-      // The idle TTL plus the refresh slack (60 s, at most a quarter of the TTL).
-      expect(record?.timeoutMs).toBe(660_000)
+      expect(body['allow_internet_access']).toBe(false)
+      // The idle TTL plus the refresh slack (60 s, at most a quarter of the TTL), in seconds.
+      expect(body['timeout']).toBe(660)
       const r = await sb.exec({
         ...quick,
         command: 'echo "$SBX_PROFILE_VAR $SBX_BOTH"',
@@ -55,13 +66,16 @@ describe('e2b provider lifecycle', () => {
     async () => {
       // idle TTL 3 s: created with a 4 s lifetime (3 s + a quarter of the TTL, rounded up to seconds).
       const sb = await fx.create({ idleTtlMs: 3000 })
-      const refreshed = nextEvent(fake, 'lifetime', sb.ref.id)
+      const refreshed = endpoint.nextAnswer(
+        (r) => r.path === `/sandboxes/${sb.ref.id}/timeout` && r.status === 204,
+      )
       const r = await sb.exec({ ...quick, timeoutMs: 15_000, command: 'sleep 6; echo survived' })
       expect(r).toMatchObject({ exitCode: 0, stdout: 'survived\n', timedOut: false })
-      const record = await refreshed
+      await refreshed
+      const info = await endpoint.info(sb.ref.id)
       // Asked for the command's deadline (timeout + buffer) plus slack, not just the idle TTL.
-      expect(record.endAt.getTime() - record.startedAt.getTime()).toBeGreaterThan(20_000)
-      expect(fake.sandbox(sb.ref.id)?.state).toBe('running')
+      expect(Date.parse(info?.endAt ?? '') - Date.parse(info?.startedAt ?? '')).toBeGreaterThan(20_000)
+      expect(info?.state).toBe('running')
     },
     T,
   )
@@ -70,8 +84,9 @@ describe('e2b provider lifecycle', () => {
     'an idle sandbox is killed by E2B when its lifetime ends; the handle then reports SANDBOX_LOST',
     async () => {
       const sb = await fx.create({ idleTtlMs: 2000 })
-      const killed = nextEvent(fake, 'killed', sb.ref.id)
-      expect((await killed).killedBy).toBe('timeout')
+      // The endpoint logs the end of the lifetime, then deletes the session behind the sandbox.
+      await endpoint.timedOut(sb.ref.id)
+      expect(await endpoint.info(sb.ref.id)).toBeUndefined()
       expect(await rejectionOf(sb.exec({ ...quick, command: 'echo hi' }))).toMatchObject({
         code: 'SANDBOX_LOST',
       })
@@ -90,10 +105,10 @@ describe('e2b provider lifecycle', () => {
       expect(listed.map((r) => r.id).sort()).toEqual(refs.map((s) => s.ref.id).sort())
       expect(listed.every((r) => r.profile === 'test' && r.providerId === 'e2b')).toBe(true)
       expect(
-        fake.requests.filter((r) => r.method === 'GET' && r.path === '/v2/sandboxes').length,
+        endpoint.requests.filter((r) => r.method === 'GET' && r.path === '/v2/sandboxes').length,
       ).toBeGreaterThan(1)
       // Plain http: the SDK's undici falls back to HTTP/1.1 for the API and envd alike.
-      expect(new Set(fake.requests.map((r) => r.httpVersion))).toEqual(new Set(['1.1']))
+      expect(new Set(endpoint.requests.map((r) => r.httpVersion))).toEqual(new Set(['1.1']))
     },
     T,
   )
@@ -102,7 +117,7 @@ describe('e2b provider lifecycle', () => {
     'connect from another provider instance keeps cwd, concurrency and TTL from metadata',
     async () => {
       const sb = await fx.create({ cwd: '/tmp/work', maxConcurrentExecs: 1 })
-      const other = e2bFixture(fake)
+      const other = e2bFixture(endpoint)
       const again = await other.provider.connect({ ...sb.ref, labels: {} })
       expect((await again.exec({ ...quick, command: 'pwd' })).stdout).toBe('/tmp/work\n')
       // maxConcurrentExecs 1: two commands that would collide on a lock directory both succeed.
@@ -116,11 +131,16 @@ describe('e2b provider lifecycle', () => {
   )
 
   test(
-    'a profile cwd the default user cannot create is made as root and handed to that user',
+    'a profile cwd the default user cannot create: the root fallback, and where it is refused a CONFIG_INVALID naming the cwd',
     async () => {
-      const sb = await fx.create({ cwd: '/srv/app' })
-      const r = await sb.exec({ ...quick, command: "pwd; touch mine && ls -n mine | awk '{print $3}'" })
-      expect(r.stdout).toBe('/srv/app\n1000\n')
+      // E2B runs the fallback's `mkdir` + `chown` as root. Our endpoint runs nothing as root (its
+      // sandboxes drop every capability, docs/e2b-endpoint.md), so here the fallback fails too: the
+      // create must then say which directory and what to do, and leave no sandbox behind.
+      const before = await fx.provider.list({ labels: fx.labels })
+      const err = await rejectionOf(fx.create({ cwd: '/srv/app' }))
+      expect(err).toMatchObject({ code: 'CONFIG_INVALID', retryable: false })
+      expect((err as Error).message).toContain('/srv/app')
+      expect(await fx.provider.list({ labels: fx.labels })).toHaveLength(before.length)
     },
     T,
   )
@@ -141,7 +161,7 @@ describe('e2b provider lifecycle', () => {
       expect(r.stderr.startsWith('tail\nerr\n')).toBe(true)
       expect(r.stderr).toHaveLength(4096 + droppedMarker(20_000_005 - 4096).length)
       // 40 MB were written in the sandbox; what crossed the wire is about the two caps.
-      const start = fake.requests
+      const start = endpoint.requests
         .filter((q) => q.sandboxId === sb.ref.id && q.path === '/process.Process/Start')
         .at(-1)
       expect(start?.bytesOut).toBeLessThan(64 * 1024)
@@ -175,9 +195,9 @@ describe('e2b provider lifecycle', () => {
     'a sandbox without the owner metadata is refused by connect',
     async () => {
       const foreign = await new E2B({
-        apiKey: fake.apiKey,
-        apiUrl: fake.apiUrl,
-        sandboxUrl: fake.sandboxUrl,
+        apiKey: endpoint.apiKey,
+        apiUrl: endpoint.apiUrl,
+        sandboxUrl: endpoint.sandboxUrl,
       }).Sandbox.create()
       try {
         const err = await rejectionOf(

@@ -1,5 +1,0 @@
-export { startFakeE2B } from './server.js'
-export type { FakeE2B, FakeE2BOptions, FakeRequest } from './server.js'
-export { FAKE_LABEL, FAKE_SANDBOX_LABEL } from './sandboxes.js'
-export type { FakeSandboxRecord } from './sandboxes.js'
-export type { CreateFault } from './api-routes.js'
