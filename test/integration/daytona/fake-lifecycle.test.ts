@@ -182,13 +182,15 @@ describe('fake Daytona lifecycle', () => {
   test(
     'ttlMinutes destroys a sandbox in use, counted from its creation',
     async () => {
-      const sb = await create({ autoStopInterval: 0, ttlMinutes: 2 })
+      // 10 fake minutes (6 s): the create (a container start, 1–3 s on a loaded machine) must end,
+      // and the SDK's state poll see it started, well before the ttl; 2 minutes raced both.
+      const sb = await create({ autoStopInterval: 0, ttlMinutes: 10 })
       const created = Date.parse(String(view(sb.id).createdAt))
-      const deadline = Date.now() + 20_000
+      const deadline = Date.now() + 30_000
       while (view(sb.id).state === 'started' && Date.now() < deadline)
         await sb.process.executeCommand('true').catch(() => undefined)
       const gone = await reaches(sb.id, 'destroyed')
-      expect(gone - created).toBeGreaterThanOrEqual(2 * MINUTE_MS)
+      expect(gone - created).toBeGreaterThanOrEqual(10 * MINUTE_MS)
     },
     TIMEOUT,
   )
