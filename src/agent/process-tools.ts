@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { ProcessInfo, ProcessOutput } from '../sandbox/types.js'
+import type { ProcessService } from '../services/processes.js'
 import { defineTool } from './define-tool.js'
 import type { Tool, ToolExecuteContext } from './tool.js'
 
@@ -8,34 +8,7 @@ import type { Tool, ToolExecuteContext } from './tool.js'
  * `processes`, or any object of this shape). Each method answers `undefined` when the session is not
  * the tenant's.
  */
-export interface ProcessToolBackend {
-  start(
-    tenant: string,
-    sessionId: string,
-    input: { command: string; cwd?: string },
-  ): Promise<ProcessInfo | undefined>
-  list(tenant: string, sessionId: string): Promise<ProcessInfo[] | undefined>
-  read(
-    tenant: string,
-    sessionId: string,
-    id: string,
-    from: { stdoutOffset: number; stderrOffset: number; maxBytes: number; waitMs?: number },
-  ): Promise<ProcessOutput | undefined>
-  writeStdin(
-    tenant: string,
-    sessionId: string,
-    id: string,
-    data: Uint8Array,
-    close: boolean,
-  ): Promise<{ written: number; process: ProcessInfo } | undefined>
-  signal(
-    tenant: string,
-    sessionId: string,
-    id: string,
-    signal: string,
-    waitMs: number,
-  ): Promise<ProcessInfo | undefined>
-}
+export type ProcessToolBackend = Pick<ProcessService, 'start' | 'list' | 'read' | 'writeStdin' | 'signal'>
 
 /** Options of {@link processTools}. */
 export interface ProcessToolsOptions {
