@@ -78,50 +78,42 @@ export class Metrics {
       registers,
     })
     const { queueDepth, pool, circuits, engines } = sources
-    new Gauge({
-      name: 'sbx_engine_sandboxes',
-      help: 'Sandboxes running on each Docker engine of the fleet, as its workers last reported (engine routing)',
-      labelNames: ['engine'],
-      registers,
-      async collect() {
-        this.reset()
-        for (const e of (await engines?.().catch(() => undefined)) ?? [])
-          this.set({ engine: e.id }, e.running)
-      },
-    })
-    new Gauge({
-      name: 'sbx_engine_capacity',
-      help: "Each Docker engine's sandbox cap (providers.docker.maxSandboxes; absent: unbounded)",
-      labelNames: ['engine'],
-      registers,
-      async collect() {
-        this.reset()
-        for (const e of (await engines?.().catch(() => undefined)) ?? [])
-          if (e.cap !== undefined) this.set({ engine: e.id }, e.cap)
-      },
-    })
-    new Gauge({
-      name: 'sbx_engine_memory_reserved_bytes',
-      help: "The memory limits of each Docker engine's sandboxes, summed, as its workers last reported (engine routing)",
-      labelNames: ['engine'],
-      registers,
-      async collect() {
-        this.reset()
-        for (const e of (await engines?.().catch(() => undefined)) ?? [])
-          if (e.reservedBytes !== undefined) this.set({ engine: e.id }, e.reservedBytes)
-      },
-    })
-    new Gauge({
-      name: 'sbx_engine_memory_bytes',
-      help: "Memory each Docker engine's sandboxes may reserve: providers.docker.memoryCapacityMb, else the engine's own memory",
-      labelNames: ['engine'],
-      registers,
-      async collect() {
-        this.reset()
-        for (const e of (await engines?.().catch(() => undefined)) ?? [])
-          if (e.memoryBytes !== undefined) this.set({ engine: e.id }, e.memoryBytes)
-      },
-    })
+    type EngineLoadView = Awaited<ReturnType<NonNullable<MetricsSources['engines']>>>[number]
+    /** A gauge with one series per engine, read from the engines' last reports at each scrape. */
+    const engineGauge = (name: string, help: string, value: (e: EngineLoadView) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['engine'],
+        registers,
+        async collect() {
+          this.reset()
+          for (const e of (await engines?.().catch(() => undefined)) ?? []) {
+            const v = value(e)
+            if (v !== undefined) this.set({ engine: e.id }, v)
+          }
+        },
+      })
+    engineGauge(
+      'sbx_engine_sandboxes',
+      'Sandboxes running on each Docker engine of the fleet, as its workers last reported (engine routing)',
+      (e) => e.running,
+    )
+    engineGauge(
+      'sbx_engine_capacity',
+      "Each Docker engine's sandbox cap (providers.docker.maxSandboxes; absent: unbounded)",
+      (e) => e.cap,
+    )
+    engineGauge(
+      'sbx_engine_memory_reserved_bytes',
+      "The memory limits of each Docker engine's sandboxes, summed, as its workers last reported (engine routing)",
+      (e) => e.reservedBytes,
+    )
+    engineGauge(
+      'sbx_engine_memory_bytes',
+      "Memory each Docker engine's sandboxes may reserve: providers.docker.memoryCapacityMb, else the engine's own memory",
+      (e) => e.memoryBytes,
+    )
     new Gauge({
       name: 'sbx_engine_up',
       help: 'Each Docker engine: 1 live (reached by a worker, healthy), 0 down; `draining` 1 after sbx engine drain',
