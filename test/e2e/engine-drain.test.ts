@@ -78,7 +78,17 @@ describe('two engines: placement, load views, drain', () => {
         [fleet.ids.second, 3, 'live'],
       ].sort(),
     )
+    // Memory: each engine's sandboxes' limits summed (three of the same profile) against its memory.
+    const memory = (await loads()) as unknown as { reservedBytes?: number; memoryBytes?: number }[]
+    for (const e of memory) {
+      expect(e.reservedBytes ?? 0).toBeGreaterThan(0)
+      expect(e.reservedBytes! % 3).toBe(0)
+      expect(e.memoryBytes).toBeGreaterThan(e.reservedBytes!)
+    }
     const metrics = await (await fleet.api.fetch('/metrics')).text()
+    expect(metrics).toMatch(
+      new RegExp(`sbx_engine_memory_reserved_bytes\\{engine="${fleet.ids.second}"\\} [1-9]`),
+    )
     expect(metrics).toContain(`sbx_engine_sandboxes{engine="${fleet.ids.second}"} 3`)
     expect(metrics).toContain(`sbx_engine_up{engine="${fleet.ids.main}",draining="0"} 1`)
   })
