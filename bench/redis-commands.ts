@@ -19,7 +19,7 @@ import { once } from 'node:events'
 import { createConnection, createServer } from 'node:net'
 import type { Socket } from 'node:net'
 import { parseArgs } from 'node:util'
-import { RedisServer, commandCalls, freePort, redisCommand } from '../test/fault/fixtures/redis-server.js'
+import { RedisServer, commandCalls, freePort, redisCommand } from '../test/support/redis-server.js'
 import {
   fleetConfig,
   removeScopeContainers,

@@ -10,7 +10,7 @@
  *   npx tsx bench/redis-fsync.ts --seconds 30 --concurrency 16
  */
 import { parseArgs } from 'node:util'
-import { RedisServer, redisCommand } from '../test/fault/fixtures/redis-server.js'
+import { RedisServer, redisCommand } from '../test/support/redis-server.js'
 import {
   fleetConfig,
   removeScopeContainers,

@@ -7,10 +7,10 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { OPENAI_TEST_KEY, chatCompletion, startOpenAIServer } from '../fakes/model-servers/openai-server.js'
 import type { OpenAIFakeServer } from '../fakes/model-servers/openai-server.js'
-import { ROOT } from '../fault/fixtures/redis-child.js'
-import { freePort } from '../fault/fixtures/redis-server.js'
+import { ROOT } from '../support/redis-child.js'
+import { freePort } from '../support/redis-server.js'
 import { removeScopeContainers, runSbx, scopeContainers } from '../support/sbx-cli.js'
-import { ComposeStack, relay, socketGid, until } from './compose-stack.js'
+import { ComposeStack, relay, socketGid, until } from '../support/compose-stack.js'
 
 /**
  * The compose fleet as docs/deploy.md deploys it: images built locally (no registry), then

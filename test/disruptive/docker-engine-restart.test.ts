@@ -9,8 +9,8 @@ import { performance } from 'node:perf_hooks'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { AppError } from '../../src/errors.js'
-import { createWorld } from '../integration/queue/world.js'
-import type { World } from '../integration/queue/world.js'
+import { createWorld } from '../support/queue-world.js'
+import type { World } from '../support/queue-world.js'
 import { SECOND_ENGINE } from '../support/second-engine.js'
 
 const run = promisify(execFile)

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, test } from 'vitest'
 import type { ConfigInput } from '../../src/config/schema.js'
-import { RedisServer } from '../fault/fixtures/redis-server.js'
+import { RedisServer } from '../support/redis-server.js'
 import {
   fleetConfig,
   removeScopeContainers,
@@ -173,9 +173,7 @@ describe('Docker sandboxes end themselves when their fleet is gone', () => {
       })
       const second = (await again.json()) as { state: string; result?: { stdout: string } }
       expect(second.state).toBe('completed')
-      expect(second.result?.stdout).toBe(
-        `mark\n/.sbx-agent/sbx-agent --init --idle-exit-ms ${ttl + 1_000} `,
-      )
+      expect(second.result?.stdout).toBe(`mark\n/.sbx-agent/sbx-agent --init --idle-exit-ms ${ttl + 1_000} `)
     },
   )
 })

@@ -1,6 +1,6 @@
 import { Sandbox } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { LineChild } from '../fault/fixtures/redis-child.js'
+import type { LineChild } from '../support/redis-child.js'
 import {
   configDir,
   fleetConfig,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { RedisServer, commandCalls } from '../fault/fixtures/redis-server.js'
+import { RedisServer, commandCalls } from '../support/redis-server.js'
 import {
   fleetConfig,
   removeScopeContainers,

@@ -4,7 +4,7 @@ import { createInterface } from 'node:readline'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, test } from 'vitest'
 import type { ConfigInput } from '../../src/config/schema.js'
-import { freePort } from '../fault/fixtures/redis-server.js'
+import { freePort } from '../support/redis-server.js'
 import {
   configDir,
   removeScopeContainers,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startFakeDaytona } from '../fakes/daytona/index.js'
 import type { FakeDaytona } from '../fakes/daytona/index.js'
-import type { LineChild } from '../fault/fixtures/redis-child.js'
+import type { LineChild } from '../support/redis-child.js'
 import { openEventStream } from '../support/job-stream.js'
 import {
   fleetConfig,

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { deleteKeys } from '../integration/sessions/helpers.js'
+import { deleteKeys } from '../support/redis.js'
 import {
   SHARED_REDIS,
   fleetConfig,
@@ -297,7 +297,7 @@ describe('sandbox loss through sbx api + sbx worker', () => {
     for (const s of started.reverse()) await s.stop()
     await removeScopeContainers(scope)
     const redis = new Redis(SHARED_REDIS)
-    await deleteKeys(redis, `${scope}:`)
+    await deleteKeys(`${scope}:*`, redis)
     await redis.quit()
   })
 

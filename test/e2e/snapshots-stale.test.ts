@@ -12,7 +12,7 @@ import {
   uniqueName,
 } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
-import { docker } from './workspaces-support.js'
+import { docker } from '../support/workspaces.js'
 
 /*
  * A crash mid-snapshot (the API process taking it dies between adding the record and marking it

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { LineChild } from '../fault/fixtures/redis-child.js'
+import type { LineChild } from '../support/redis-child.js'
 import {
   configDir,
   fleetConfig,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { fleetConfig, removeScope, startSbxServer, startSbxWorker, uniqueName } from '../support/sbx-cli.js'
 import type { LineChild, SbxServer } from '../support/sbx-cli.js'
-import { PWS, docker, execIn, removeScopeData, scopeVolumes } from './workspaces-support.js'
+import { PWS, docker, execIn, removeScopeData, scopeVolumes } from '../support/workspaces.js'
 
 /*
  * Snapshots and forks in a fleet: two `sbx api` processes and one `sbx worker` on the shared Redis.

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from 'vitest'
 import type { ConfigInput } from '../../src/config/schema.js'
-import { freePort } from '../fault/fixtures/redis-server.js'
+import { freePort } from '../support/redis-server.js'
 import {
   configDir,
   fleetConfig,
@@ -9,7 +9,7 @@ import {
   startSbxServer,
   uniqueName,
 } from '../support/sbx-cli.js'
-import { PWS, execIn, removeScopeData, scopeImages, scopeVolumes } from './workspaces-support.js'
+import { PWS, execIn, removeScopeData, scopeImages, scopeVolumes } from '../support/workspaces.js'
 
 /*
  * Workspace volumes do not leak: `sbx reap --engine` keeps a volume without a sandbox unless told

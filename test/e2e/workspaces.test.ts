@@ -9,7 +9,7 @@ import {
   removeScopeData,
   scopeImages,
   scopeVolumes,
-} from './workspaces-support.js'
+} from '../support/workspaces.js'
 
 /*
  * Persistent workspaces, snapshots and forks through `sbx serve` over HTTP, against the real

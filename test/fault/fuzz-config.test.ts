@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { stringify as toYaml } from 'yaml'
 import { ConfigSchema, loadConfig } from '../../src/config/index.js'
 import { AppError } from '../../src/errors.js'
-import { deepJson, hostileJson, hostileJsonText, hostileLeaf, shapedLike } from './fixtures/hostile.js'
+import { deepJson, hostileJson, hostileJsonText, hostileLeaf, shapedLike } from '../support/hostile-input.js'
 
 /*
  * Random and hostile config files: loadConfig returns a valid config or throws

@@ -10,7 +10,7 @@ import {
   hostileString,
   invalidUtf8,
   shapedLike,
-} from './fixtures/hostile.js'
+} from '../support/hostile-input.js'
 import {
   BODY_LIMIT,
   declareOnly,
@@ -20,8 +20,8 @@ import {
   expectClientError,
   expectNoServerError,
   startLiveServer,
-} from './fixtures/live-server.js'
-import type { LiveServer } from './fixtures/live-server.js'
+} from '../support/fuzz-server.js'
+import type { LiveServer } from '../support/fuzz-server.js'
 
 /*
  * Property-based fuzzing of every endpoint of a live server (embedded runtime, real Docker): bad

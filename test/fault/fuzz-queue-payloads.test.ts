@@ -12,8 +12,9 @@ import { createSessionPool, MemorySessionStore, POOL_LABELS } from '../../src/se
 import type { SandboxSessionPool } from '../../src/sessions/index.js'
 import { startExecWorker } from '../../src/worker/index.js'
 import type { ExecWorkerHandle } from '../../src/worker/index.js'
-import { deleteKeys, makeJob, REDIS_URL } from '../unit/queue/drivers.js'
-import { hostileJson, hostileLeaf, hostileString, shapedLike } from './fixtures/hostile.js'
+import { makeJob } from '../support/queue-drivers.js'
+import { deleteKeys, REDIS_URL } from '../support/redis.js'
+import { hostileJson, hostileLeaf, hostileString, shapedLike } from '../support/hostile-input.js'
 
 /*
  * Job payloads from a foreign producer, put straight onto the BullMQ queue `sbx-exec` that a real

@@ -7,7 +7,7 @@ import type { DockerProvider } from '../../providers/docker/index.js'
 import { POOL_LABELS } from '../../src/sessions/index.js'
 import { startLiveService } from '../support/live-service.js'
 import type { LiveService } from '../support/live-service.js'
-import { RedisServer } from './fixtures/redis-server.js'
+import { RedisServer } from '../support/redis-server.js'
 
 /*
  * The HTTP service in fleet mode (BullMQ on the test's own redis-server; API and exec worker in this

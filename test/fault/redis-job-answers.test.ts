@@ -14,7 +14,7 @@ import {
   uniqueName,
 } from '../support/sbx-cli.js'
 import type { LineChild, SbxServer } from '../support/sbx-cli.js'
-import { RedisServer } from './fixtures/redis-server.js'
+import { RedisServer } from '../support/redis-server.js'
 
 /*
  * `sbx api` + `sbx worker` as child processes on the test's own redis-server, which the test SIGKILLs,

@@ -11,10 +11,10 @@ import { QueueRouteExecutor } from '../../src/routing/index.js'
 import type { RouteRequest } from '../../src/routing/index.js'
 import { ProviderRegistry } from '../../src/sandbox/registry.js'
 import { POOL_LABELS } from '../../src/sessions/index.js'
-import { PROFILES } from '../integration/queue/world.js'
-import { startWorkerProcess } from './fixtures/redis-child.js'
-import type { FaultNames, LineChild } from './fixtures/redis-child.js'
-import { RedisServer } from './fixtures/redis-server.js'
+import { PROFILES } from '../support/queue-world.js'
+import { startWorkerProcess } from '../support/redis-child.js'
+import type { FaultNames, LineChild } from '../support/redis-child.js'
+import { RedisServer } from '../support/redis-server.js'
 
 /*
  * Redis SIGKILLed and restarted (same port, same AOF directory, appendfsync always) while producers in

@@ -8,8 +8,8 @@ import { loadConfig } from '../../src/config/load.js'
 import { AppError } from '../../src/errors.js'
 import { createLogger } from '../../src/logger.js'
 import { createRuntime } from '../../src/runtime/create-runtime.js'
-import { LineChild, SBX } from './fixtures/redis-child.js'
-import { freePort, RedisServer } from './fixtures/redis-server.js'
+import { LineChild, SBX } from '../support/redis-child.js'
+import { freePort, RedisServer } from '../support/redis-server.js'
 
 /*
  * Redis down when the service starts. The library call (createRuntime) fails fast with

@@ -11,11 +11,11 @@ import { promisify } from 'node:util'
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import type { ConfigInput } from '../../src/config/schema.js'
-import { LineChild, SBX } from '../fault/fixtures/redis-child.js'
-import { freePort } from '../fault/fixtures/redis-server.js'
+import { LineChild, SBX } from './redis-child.js'
+import { freePort } from './redis-server.js'
 
 export { LineChild, SBX }
-export type { ChildLine } from '../fault/fixtures/redis-child.js'
+export type { ChildLine } from './redis-child.js'
 
 const run = promisify(execFile)
 

@@ -4,9 +4,9 @@ import type { AppError } from '../../../src/errors.js'
 import type { RouteRequest } from '../../../src/routing/index.js'
 import type { ExecResult } from '../../../src/sandbox/types.js'
 import { JobInterruptedError } from '../../../src/routing/index.js'
-import { WorkerChild } from './worker-child.js'
-import { createWorld, worldNames } from './world.js'
-import type { World } from './world.js'
+import { WorkerChild } from '../../support/worker-child.js'
+import { createWorld, worldNames } from '../../support/queue-world.js'
+import type { World } from '../../support/queue-world.js'
 
 /** The fleet's recovery target: a dead worker's job is picked up in under this. */
 const RECOVERY_TARGET_MS = 10_000

@@ -5,8 +5,8 @@ import { scriptedModel, scriptedToolCall } from '../../../src/agent/scripted-mod
 import { routeShellTools } from '../../../src/interceptors/builtins/route-shell-tools.js'
 import { secretScanner } from '../../../src/interceptors/builtins/secret-scanner.js'
 import type { LifecycleEvent } from '../../../src/lifecycle/events.js'
-import { createWorld } from '../queue/world.js'
-import type { World } from '../queue/world.js'
+import { createWorld } from '../../support/queue-world.js'
+import type { World } from '../../support/queue-world.js'
 
 describe.each(['in-process', 'bullmq'] as const)(
   'an agent routes its shell through the %s queue into Docker',

@@ -5,8 +5,8 @@ import type { ToolCallInterceptor } from '../../../src/interceptors/index.js'
 import { runToolCall } from '../../../src/routing/index.js'
 import { droppedMarker } from '../../../src/sandbox/output-cap.js'
 import type { ExecResult } from '../../../src/sandbox/types.js'
-import { createWorld } from '../queue/world.js'
-import type { World } from '../queue/world.js'
+import { createWorld } from '../../support/queue-world.js'
+import type { World } from '../../support/queue-world.js'
 
 async function failure(p: Promise<unknown>): Promise<AppError> {
   const err = await p.then(

@@ -8,13 +8,13 @@ import {
   type SnapshotDirectory,
   type SnapshotRecord,
 } from '../../../src/runtime/snapshot-directory.js'
-import { deleteKeys } from '../sessions/helpers.js'
+import { deleteKeys } from '../../support/redis.js'
 
 /* Snapshot records on the real Redis and in memory: tenant-scoped, and the quota holds under a race. */
 const redis = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379')
 const prefix = `test-snapdir-${randomUUID()}:`
 afterAll(async () => {
-  await deleteKeys(redis, prefix)
+  await deleteKeys(`${prefix}*`, redis)
   await redis.quit()
 })
 

@@ -1,5 +1,5 @@
 import { describe, expect } from 'vitest'
-import { key, poolTest as test, sh } from './pool-env.js'
+import { key, poolTest as test, sh } from '../../support/pool-env.js'
 
 describe('session pool: affinity (real Docker, real Redis)', () => {
   for (const store of ['redis', 'memory'] as const) {

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import { describe, expect } from 'vitest'
 import type { SandboxSessionPool } from '../../../src/sessions/index.js'
-import { key, poolTest as test, sh, waitFor } from './pool-env.js'
+import { key, poolTest as test, sh, waitFor } from '../../support/pool-env.js'
 
 const WARM = { providerId: 'docker', profile: 'warm' }
 

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import { describe, expect } from 'vitest'
 import { AppError } from '../../../src/errors.js'
 import type { SandboxProvider } from '../../../src/sandbox/types.js'
-import { key, poolTest as test, waitFor } from './pool-env.js'
+import { key, poolTest as test, waitFor } from '../../support/pool-env.js'
 
 /**
  * The real Docker provider, whose create failures are reported as transient (as an engine under
@@ -82,7 +82,9 @@ describe('session pool: limits and failures (real Docker, real Redis)', () => {
     const t0 = performance.now()
     const err = await pool.acquire(key('no-image', 's')).catch((e: unknown) => e)
     expect(err).toMatchObject({ code: 'SANDBOX_CREATE_FAILED', retryable: false })
-    expect((err as AppError).message).toMatch(/1 attempt\(s\).*is not on the Docker engine at .*sbx image build/)
+    expect((err as AppError).message).toMatch(
+      /1 attempt\(s\).*is not on the Docker engine at .*sbx image build/,
+    )
     expect(performance.now() - t0).toBeLessThan(5_000)
     expect(pool.stats().createFailures).toBe(1)
   })

@@ -4,10 +4,10 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { createInterface } from 'node:readline'
 import { describe, expect, onTestFinished } from 'vitest'
-import type { PoolEnv } from './pool-env.js'
-import { key, poolTest as test, waitFor } from './pool-env.js'
+import type { PoolEnv } from '../../support/pool-env.js'
+import { key, poolTest as test, waitFor } from '../../support/pool-env.js'
 
-const WORKER = fileURLToPath(new URL('./fixtures/pool-worker.ts', import.meta.url))
+const WORKER = fileURLToPath(new URL('../../support/pool-worker.ts', import.meta.url))
 
 /** A worker process on the test's Redis prefix and scope; resolves once it is ready. */
 // A child process under tsx can take tens of seconds to start on a loaded 2-core CI machine: the

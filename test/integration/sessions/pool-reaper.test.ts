@@ -2,8 +2,8 @@ import { describe, expect } from 'vitest'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import type { Labels } from '../../../src/sandbox/types.js'
 import { POOL_LABELS, scopeLabels } from '../../../src/sessions/index.js'
-import type { PoolEnv } from './pool-env.js'
-import { key, poolTest as test, waitFor } from './pool-env.js'
+import type { PoolEnv } from '../../support/pool-env.js'
+import { key, poolTest as test, waitFor } from '../../support/pool-env.js'
 
 const PLAIN = resolveProfile('plain', { provider: 'docker' })
 

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterAll } from 'vitest'
 import { RedisSessionStore } from '../../../src/sessions/index.js'
-import { runSessionStoreSuite } from '../../unit/sessions/store-suite.js'
-import { deleteKeys } from './helpers.js'
+import { runSessionStoreSuite } from '../../support/session-store-suite.js'
+import { deleteKeys } from '../../support/redis.js'
 
 const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
 afterAll(async () => {
@@ -17,7 +17,7 @@ runSessionStoreSuite('redis', async () => {
     store,
     cleanup: async () => {
       await store.close()
-      await deleteKeys(redis, prefix)
+      await deleteKeys(`${prefix}*`, redis)
     },
   }
 })

@@ -12,7 +12,7 @@ import {
   scriptedModel,
   scriptedToolCall,
 } from '../../../src/agent/index.js'
-import { recordingHook } from './helpers.js'
+import { recordingHook } from '../../support/agent-doubles.js'
 
 const u = (p: Partial<Usage>): Usage => normalizeUsage(p)
 const call = (model: string, usage: Partial<Usage>): LlmCallUsage => ({

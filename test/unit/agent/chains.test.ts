@@ -10,7 +10,7 @@ import {
   ToolCallDecision,
   ToolResultDecision,
 } from '../../../src/interceptors/index.js'
-import { recordingHook } from './helpers.js'
+import { recordingHook } from '../../support/agent-doubles.js'
 
 const echo = defineTool({
   name: 'echo',

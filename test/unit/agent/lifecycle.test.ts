@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { createAgent, defineTool, scriptedModel, scriptedToolCall } from '../../../src/agent/index.js'
 import type { LifecycleEvent } from '../../../src/lifecycle/index.js'
-import { recordingHook } from './helpers.js'
+import { recordingHook } from '../../support/agent-doubles.js'
 
 const noop = defineTool({
   name: 'noop',

@@ -21,7 +21,7 @@ import {
   TracingInterceptor,
 } from '../../../src/agent/index.js'
 import { InterceptorError, ToolCallDecision } from '../../../src/interceptors/index.js'
-import { execResult, TestRouter } from './helpers.js'
+import { execResult, TestRouter } from '../../support/agent-doubles.js'
 
 /** A span that keeps what the interceptor set (an implementation of the API interface, not a stub of a service). */
 class RecordedSpan implements Span {

@@ -9,7 +9,7 @@ import {
   scriptedToolCall,
 } from '../../../src/agent/index.js'
 import { InterceptorError } from '../../../src/interceptors/index.js'
-import { recordingHook, tracer } from './helpers.js'
+import { recordingHook, tracer } from '../../support/agent-doubles.js'
 
 const echo = defineTool({
   name: 'echo',

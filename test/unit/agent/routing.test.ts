@@ -11,7 +11,7 @@ import { AppError } from '../../../src/errors.js'
 import type { ToolCallInterceptor } from '../../../src/interceptors/index.js'
 import { ToolCallDecision, ToolResultDecision } from '../../../src/interceptors/index.js'
 import { formatExecResult } from '../../../src/routing/tool-result.js'
-import { execResult, recordingHook, TestRouter } from './helpers.js'
+import { execResult, recordingHook, TestRouter } from '../../support/agent-doubles.js'
 
 /** Routes `bash` calls to docker/default with the `command` argument. */
 const routeBash: ToolCallInterceptor = {

@@ -7,7 +7,7 @@ import {
   scriptedModel,
   scriptedToolCall,
 } from '../../../src/agent/index.js'
-import { recordingHook } from './helpers.js'
+import { recordingHook } from '../../support/agent-doubles.js'
 
 const noop = defineTool({
   name: 'noop',

@@ -9,7 +9,7 @@ import {
   scriptedToolCall,
   shellTool,
 } from '../../../src/agent/index.js'
-import { delay } from './helpers.js'
+import { delay } from '../../support/agent-doubles.js'
 
 const add = defineTool({
   name: 'add',

@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, test } from 'vitest'
 import { deriveJobId, ExecJobResultSchema, ExecJobSchema, isJobId } from '../../../src/queue/index.js'
-import { makeJob } from './drivers.js'
+import { makeJob } from '../../support/queue-drivers.js'
 
 describe('job ids', () => {
   test('are deterministic per (tenant, callId) and valid BullMQ ids', () => {

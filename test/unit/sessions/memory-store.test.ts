@@ -1,5 +1,5 @@
 import { MemorySessionStore } from '../../../src/sessions/index.js'
-import { runSessionStoreSuite } from './store-suite.js'
+import { runSessionStoreSuite } from '../../support/session-store-suite.js'
 
 runSessionStoreSuite('memory', async () => {
   const store = new MemorySessionStore()

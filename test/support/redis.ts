@@ -1,0 +1,22 @@
+import { Redis } from 'ioredis'
+
+/** Redis of this machine (the tests never mock it); `REDIS_URL` points elsewhere. */
+export const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
+
+/**
+ * Deletes every key matching `pattern` (a test's own namespace, e.g. `${prefix}*`), through `redis`
+ * when given, else through a connection of its own.
+ */
+export async function deleteKeys(pattern: string, redis?: Redis): Promise<void> {
+  const client = redis ?? new Redis(REDIS_URL)
+  try {
+    let cursor = '0'
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 500)
+      cursor = next
+      if (keys.length > 0) await client.del(...keys)
+    } while (cursor !== '0')
+  } finally {
+    if (!redis) client.disconnect()
+  }
+}
