@@ -15,7 +15,13 @@ import type {
   JobFence,
   JobProcessor,
 } from '../types.js'
-import { connectRedis, createRedisClient, isRedisUnreachable, quitRedis, whenReady } from './redis-clients.js'
+import {
+  connectRedis,
+  createRedisClient,
+  isRedisUnreachable,
+  quitRedis,
+  whenReady,
+} from '../../redis/index.js'
 import type { RedisFenceStore } from './redis-fence.js'
 import type { Subscriber } from './subscriber.js'
 
