@@ -51,11 +51,9 @@ export default tseslint.config(
   },
   {
     files: ['src/http/**/*.ts'],
-    // Known exceptions, left for later rounds: app.ts and admin.ts use the Redis client helpers of
-    // the BullMQ driver until Redis has one home (§5.4); src/http/e2b/deps.ts imports the session
-    // streams' contract from src/runtime (re-exported there from src/services) and is edited on
-    // another branch.
-    ignores: ['src/http/app.ts', 'src/http/admin.ts', 'src/http/e2b/deps.ts'],
+    // Known exception, left for a later round: src/http/e2b/deps.ts imports the session streams'
+    // contract from src/runtime (re-exported there from src/services) and is edited on another branch.
+    ignores: ['src/http/e2b/deps.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
@@ -85,6 +83,20 @@ export default tseslint.config(
               message: 'src/runtime wires services; the HTTP server is assembled in src/cli (serve.ts)',
             },
           ],
+        },
+      ],
+    },
+  },
+  // One Redis home (src/redis/README.md): clients are built by role in src/redis/clients.ts only.
+  {
+    files: ['src/**/*.ts', 'providers/**/*.ts'],
+    ignores: ['src/redis/**'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "NewExpression[callee.name='Redis']",
+          message: 'build Redis clients with createRedisClient(url, role, name) from src/redis',
         },
       ],
     },

@@ -1,8 +1,7 @@
 import { parseArgs } from 'node:util'
-import { Redis } from 'ioredis'
 import { EngineDirectory } from '../queue/engines/engine-directory.js'
 import type { EngineView } from '../queue/engines/engine-directory.js'
-import { redactUrl } from '../queue/bullmq/redis-clients.js'
+import { createRedisClient, redactUrl } from '../redis/index.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
 import { loadFor } from './runtime-commands.js'
@@ -43,12 +42,7 @@ export async function engineCommand(verb: 'ls' | 'drain' | 'undrain', args: read
   const { config } = loadFor(values)
   if (config.queue.driver !== 'bullmq')
     throw new UsageError('sbx engine talks to a fleet: pass --redis <url> or set REDIS_URL')
-  const redis = new Redis(config.queue.redisUrl, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 1,
-    connectTimeout: 5_000,
-  })
-  redis.on('error', () => undefined)
+  const redis = createRedisClient(config.queue.redisUrl, 'store', 'sbx-cli')
   try {
     await redis.connect().catch((err: unknown) => {
       throw new UsageError(

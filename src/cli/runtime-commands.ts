@@ -8,6 +8,7 @@ import { assertEgressEnforceable, describeEnforcement, egressCaps } from '../egr
 import { DEFAULT_CODE_TOOLS } from '../interceptors/builtins/route-code-tools.js'
 import { assertSessionId } from '../sessions/session-id.js'
 import { createLogger } from '../logger.js'
+import { redactUrl } from '../redis/index.js'
 import { createRuntime } from '../runtime/create-runtime.js'
 import type { RuntimeOptions, RuntimeRole } from '../runtime/create-runtime.js'
 import { describeKeySource, resolveApiKeys } from './api-keys.js'
@@ -111,7 +112,7 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
   })
   const mode =
     loaded.config.queue.driver === 'bullmq'
-      ? `fleet mode (Redis ${loaded.config.queue.redisUrl.replace(/\/\/[^@]*@/, '//***@')})`
+      ? `fleet mode (Redis ${redactUrl(loaded.config.queue.redisUrl)})`
       : 'embedded mode (in-process queue)'
   io.err(`sandbox-router listening on ${server.url} — ${mode}; API reference at ${server.url}/docs`)
   io.err(describeKeySource(keys.source))

@@ -9,7 +9,7 @@ import { getCookie, setCookie } from 'hono/cookie'
 import { AppError } from '../errors.js'
 import type { Logger } from '../logger.js'
 import { localDashboardFonts, registerDashboardFonts } from './local-assets.js'
-import { connectRedis, createRedisClient, quitRedis } from '../queue/bullmq/redis-clients.js'
+import { connectRedis, createRedisClient, QUEUE_NAMES, quitRedis } from '../redis/index.js'
 import type { App, HttpEnv } from './app.js'
 import { hashKey } from './keyring.js'
 import type { Keyring, Principal } from './keyring.js'
@@ -191,7 +191,7 @@ class DashboardSessions {
 }
 
 /** The service's BullMQ queues: routed commands, and agent runs (`sbx worker --agent`). */
-export const DASHBOARD_QUEUE_NAMES: readonly string[] = ['sbx-exec', 'sbx-agent-runs']
+export const DASHBOARD_QUEUE_NAMES: readonly string[] = [QUEUE_NAMES.exec, QUEUE_NAMES.agentRuns]
 
 /** Queue handles for the dashboard and how to release them. */
 export interface DashboardQueues {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { EgressProxy, type EgressAuditEvent } from '../egress/proxy.js'
 import { assertEgressEnforceable, egressCaps } from '../egress/providers.js'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import { createDockerProvider, DOCKER_PROVIDER_ID } from '../../providers/docker/index.js'
 import type { LoadedConfig } from '../config/load.js'
 import { AppError } from '../errors.js'
@@ -17,7 +17,7 @@ import type { ToolCallInterceptor } from '../interceptors/types.js'
 import type { Logger } from '../logger.js'
 import { createLogger } from '../logger.js'
 import { Metrics } from '../metrics.js'
-import { reconnectDelayMs, redactUrl } from '../queue/bullmq/redis-clients.js'
+import { createRedisClient, redactUrl } from '../redis/index.js'
 import { createJobQueue } from '../queue/create-job-queue.js'
 import { createEngineJobQueue } from '../queue/engines/engine-queue.js'
 import type { EngineJobQueue } from '../queue/engines/engine-queue.js'
@@ -201,12 +201,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     if (fleet) {
       // Sessions, the session directory and agent runs. While Redis is away a command waits for one
       // reconnect attempt (about a second), then fails: the API answers 503 instead of hanging.
-      redis = new Redis(config.queue.redisUrl, {
-        lazyConnect: true,
-        maxRetriesPerRequest: 1,
-        connectTimeout: 5_000,
-        retryStrategy: reconnectDelayMs,
-      })
+      redis = createRedisClient(config.queue.redisUrl, 'store', `sbx-store:${prefix}`)
       // Connection trouble surfaces through the commands and readiness(); ioredis reconnects by itself.
       let socketError: Error | undefined
       redis.on('error', (err: Error) => (socketError = err))

@@ -54,7 +54,7 @@ export class MemorySessionDirectory implements SessionDirectory {
   }
 }
 
-/** Redis directory: hash `<prefix>sessions:<tenant>` of id → JSON record. */
+/** Redis directory: hash `<prefix>directory:<tenant>` of id → JSON record (src/redis/keyspace.ts). */
 export class RedisSessionDirectory implements SessionDirectory {
   constructor(
     private readonly redis: Redis,

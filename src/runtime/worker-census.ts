@@ -1,9 +1,11 @@
 import { Queue } from 'bullmq'
 import type { SandboxHealth } from '../sandbox/types.js'
+import { QUEUE_NAMES } from '../redis/index.js'
 
-/** The fleet's BullMQ queues: routed commands (`sbx worker`) and agent runs (`sbx worker --agent`). */
-export const EXEC_QUEUE = 'sbx-exec'
-export const AGENT_RUN_QUEUE = 'sbx-agent-runs'
+/** The fleet's queue of routed commands (`sbx worker`): {@link QUEUE_NAMES}.exec. */
+export const EXEC_QUEUE = QUEUE_NAMES.exec
+/** The fleet's queue of agent runs (`sbx worker --agent`): {@link QUEUE_NAMES}.agentRuns. */
+export const AGENT_RUN_QUEUE = QUEUE_NAMES.agentRuns
 
 /** The `workers` check of `/readyz` in fleet mode: who consumes the queues right now. */
 export interface WorkersCheck extends SandboxHealth {

@@ -8,7 +8,7 @@
  */
 import { createDockerProvider } from '../../providers/docker/index.js'
 import { Redis } from 'ioredis'
-import { reconnectDelayMs } from '../../src/queue/bullmq/redis-clients.js'
+import { reconnectDelayMs } from '../../src/redis/index.js'
 import { createBullmqJobQueue } from '../../src/queue/index.js'
 import { ProviderRegistry } from '../../src/sandbox/registry.js'
 import { createSessionPool, RedisSessionStore } from '../../src/sessions/index.js'

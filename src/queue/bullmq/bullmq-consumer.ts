@@ -15,7 +15,14 @@ import type {
   JobFence,
   JobProcessor,
 } from '../types.js'
-import { connectRedis, createRedisClient, isRedisUnreachable, quitRedis, whenReady } from './redis-clients.js'
+import {
+  connectRedis,
+  createRedisClient,
+  isRedisUnreachable,
+  quitRedis,
+  whenReady,
+} from '../../redis/index.js'
+import { OutageLedger } from './outage-ledger.js'
 import type { RedisFenceStore } from './redis-fence.js'
 import type { Subscriber } from './subscriber.js'
 
@@ -46,11 +53,6 @@ export interface BullmqConsumerTuning {
  * the connection error), so a misclassified error cannot loop forever.
  */
 const MAX_UNREACHABLE_HANDBACKS = 10
-/** How long a result an outage touched is kept for a redelivery to this worker (ms). */
-const KEEP_RESULT_MS = 10 * 60_000
-/** At most this many such results are kept (the oldest go first). */
-const MAX_KEPT_RESULTS = 1_000
-
 /** How long a job held during a Redis outage waits for Redis before it is handed back anyway (ms). */
 const OUTAGE_HOLD_MS = 60_000
 /**
@@ -84,51 +86,16 @@ export async function startBullmqConsumer(
   await connectRedis(client, deps.redisUrl, deps.connectTimeoutMs)
   let closeRequested = false
   let shuttingDown = false
-  let active = 0
-  // Connection drops of the fence client: a job that spans one may have had its result record refused.
-  let fenceDrops = 0
-  const onFenceDrop = (): void => {
-    fenceDrops += 1
-  }
-  deps.fenceClient.on('close', onFenceDrop)
-  const idleWaiters: (() => void)[] = []
-  // Attempts of this process that a Redis outage touched, by job id: still running, or finished with
-  // a result whose record may not have landed (kept a while). After an outage the stalled checker can
-  // hand such a job back; a redelivery to this same worker then takes the real result instead of
-  // judging the attempt lost ('interrupted').
-  const localAttempts = new Map<string, Promise<ExecJobResult | undefined>>()
-  const keepResult = (jobId: string, result: Promise<ExecJobResult | undefined>): void => {
-    if (localAttempts.size >= MAX_KEPT_RESULTS) {
-      const oldest = localAttempts.keys().next()
-      if (!oldest.done) localAttempts.delete(oldest.value)
-    }
-    localAttempts.set(jobId, result)
-    setTimeout(() => {
-      if (localAttempts.get(jobId) === result) localAttempts.delete(jobId)
-    }, KEEP_RESULT_MS).unref()
-  }
-  // Jobs whose last attempt here failed its fence `begin` (Redis went away under the call): the
-  // command was not started by that attempt, whatever the fence record says (the script may have run
-  // with its reply lost). A redelivery to this worker may run it; elsewhere the fence decides.
-  const unstarted = new Set<string>()
+  const ledger = new OutageLedger(deps.fenceClient)
+  // A job whose last attempt here failed its fence `begin` did not start its command then, whatever
+  // the fence record says (the script may have run with its reply lost): this worker may run it.
   const startKnownFence = (data: ExecJob, attempt: number): JobFence => {
-    const known = unstarted.has(data.jobId)
-    unstarted.delete(data.jobId)
+    const known = ledger.takeUnstarted(data.jobId)
     const fence = deps.fences.fence(known ? { ...data, idempotent: true } : data, attempt, workerId, {
       pipelinedFinish: true,
     })
-    return {
-      ...fence,
-      begin: (start) =>
-        fence.begin(start).catch((err: unknown) => {
-          if (unstarted.size >= MAX_KEPT_RESULTS) unstarted.clear()
-          unstarted.add(data.jobId)
-          throw err
-        }),
-    }
+    return ledger.watchBegin(data.jobId, fence)
   }
-  const whenIdle = (): Promise<void> =>
-    active === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))
 
   // Three declared parameters: BullMQ passes the job's AbortSignal only to such processors.
   const bullProcessor = async (job: Job, token?: string, signal?: AbortSignal): Promise<ExecJobResult> => {
@@ -147,17 +114,15 @@ export async function startBullmqConsumer(
       await job.moveToWait(token)
       throw new WaitingError()
     }
-    const earlier = localAttempts.get(data.jobId)
-    if (earlier) {
-      const result = await earlier
-      if (result) {
-        localAttempts.delete(data.jobId)
-        // Store it if the first attempt could not (first writer wins: a stored result is kept).
-        return await deps.fences
-          .fence(data, Math.max(1, job.attemptsStarted), workerId)
-          .finish(result)
-          .catch(() => result)
-      }
+    // An attempt here that an outage touched: take its result rather than judge it lost.
+    const earlier = ledger.takeResult(data.jobId)
+    const result = earlier && (await earlier)
+    if (result) {
+      // Store it if the first attempt could not (first writer wins: a stored result is kept).
+      return await deps.fences
+        .fence(data, Math.max(1, job.attemptsStarted), workerId)
+        .finish(result)
+        .catch(() => result)
     }
     const controller = new AbortController()
     const onAbort = (): void => {
@@ -196,11 +161,7 @@ export async function startBullmqConsumer(
         throw err
       }
     }
-    active += 1
-    const dropsAtStart = fenceDrops
-    let settle!: (r: ExecJobResult | undefined) => void
-    localAttempts.set(data.jobId, new Promise((resolve) => (settle = resolve)))
-    let settled: ExecJobResult | undefined
+    const tracked = ledger.track(data.jobId)
     try {
       let outcome: RunOutcome
       try {
@@ -213,8 +174,8 @@ export async function startBullmqConsumer(
         outcome = { kind: 'handback' }
       }
       if (outcome.kind === 'result') {
-        if (fenceDrops === dropsAtStart && deps.fenceClient.status === 'ready') return outcome.result
-        settled = outcome.result
+        if (!tracked.outageTouched()) return outcome.result
+        tracked.keep(outcome.result)
         // Redis went away during the job: the result record (sent without waiting) may have been
         // refused. Store it once Redis is back, before BullMQ's completion: if the job lock lapsed
         // meanwhile, the redelivery then returns this result instead of running or fencing the job.
@@ -236,11 +197,7 @@ export async function startBullmqConsumer(
       await job.moveToWait(token)
       throw new WaitingError()
     } finally {
-      if (settled) keepResult(data.jobId, Promise.resolve(settled))
-      else localAttempts.delete(data.jobId)
-      settle(settled)
-      active -= 1
-      if (active === 0) for (const resolve of idleWaiters.splice(0)) resolve()
+      tracked.end()
       signal?.removeEventListener('abort', onAbort)
     }
   }
@@ -285,25 +242,25 @@ export async function startBullmqConsumer(
     // while that connection sits between reconnect attempts (Redis away or just back), and a forced
     // close cannot cut short a graceful one under way. Stop fetching, drain our jobs, then force-close.
     await worker.pause(true)
-    if (!(await settlesWithin(whenIdle(), deadlineMs))) {
+    if (!(await settlesWithin(ledger.whenIdle(), deadlineMs))) {
       shuttingDown = true
       worker.cancelAllJobs('shutdown')
       // Processors that ignore the abort: force-close anyway; their locks lapse and the stalled
       // checker redelivers.
-      await settlesWithin(whenIdle(), abortGraceMs)
+      await settlesWithin(ledger.whenIdle(), abortGraceMs)
     }
     // Let BullMQ send the completions of the jobs that just returned (microtasks) before closing.
     await new Promise<void>((resolve) => setImmediate(resolve))
     await worker.close(true)
     await offCancel()
-    deps.fenceClient.off('close', onFenceDrop)
+    ledger.dispose()
     await quitRedis(client)
   }
 
   return {
     workerId,
     get activeCount() {
-      return active
+      return ledger.active
     },
     close: ({ deadlineMs = 30_000 } = {}) => (closing ??= close(deadlineMs)),
   }

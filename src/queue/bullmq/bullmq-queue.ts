@@ -11,9 +11,11 @@ import {
   connectRedis,
   createRedisClient,
   isRedisUnreachable,
+  keyspace,
+  QUEUE_NAMES,
   queueUnavailable,
   quitRedis,
-} from './redis-clients.js'
+} from '../../redis/index.js'
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
 import { TenantJobIndex } from './tenant-index.js'
@@ -46,8 +48,9 @@ export interface BullmqQueueOptions extends BullmqConsumerTuning {
  */
 export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Promise<JobQueue> {
   const redisUrl = options.redisUrl ?? 'redis://127.0.0.1:6379'
-  const queueName = options.queueName ?? 'sbx-exec'
+  const queueName = options.queueName ?? QUEUE_NAMES.exec
   const prefix = options.prefix ?? 'sbx'
+  const keys = keyspace(prefix)
   const retentionMs = options.retentionMs ?? 3_600_000
   const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
   if (queueName.includes(':'))
@@ -61,12 +64,12 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   command.on('ready', () => {
     for (const recheck of [...rechecks]) recheck()
   })
-  const fences = new RedisFenceStore(command, new FenceKeys(`${prefix}:${queueName}:sbx`), {
+  const fences = new RedisFenceStore(command, new FenceKeys(keys.fences(queueName)), {
     retentionMs,
     tailCapBytes: options.tailCapBytes ?? 65_536,
     logCapBytes: options.outputLogCapBytes ?? OUTPUT_LOG_CAP_BYTES,
   })
-  const index = new TenantJobIndex(command, `${prefix}:${queueName}:sbx:index`, retentionMs)
+  const index = new TenantJobIndex(command, keys.jobIndex(queueName), retentionMs)
   const retention = { age: Math.ceil(retentionMs / 1000) }
   const queue = new Queue(queueName, {
     connection: command,

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis'
 import { createHash } from 'node:crypto'
 import { z } from 'zod'
 import type { ExecJob } from '../schemas.js'
+import { keyspace } from '../../redis/index.js'
 
 /**
  * What a worker reports about its engine every heartbeat. Several workers beside one engine write
@@ -152,7 +153,7 @@ export class EngineDirectory {
     private readonly redis: Redis,
     opts: EngineDirectoryOptions,
   ) {
-    this.k = `${opts.prefix}:engines`
+    this.k = keyspace(opts.prefix).engines
     this.staleMs = opts.staleMs ?? 3_000
     this.retentionMs = opts.retentionMs ?? 3_600_000
     this.placeTtlMs = opts.placeTtlMs ?? 86_400_000

@@ -5,9 +5,10 @@ import {
   connectRedis,
   createRedisClient,
   isRedisUnreachable,
+  QUEUE_NAMES,
   queueUnavailable,
   quitRedis,
-} from '../bullmq/redis-clients.js'
+} from '../../redis/index.js'
 import { ExecJobSchema } from '../schemas.js'
 import type { ExecJob } from '../schemas.js'
 import type { ConsumeOptions, Consumer, JobInfo, JobProcessor, JobQueue } from '../types.js'
@@ -44,7 +45,7 @@ const ROUTE_CACHE_SIZE = 10_000
  */
 export async function createEngineJobQueue(options: EngineJobQueueOptions = {}): Promise<EngineJobQueue> {
   const redisUrl = options.redisUrl ?? 'redis://127.0.0.1:6379'
-  const queueName = options.queueName ?? 'sbx-exec'
+  const queueName = options.queueName ?? QUEUE_NAMES.exec
   const prefix = options.prefix ?? 'sbx'
   const { engine, engineStaleMs, memoryOf, ...laneOptions } = options
   const command = createRedisClient(redisUrl, 'command', `sbx-engines:${queueName}`)

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os'
 import { Queue, Worker } from 'bullmq'
 import { STALL_DETECTION } from '../../queue/bullmq/bullmq-consumer.js'
-import { reconnectDelayMs } from '../../queue/bullmq/redis-clients.js'
+import { reconnectDelayMs } from '../../redis/index.js'
 import { AGENT_RUN_QUEUE, noWorkerWarning } from '../worker-census.js'
 import type { WorkerCensus } from '../worker-census.js'
 import type { AgentRunDeps } from './execute.js'

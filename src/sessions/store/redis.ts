@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import { AppError } from '../../errors.js'
+import { createRedisClient, keyspace, quitRedis } from '../../redis/index.js'
 import type { SandboxRef } from '../../sandbox/types.js'
 import type { SandboxReplacement } from '../types.js'
 import { POOL_LABELS } from '../keys.js'
@@ -25,7 +26,7 @@ import type {
 export interface RedisSessionStoreOptions {
   /**
    * A client to use (not closed by the store; its retry options apply), or a URL to connect to
-   * (closed by `close()`; a command fails after 2 reconnect attempts).
+   * (a `store` client of src/redis, closed by `close()`).
    */
   redis: Redis | string
   /** Prefix of every key, so several deployments or tests share one Redis. @default 'sbx:sessions:' */
@@ -108,13 +109,12 @@ export class RedisSessionStore implements SessionStore {
   private readonly ownsClient: boolean
 
   constructor(opts: RedisSessionStoreOptions) {
-    this.prefix = opts.prefix ?? 'sbx:sessions:'
+    this.prefix = opts.prefix ?? keyspace('sbx').sessions
     this.ownsClient = typeof opts.redis === 'string'
     if (typeof opts.redis === 'string') {
-      // Fail a command after a few reconnect attempts instead of queueing it for long: an acquire
-      // has a deadline. Connection errors surface through the commands (as UNAVAILABLE).
-      this.redis = new Redis(opts.redis, { maxRetriesPerRequest: 2 })
-      this.redis.on('error', () => undefined)
+      // A store client: a command fails after one reconnect attempt instead of queueing for long (an
+      // acquire has a deadline). Connection errors surface through the commands (as UNAVAILABLE).
+      this.redis = createRedisClient(opts.redis, 'store', 'sbx-sessions')
     } else {
       this.redis = opts.redis
     }
@@ -317,6 +317,6 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async close(): Promise<void> {
-    if (this.ownsClient) await this.redis.quit()
+    if (this.ownsClient) await quitRedis(this.redis)
   }
 }

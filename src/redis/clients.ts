@@ -1,18 +1,35 @@
+/**
+ * @module
+ * The service's Redis connections: the only place an ioredis client is constructed, one
+ * documented option set per {@link RedisRole}, and their connect, readiness and close.
+ */
 import { Redis } from 'ioredis'
 import type { RedisOptions } from 'ioredis'
-import { AppError } from '../../errors.js'
+import { AppError } from '../errors.js'
+import { redactUrl } from './redact.js'
 
-/** The roles a queue's Redis connections play; each gets the options BullMQ expects for it. */
+/** The roles the service's Redis connections play; each gets the options its user expects. */
 export type RedisRole =
-  /** Producer commands (Queue, fence scripts, publish): fail fast instead of buffering while Redis is down. */
+  /**
+   * Producer commands (BullMQ Queue, fence scripts, publish): fail fast instead of buffering while
+   * Redis is down (offline queue off, one retry per request).
+   */
   | 'command'
   /** BullMQ Worker (blocking commands): retry forever, as BullMQ requires. */
   | 'blocking'
   /** Pub/sub subscriber (live output, cancel broadcast): re-subscribes after reconnects. */
   | 'subscriber'
+  /**
+   * Stores (sessions, session directory, agent runs, engines): while Redis is away a command waits for
+   * one reconnect attempt (about a second), then fails, so the API answers 503 instead of hanging.
+   */
+  | 'store'
 
 /** Longest pause between reconnect attempts while Redis is away (ms). */
 export const RECONNECT_MAX_DELAY_MS = 1_000
+
+/** How long a connection attempt may take before it counts as failed (ms). */
+const CONNECT_TIMEOUT_MS = 5_000
 
 /**
  * The reconnect schedule of the service's Redis clients: 100, 200, 400, 800 ms, then every second (plus
@@ -23,20 +40,38 @@ export function reconnectDelayMs(times: number): number {
   return Math.min(100 * 2 ** Math.max(0, times - 1), RECONNECT_MAX_DELAY_MS) + Math.floor(Math.random() * 100)
 }
 
-/** Creates an unconnected ioredis client for `role` (call {@link connectRedis}). */
-export function createRedisClient(url: string, role: RedisRole, name: string): Redis {
+/**
+ * The ioredis options of `role` (all roles: lazy connect, a 5 s connect timeout and
+ * {@link reconnectDelayMs}). `name` becomes the connection's CLIENT SETNAME where it has one.
+ */
+export function redisOptions(role: RedisRole, name: string): RedisOptions {
   const base: RedisOptions = {
     lazyConnect: true,
-    connectionName: name,
-    connectTimeout: 5_000,
+    connectTimeout: CONNECT_TIMEOUT_MS,
     retryStrategy: reconnectDelayMs,
   }
-  const client =
-    role === 'command'
-      ? new Redis(url, { ...base, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
-      : new Redis(url, { ...base, maxRetriesPerRequest: null })
-  // Connection errors surface as rejected commands (QUEUE_UNAVAILABLE) and ioredis reconnects by
-  // itself; without a listener ioredis would print every failed reconnect.
+  switch (role) {
+    case 'command':
+      return { ...base, connectionName: name, enableOfflineQueue: false, maxRetriesPerRequest: 1 }
+    case 'blocking':
+    case 'subscriber':
+      return { ...base, connectionName: name, maxRetriesPerRequest: null }
+    case 'store':
+      return { ...base, connectionName: name, maxRetriesPerRequest: 1 }
+  }
+}
+
+/**
+ * Creates an unconnected ioredis client for `role` (call {@link connectRedis}, or let the first command
+ * connect it). Connection errors surface as rejected commands and ioredis reconnects by itself; the
+ * client carries a no-op `error` listener, without which ioredis would print every failed reconnect.
+ *
+ * @example
+ * const client = createRedisClient(url, 'command', 'sbx-queue:sbx-exec')
+ * await connectRedis(client, url, 5_000)
+ */
+export function createRedisClient(url: string, role: RedisRole, name: string): Redis {
+  const client = new Redis(url, redisOptions(role, name))
   client.on('error', () => undefined)
   return client
 }
@@ -70,42 +105,6 @@ export async function connectRedis(client: Redis, url: string, timeoutMs: number
     clearTimeout(timer)
     client.off('error', onError)
   }
-}
-
-// What ioredis (and BullMQ, which reuses its wording) reject commands with when the server is away:
-// the offline queue is off, the per-request retries ran out, or the connection closed under the command.
-const UNREACHABLE_MESSAGES = [
-  "Stream isn't writeable",
-  'Connection is closed',
-  'Reached the max retries per request limit',
-]
-
-/**
- * Whether `err` (or an error in its `cause` chain) says Redis could not be reached, as opposed to a
- * reply error or a bug. Matches ioredis' own connection errors only, so a Docker socket refusing a
- * connection is not mistaken for Redis.
- */
-export function isRedisUnreachable(err: unknown): boolean {
-  let e: unknown = err
-  for (let depth = 0; depth < 6 && e instanceof Error; depth++) {
-    if (e.name === 'MaxRetriesPerRequestError') return true
-    if (UNREACHABLE_MESSAGES.some((m) => (e as Error).message.includes(m))) return true
-    e = e.cause
-  }
-  return false
-}
-
-/**
- * `err` as the queue's error: QUEUE_UNAVAILABLE (retryable, naming `what` failed) when Redis could not be
- * reached; AppErrors and other errors unchanged.
- */
-export function queueUnavailable(err: unknown, what: string): unknown {
-  if (err instanceof AppError || !isRedisUnreachable(err)) return err
-  return new AppError(
-    'QUEUE_UNAVAILABLE',
-    `${what} failed: Redis is unreachable (${(err as Error).message}); retry once Redis is back.`,
-    { retryable: true, cause: err },
-  )
 }
 
 /**
@@ -146,16 +145,5 @@ export async function quitRedis(client: Redis): Promise<void> {
     await client.quit()
   } catch {
     client.disconnect()
-  }
-}
-
-/** The URL without its password, for messages. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url)
-    if (u.password) u.password = '***'
-    return u.toString()
-  } catch {
-    return '(unparseable REDIS_URL)'
   }
 }
