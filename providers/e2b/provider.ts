@@ -13,7 +13,6 @@ import {
 } from '../../src/sandbox/types.js'
 import { type ErrorContext, mapE2BError } from './errors.js'
 import { Lifetime } from './lifetime.js'
-import { META, OWNER, positiveInt } from './metadata.js'
 import {
   type E2BProviderOptions,
   E2BProviderOptionsSchema,
@@ -21,7 +20,15 @@ import {
 } from './options.js'
 import { E2BSandbox } from './sandbox.js'
 import { shellQuote } from './wrapper.js'
-import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
+import { assertProfileFor, assertRefFor } from '../../src/sandbox/provider-kit.js'
+import {
+  OWNER,
+  PROVIDER_LABELS,
+  ownedLabels,
+  ownerFilter,
+  positiveIntLabel,
+  settingsOf,
+} from '../../src/sandbox/labels.js'
 import { e2bNetwork } from '../../src/egress/remote.js'
 
 /** Provider id of the E2B provider. */
@@ -124,7 +131,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
     const template = profile.template ?? opts.defaultTemplate
     const metadata: Labels = {
       ...ownedLabels(labels, profile, opts.instanceId),
-      [META.idleTtlMs]: String(profile.idleTtlMs),
+      [PROVIDER_LABELS.idleTtlMs]: String(profile.idleTtlMs),
     }
     const initialMs = Lifetime.initialFor(profile.idleTtlMs, opts.lifetimeSlackMs)
     // Throws for a policy E2B cannot enforce (start-up refuses such a profile first).
@@ -183,7 +190,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
   async function connect(ref: SandboxRef, { signal }: { signal?: AbortSignal } = {}): Promise<Sandbox> {
     assertRefFor(E2B_PROVIDER_ID, ref)
     const site = { what: `connecting to sandbox ${ref.id}`, sandboxId: ref.id }
-    const guessTtl = positiveInt(ref.labels?.[META.idleTtlMs], opts.defaultIdleTtlMs)
+    const guessTtl = positiveIntLabel(ref.labels?.[PROVIDER_LABELS.idleTtlMs], opts.defaultIdleTtlMs)
     const asked = Lifetime.initialFor(guessTtl, opts.lifetimeSlackMs)
     const start = Date.now()
     const call = { ...request, ...(signal ? { signal } : {}) }
@@ -205,7 +212,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
         `E2B sandbox ${ref.id} is not a sandbox-router sandbox (no ${LABELS.owner} metadata)`,
       )
     }
-    const ttl = positiveInt(info.metadata[META.idleTtlMs], opts.defaultIdleTtlMs)
+    const ttl = positiveIntLabel(info.metadata[PROVIDER_LABELS.idleTtlMs], opts.defaultIdleTtlMs)
     return handle(
       sdk,
       {
@@ -215,8 +222,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
         labels: info.metadata,
       },
       {
-        cwd: info.metadata[META.cwd] ?? '/',
-        maxConcurrentExecs: positiveInt(info.metadata[META.maxExecs], 8),
+        ...settingsOf(info.metadata, '/'),
         lifetime: lifetimeOf(sdk, ttl, start + asked),
       },
     )
@@ -224,7 +230,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
 
   async function list(filter: { labels: Labels }): Promise<SandboxRef[]> {
     const paginator = client.Sandbox.list({
-      query: { metadata: { ...filter.labels, [LABELS.owner]: OWNER } },
+      query: { metadata: ownerFilter(filter.labels) },
       limit: 100,
       ...request,
     })
