@@ -25,7 +25,7 @@ import { type ErrorScope, isSandboxGone, mapCreateError, mapDaytonaError, redact
 import { type DaytonaProviderOptions, DaytonaProviderOptionsSchema } from './options.js'
 import { DaytonaSandbox, type HandleContext } from './sandbox.js'
 import { classifyState, isStoppedState } from './states.js'
-import { assertProfileFor, assertRefFor, raceAbort } from '../../src/sandbox/provider-kit.js'
+import { assertProfileFor, assertRefFor, raceAbort } from '../../src/sandbox/define-provider.js'
 
 /** Provider id of the Daytona provider. */
 export const DAYTONA_PROVIDER_ID = 'daytona'

@@ -37,7 +37,7 @@ import { readSandboxCa, removeSandboxCa, writeSandboxCa } from './egress-ca.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
 import { dockerSnapshots } from './snapshots.js'
 import { ensureWorkspaceVolume } from './workspace.js'
-import { assertProfileFor, assertRefFor } from '../../src/sandbox/provider-kit.js'
+import { assertProfileFor, assertRefFor } from '../../src/sandbox/define-provider.js'
 import { PROVIDER_LABELS, isOwned, ownedLabels, ownerFilter, settingsOf } from '../../src/sandbox/labels.js'
 
 /** Provider id of the Docker provider. */

@@ -21,7 +21,7 @@ import { type ErrFrame, MAX_FRAME_BYTES, encodePortOpen, encodePtyOpen } from '.
 import { agentTerminal, openAgentStream } from './streams.js'
 import { AgentProcesses } from '../../src/sandbox/agent-processes.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
-import { raceAbort } from '../../src/sandbox/provider-kit.js'
+import { raceAbort } from '../../src/sandbox/define-provider.js'
 
 /** Env variables one command may carry: the agent refuses more (providers/docker/agent, `npairs`). */
 const MAX_ENV_VARS = 4096
