@@ -97,7 +97,9 @@ export type { EgressAuditEvent, EgressPolicy, EgressPolicyInput, EgressVerdict }
 
 // Sandboxes (the Docker provider is exported from `sandbox-router/docker`, the conformance suite from
 // `sandbox-router/conformance`)
-export { ProviderRegistry, resolveProfile, Semaphore } from './sandbox/index.js'
+export { resolveProfile, Semaphore } from './sandbox/index.js'
+export { ProviderRegistry } from './sandbox/registry.js'
+export type { ResolvedRoute } from './sandbox/registry.js'
 export type {
   CreateOptions,
   ExecOptions,
@@ -110,7 +112,6 @@ export type {
   ProcessStartRequest,
   ProfileInput,
   ResolvedProfile,
-  ResolvedRoute,
   Sandbox,
   SandboxHealth,
   SandboxProcesses,

@@ -1,16 +1,8 @@
 import type { CreateSandboxFromImageParams, CreateSandboxFromSnapshotParams } from '@daytonaio/sdk'
 import { daytonaNetwork } from '../../src/egress/remote.js'
 import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
-import { PROVIDER_LABELS, SETTINGS_LABELS } from '../../src/sandbox/labels.js'
 import type { Labels } from '../../src/sandbox/types.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
-
-export { OWNER } from '../../src/sandbox/labels.js'
-/** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
-export const CWD_LABEL = SETTINGS_LABELS.cwd
-export const MAX_EXECS_LABEL = SETTINGS_LABELS.maxExecs
-/** A per-create id: finds a sandbox whose create call failed half-way, so it can be deleted. */
-export const CREATE_LABEL = PROVIDER_LABELS.createId
 
 const MINUTE_MS = 60_000
 const GIB_MB = 1024

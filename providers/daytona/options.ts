@@ -15,7 +15,7 @@ export const DaytonaProviderOptionsSchema = z
     apiUrl: z.string().url().default(DEFAULT_API_URL),
     /** Region (`us`, `eu`…); the organisation's default when unset. */
     target: z.string().min(1).optional(),
-    /** Value of the `sandbox-router.instance` label on created sandboxes (diagnostics). */
+    /** Value of the instance label (`LABELS.instance`) on created sandboxes (diagnostics). */
     instanceId: z.string().min(1).optional(),
     /**
      * Daytona stops a sandbox idle this long (minutes, 0 disables). Activity means toolbox and API

@@ -11,13 +11,21 @@ import {
   type SandboxProvider,
   type SandboxRef,
 } from '../../src/sandbox/types.js'
-import { PROVIDER_LABELS } from '../../src/sandbox/labels.js'
-import { CREATE_LABEL, CWD_LABEL, MAX_EXECS_LABEL, OWNER, buildCreateParams } from './create-params.js'
+import {
+  OWNER,
+  PROVIDER_LABELS,
+  isOwned,
+  matchesLabels,
+  ownedLabels,
+  ownerFilter,
+  settingsOf,
+} from '../../src/sandbox/labels.js'
+import { buildCreateParams } from './create-params.js'
 import { type ErrorScope, isSandboxGone, mapCreateError, mapDaytonaError, redactUrl } from './errors.js'
 import { type DaytonaProviderOptions, DaytonaProviderOptionsSchema } from './options.js'
 import { DaytonaSandbox, type HandleContext } from './sandbox.js'
 import { classifyState, isStoppedState } from './states.js'
-import { assertProfileFor, assertRefFor, ownedLabels, raceAbort } from '../../src/sandbox/provider-kit.js'
+import { assertProfileFor, assertRefFor, raceAbort } from '../../src/sandbox/define-provider.js'
 
 /** Provider id of the Daytona provider. */
 export const DAYTONA_PROVIDER_ID = 'daytona'
@@ -148,16 +156,8 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
   const context: HandleContext = { scope, options: opts, checkLost, revive }
 
   const handle = (ref: SandboxRef, remote: RemoteSandbox, labels: Labels): DaytonaSandbox => {
-    const maxExecs = Number(labels[MAX_EXECS_LABEL])
-    const sandbox = new DaytonaSandbox(
-      ref,
-      remote,
-      {
-        cwd: labels[CWD_LABEL] ?? '/tmp',
-        maxConcurrentExecs: Number.isInteger(maxExecs) && maxExecs > 0 ? maxExecs : 8,
-      },
-      context,
-      (closed) => handles.delete(closed),
+    const sandbox = new DaytonaSandbox(ref, remote, settingsOf(labels, '/tmp'), context, (closed) =>
+      handles.delete(closed),
     )
     handles.add(sandbox)
     return sandbox
@@ -170,8 +170,8 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
   /** Deletes whatever a failed create call may have left behind (found by its create label). */
   const cleanupCreate = async (createId: string): Promise<void> => {
     try {
-      for await (const remote of daytona.list({ labels: { [CREATE_LABEL]: createId } })) {
-        if (remote.labels?.[CREATE_LABEL] === createId) await deleteQuietly(remote)
+      for await (const remote of daytona.list({ labels: { [PROVIDER_LABELS.createId]: createId } })) {
+        if (remote.labels?.[PROVIDER_LABELS.createId] === createId) await deleteQuietly(remote)
       }
     } catch {
       // Best effort: the labels and the server-side lifetime still let the reaper find it.
@@ -182,7 +182,10 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
     assertProfileFor(DAYTONA_PROVIDER_ID, profile)
     signal?.throwIfAborted()
     const createId = randomUUID()
-    const allLabels: Labels = { ...ownedLabels(labels, profile, opts.instanceId), [CREATE_LABEL]: createId }
+    const allLabels: Labels = {
+      ...ownedLabels(labels, profile, opts.instanceId),
+      [PROVIDER_LABELS.createId]: createId,
+    }
     const what = `creating a Daytona sandbox for profile ${profile.name}`
     let remote: RemoteSandbox
     try {
@@ -232,7 +235,7 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
       throw mapDaytonaError(err, scope, what, ref.id)
     }
     const labels = remote.labels ?? {}
-    if (labels[LABELS.owner] !== OWNER) {
+    if (!isOwned(labels)) {
       throw new AppError(
         'BAD_REQUEST',
         `Daytona sandbox ${ref.id} is not a sandbox-router sandbox (no ${LABELS.owner} label)`,
@@ -252,13 +255,13 @@ export function createDaytonaProvider(options: DaytonaProviderOptions): DaytonaP
   }
 
   async function list(filter: { labels: Labels }): Promise<SandboxRef[]> {
-    const wanted: Labels = { ...filter.labels, [LABELS.owner]: OWNER }
+    const wanted = ownerFilter(filter.labels)
     const refs: SandboxRef[] = []
     try {
       for await (const remote of daytona.list({ labels: wanted })) {
         const labels = remote.labels ?? {}
         // Checked here too: a filter the server ignored must never hand others' sandboxes to a reaper.
-        if (!Object.entries(wanted).every(([k, v]) => labels[k] === v)) continue
+        if (!matchesLabels(labels, wanted)) continue
         if (isGoing(remote)) continue
         refs.push({
           providerId: DAYTONA_PROVIDER_ID,

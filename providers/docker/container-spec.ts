@@ -1,17 +1,10 @@
 import type Docker from 'dockerode'
 import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
-import { PROVIDER_LABELS, SETTINGS_LABELS } from '../../src/sandbox/labels.js'
+import { PROVIDER_LABELS } from '../../src/sandbox/labels.js'
 import type { Labels } from '../../src/sandbox/types.js'
 import type { ResolvedDockerProviderOptions } from './options.js'
 import { secretPlaceholder } from '../../src/egress/policy.js'
 import { SANDBOX_CA_BUNDLE_FILE, SANDBOX_CA_FILE } from '../../src/egress/tls-ca.js'
-
-export { OWNER } from '../../src/sandbox/labels.js'
-/** Labels that let `connect(ref)` rebuild a handle's settings in another process. */
-export const CWD_LABEL = SETTINGS_LABELS.cwd
-export const MAX_EXECS_LABEL = SETTINGS_LABELS.maxExecs
-/** Label holding the agent's path inside the container (so `connect` execs the right binary). */
-export const AGENT_PATH_LABEL = PROVIDER_LABELS.agentPath
 
 /** Where a container's agent comes from: the image (`path` only) or the agent volume mounted read-only at `dir`. */
 export interface AgentSource {
@@ -20,10 +13,6 @@ export interface AgentSource {
   /** The engine volume holding the agent, mounted read-only at `dir`. */
   volume?: { name: string; dir: string }
 }
-/** Folder name (under the provider's egress socketDir) of an egress-allowlist sandbox's proxy socket. */
-export const EGRESS_DIR_LABEL = PROVIDER_LABELS.egressDir
-/** The sandbox's egress policy (rules and secret sources, never values), for `connect` in another process. */
-export const EGRESS_POLICY_LABEL = PROVIDER_LABELS.egressPolicy
 /** Inside the sandbox: the port the agent forwards to the proxy, and where the socket is mounted. */
 export const EGRESS_PORT = 3128
 const EGRESS_MOUNT = '/run/sbx-egress'
@@ -150,7 +139,11 @@ export function buildContainerSpec(
     // `/` rather than the cwd: a cwd below the workspace tmpfs does not exist until created.
     WorkingDir: '/',
     Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-    Labels: { ...labels, [AGENT_PATH_LABEL]: agent.path, [PROVIDER_LABELS.memoryBytes]: String(memory) },
+    Labels: {
+      ...labels,
+      [PROVIDER_LABELS.agentPath]: agent.path,
+      [PROVIDER_LABELS.memoryBytes]: String(memory),
+    },
     Hostname: 'sandbox',
     NetworkDisabled: profile.network === 'none',
     HostConfig: {

@@ -1,7 +1,7 @@
 import type Docker from 'dockerode'
 import { AppError } from '../../src/errors.js'
-import { LABELS, POOL_LABELS } from '../../src/sandbox/labels.js'
-import { IDLE_EXIT_CODE, OWNER } from './container-spec.js'
+import { LABELS, OWNER, POOL_LABELS } from '../../src/sandbox/labels.js'
+import { IDLE_EXIT_CODE } from './container-spec.js'
 import { engineStatus, mapEngineError } from './errors.js'
 
 /** A container created this recently and not started yet may be a create in flight (ms). */
@@ -26,7 +26,7 @@ export interface EngineLeftover {
 
 /** Options of {@link findEngineLeftovers}. */
 export interface EngineSweepOptions {
-  /** Only containers of this scope (`sandbox-router.scope` label); every scope when absent. */
+  /** Only containers of this scope (the `POOL_LABELS.scope` label); every scope when absent. */
   scope?: string
   /**
    * Also running containers that have nothing attached (no `docker exec`: no agent channel, no

@@ -1,5 +1,6 @@
 import { StringDecoder } from 'node:string_decoder'
 import { AppError } from '../../src/errors.js'
+import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
 import { joinHeadTail } from '../../src/sandbox/output-cap.js'
 import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
 import type { AgentChannel } from './channel.js'
@@ -14,14 +15,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1
  */
 const CANCEL_CONFIRM_MS = 3_000
 
-/** An exec request with every default applied by the sandbox handle. */
-export interface ResolvedExec {
-  command: string
-  cwd: string
-  env: Record<string, string>
-  stdin: Uint8Array
-  timeoutMs: number
-  outputCapBytes: number
+/** A checked exec request (`resolveExecRequest`), and whether it runs in the persistent shell. */
+export interface AgentExec extends ResolvedExec {
   /** Run in the persistent shell; `cwdExplicit`: the call named its cwd (a cd that stays). */
   shell?: { cwdExplicit: boolean }
 }
@@ -93,7 +88,7 @@ class StreamSink {
  */
 export function startExec(
   channel: AgentChannel,
-  request: ResolvedExec,
+  request: AgentExec,
   opts: ExecOptions,
   watchdogMs: number,
 ): ExecRun {

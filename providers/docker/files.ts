@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { AppError } from '../../src/errors.js'
-import { raceAbort } from '../../src/sandbox/provider-kit.js'
+import { raceAbort } from '../../src/sandbox/define-provider.js'
 import type { AgentChannel } from './channel.js'
 import { fileError } from './errors.js'
 import { Frame, decodeErr, encodeEmpty, encodeRead, encodeWrite } from './protocol.js'

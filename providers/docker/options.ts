@@ -23,7 +23,7 @@ export const DockerProviderOptionsSchema = z
     agentBinary: z.union([z.string().min(1), z.literal(false)]).optional(),
     /** Path of the agent binary inside images that carry one (used when there is no `agentBinary`). @default '/usr/local/bin/sbx-agent' */
     agentPath: z.string().startsWith('/').default('/usr/local/bin/sbx-agent'),
-    /** Value of the `sandbox-router.instance` label on created containers (diagnostics). */
+    /** Value of the instance label (`LABELS.instance`) on created containers (diagnostics). */
     instanceId: z.string().min(1).optional(),
     /** How long to wait for the agent to announce itself (ms). @default 10000 */
     helloTimeoutMs: z.number().int().positive().default(10_000),

@@ -21,18 +21,7 @@ import {
   ensureAgentVolume,
   readAgentBinary,
 } from './agent-volume.js'
-import {
-  AGENT_PATH_LABEL,
-  type AgentSource,
-  CWD_LABEL,
-  MAX_EXECS_LABEL,
-  OWNER,
-  WORKSPACE,
-  buildContainerSpec,
-  cwdNeedsMkdir,
-  EGRESS_DIR_LABEL,
-  EGRESS_POLICY_LABEL,
-} from './container-spec.js'
+import { type AgentSource, WORKSPACE, buildContainerSpec, cwdNeedsMkdir } from './container-spec.js'
 import {
   AgentVolumeEmptyError,
   engineName,
@@ -48,7 +37,8 @@ import { readSandboxCa, removeSandboxCa, writeSandboxCa } from './egress-ca.js'
 import { DockerSandbox, type DockerSandboxSettings } from './sandbox.js'
 import { dockerSnapshots } from './snapshots.js'
 import { ensureWorkspaceVolume } from './workspace.js'
-import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
+import { assertProfileFor, assertRefFor } from '../../src/sandbox/define-provider.js'
+import { PROVIDER_LABELS, isOwned, ownedLabels, ownerFilter, settingsOf } from '../../src/sandbox/labels.js'
 
 /** Provider id of the Docker provider. */
 export const DOCKER_PROVIDER_ID = 'docker'
@@ -117,7 +107,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
 
   /** Starts (or takes over) the proxy listener of an egress-allowlist sandbox. */
   async function listenEgress(id: string, labels: Labels, policy: EgressPolicy): Promise<void> {
-    const dir = labels[EGRESS_DIR_LABEL]
+    const dir = labels[PROVIDER_LABELS.egressDir]
     if (!egress || !dir) return
     const tenant = labels[LABELS.tenant] ?? ''
     const cap = egress.tenantCaps?.[tenant]
@@ -133,7 +123,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   }
 
   async function dropEgress(labels: Labels | undefined): Promise<void> {
-    const dir = labels?.[EGRESS_DIR_LABEL]
+    const dir = labels?.[PROVIDER_LABELS.egressDir]
     if (!egress || !dir) return
     await egress.proxy.close(egressSocket(dir))
     await rm(join(egress.socketDir, dir), { recursive: true, force: true })
@@ -185,8 +175,8 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
         : false
       // The folder's name is a random UUID: without chown, others may pass through but not list it.
       if (!chowned) await chmod(dirPath, 0o711)
-      allLabels[EGRESS_DIR_LABEL] = dir
-      allLabels[EGRESS_POLICY_LABEL] = JSON.stringify(policy)
+      allLabels[PROVIDER_LABELS.egressDir] = dir
+      allLabels[PROVIDER_LABELS.egressPolicy] = JSON.stringify(policy)
       if (policy.tlsIntercept) await writeSandboxCa(egress.socketDir, dir)
     }
     let id: string
@@ -279,7 +269,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
       throw mapEngineError(err, `connecting to sandbox ${ref.id}`, ref.id)
     }
     const labels = info.Config.Labels ?? {}
-    if (labels[LABELS.owner] !== OWNER) {
+    if (!isOwned(labels)) {
       throw new AppError(
         'BAD_REQUEST',
         `container ${ref.id} is not a sandbox-router sandbox (no ${LABELS.owner} label)`,
@@ -291,23 +281,18 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
         `sandbox ${ref.id} is not running (${stoppedState(info.State.Status, info.State.ExitCode)}); destroy it and create a new sandbox`,
       )
     }
-    const policyText = labels[EGRESS_POLICY_LABEL]
-    if (
-      policyText !== undefined &&
-      labels[EGRESS_DIR_LABEL] &&
-      !egress?.proxy.has(egressSocket(labels[EGRESS_DIR_LABEL]))
-    ) {
+    const policyText = labels[PROVIDER_LABELS.egressPolicy]
+    const egressDir = labels[PROVIDER_LABELS.egressDir]
+    if (policyText !== undefined && egressDir && !egress?.proxy.has(egressSocket(egressDir))) {
       // Another process made it (or this one restarted): take over its proxy socket.
       await listenEgress(info.Id, labels, EgressPolicySchema.parse(JSON.parse(policyText)))
     }
-    const maxExecs = Number(labels[MAX_EXECS_LABEL])
     const sandbox = handle(
       { providerId: DOCKER_PROVIDER_ID, id: info.Id, profile: labels[LABELS.profile] ?? ref.profile, labels },
       {
-        cwd: labels[CWD_LABEL] ?? WORKSPACE,
+        ...settingsOf(labels, WORKSPACE),
         user: info.Config.User,
-        maxConcurrentExecs: Number.isInteger(maxExecs) && maxExecs > 0 ? maxExecs : 8,
-        agentPath: labels[AGENT_PATH_LABEL] ?? opts.agentPath,
+        agentPath: labels[PROVIDER_LABELS.agentPath] ?? opts.agentPath,
       },
     )
     try {
@@ -320,7 +305,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   }
 
   async function list(filter: { labels: Labels }): Promise<SandboxRef[]> {
-    const labels = { ...filter.labels, [LABELS.owner]: OWNER }
+    const labels = ownerFilter(filter.labels)
     try {
       const containers = await docker.listContainers({
         all: true,

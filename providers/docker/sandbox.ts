@@ -21,7 +21,8 @@ import { type ErrFrame, MAX_FRAME_BYTES, encodePortOpen, encodePtyOpen } from '.
 import { agentTerminal, openAgentStream } from './streams.js'
 import { AgentProcesses } from '../../src/sandbox/agent-processes.js'
 import { Semaphore } from '../../src/sandbox/semaphore.js'
-import { raceAbort } from '../../src/sandbox/provider-kit.js'
+import { resolveExecRequest, resolveSandboxPath } from '../../src/sandbox/exec-request.js'
+import { raceAbort } from '../../src/sandbox/define-provider.js'
 
 /** Env variables one command may carry: the agent refuses more (providers/docker/agent, `npairs`). */
 const MAX_ENV_VARS = 4096
@@ -54,6 +55,8 @@ function olderAgent(sandboxId: string, e: ErrFrame): AppError | undefined {
 
 /** Leaves room in one EXEC frame for the command, env and cwd. */
 const MAX_STDIN_BYTES = MAX_FRAME_BYTES - 1024 * 1024
+/** The command travels in the same frame: bounded like stdin (the frame's own limit, not a new one). */
+const MAX_COMMAND_BYTES = MAX_STDIN_BYTES
 
 /**
  * A handle to one container. It holds one agent channel, opened lazily and re-opened after a lost
@@ -159,41 +162,24 @@ export class DockerSandbox implements Sandbox {
   }
 
   async exec(request: ExecRequest, opts: ExecOptions = {}): Promise<ExecResult> {
-    const stdin =
-      typeof request.stdin === 'string'
-        ? Buffer.from(request.stdin, 'utf8')
-        : (request.stdin ?? new Uint8Array())
-    if (stdin.length > MAX_STDIN_BYTES) {
+    const resolved = resolveExecRequest(request, {
+      cwd: this.settings.cwd,
+      maxCommandBytes: MAX_COMMAND_BYTES,
+      providerName: 'the Docker provider',
+      persistentShell: true,
+    })
+    if (resolved.stdin.length > MAX_STDIN_BYTES) {
       throw new AppError(
         'PAYLOAD_TOO_LARGE',
-        `stdin of ${stdin.length} bytes exceeds ${MAX_STDIN_BYTES}; write a file and redirect it instead`,
+        `stdin of ${resolved.stdin.length} bytes exceeds ${MAX_STDIN_BYTES}; write a file and redirect it instead`,
       )
     }
-    if (!(request.timeoutMs > 0) || !(request.outputCapBytes >= 0)) {
-      throw new AppError('BAD_REQUEST', 'exec needs timeoutMs > 0 and outputCapBytes >= 0')
-    }
-    if (request.command.includes('\0') || request.cwd?.includes('\0')) {
-      throw new AppError('BAD_REQUEST', 'command and cwd must not contain NUL bytes')
-    }
-    const envCount = Object.keys(request.env ?? {}).length
+    const envCount = Object.keys(resolved.env).length
     if (envCount > MAX_ENV_VARS)
       throw new AppError(
         'BAD_REQUEST',
         `${envCount} env variables: the Docker sandbox takes at most ${MAX_ENV_VARS}; pass fewer (or a file)`,
       )
-    for (const [key, value] of Object.entries(request.env ?? {})) {
-      if (!/^[^=\0]+$/.test(key)) {
-        throw new AppError(
-          'BAD_REQUEST',
-          `invalid env variable ${JSON.stringify(key)}: names are non-empty without '=' or NUL`,
-        )
-      }
-      if (value.includes('\0'))
-        throw new AppError(
-          'BAD_REQUEST',
-          `env variable ${JSON.stringify(key)}: its value must not contain NUL bytes`,
-        )
-    }
     const persistent = request.shell === 'persistent'
     if (persistent && !this.hasBash)
       throw new AppError(
@@ -215,15 +201,7 @@ export class DockerSandbox implements Sandbox {
       const channel = await this.channel(opts.signal)
       run = startExec(
         channel,
-        {
-          command: request.command,
-          cwd: request.cwd ? posix.resolve(this.settings.cwd, request.cwd) : this.settings.cwd,
-          env: request.env ?? {},
-          stdin,
-          timeoutMs: request.timeoutMs,
-          outputCapBytes: request.outputCapBytes,
-          ...(persistent ? { shell: { cwdExplicit: request.cwd !== undefined } } : {}),
-        },
+        { ...resolved, ...(persistent ? { shell: { cwdExplicit: request.cwd !== undefined } } : {}) },
         opts,
         this.settings.watchdogMs,
       )
@@ -241,9 +219,7 @@ export class DockerSandbox implements Sandbox {
   }
 
   private absolute(path: string): string {
-    if (!path || path.includes('\0'))
-      throw new AppError('BAD_REQUEST', 'a file path must be non-empty without NUL bytes')
-    return posix.resolve(this.settings.cwd, path)
+    return resolveSandboxPath(this.settings.cwd, path)
   }
 
   async writeFile(

@@ -7,8 +7,8 @@ import type {
   SandboxRef,
   SnapshotCapture,
 } from '../../src/sandbox/types.js'
-import { LABELS } from '../../src/sandbox/types.js'
-import { EGRESS_DIR_LABEL, EGRESS_POLICY_LABEL, OWNER, WORKSPACE } from './container-spec.js'
+import { LABELS, OWNER, PROVIDER_LABELS } from '../../src/sandbox/labels.js'
+import { WORKSPACE } from './container-spec.js'
 import { engineStatus, mapEngineError } from './errors.js'
 import {
   SESSION_IMAGE_REPO,
@@ -84,7 +84,7 @@ export function dockerSnapshots(
           tag: snapshotId,
           pause: false,
           changes: [
-            `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${EGRESS_DIR_LABEL}="" ${EGRESS_POLICY_LABEL}=""`,
+            `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${PROVIDER_LABELS.egressDir}="" ${PROVIDER_LABELS.egressPolicy}=""`,
           ],
         })
         workspaceBytes = await copyVolume(docker, helperImage, source, volume)

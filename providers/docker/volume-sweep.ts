@@ -1,6 +1,5 @@
 import type Docker from 'dockerode'
-import { LABELS } from '../../src/sandbox/types.js'
-import { OWNER } from './container-spec.js'
+import { LABELS, OWNER } from '../../src/sandbox/labels.js'
 import { mapEngineError } from './errors.js'
 import { SESSION_IMAGE_REPO, VOLUME_LABELS, removeVolume } from './workspace.js'
 
@@ -27,7 +26,7 @@ export interface VolumeSweep {
 }
 
 /**
- * This project's persistent-workspace volumes (label `sandbox-router.volume=workspace`) that no
+ * This project's persistent-workspace volumes (volume label `VOLUME_LABELS.kind` = `workspace`) that no
  * container uses. A volume a container (running or not) mounts is never listed. Unused ones are
  * listed only with `includeRunning` (the fleet that owned them is known to be gone): a live
  * fleet's idle sessions keep their workspace in exactly such a volume.

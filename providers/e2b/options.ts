@@ -22,7 +22,7 @@ export const E2BProviderOptionsSchema = z
     domain: z.string().min(1).optional(),
     /** Template for profiles that name none. @default 'base' */
     defaultTemplate: z.string().min(1).default(DEFAULT_TEMPLATE),
-    /** Value of the `sandbox-router.instance` metadata on created sandboxes (diagnostics). */
+    /** Value of the instance label (`LABELS.instance`) in created sandboxes' metadata (diagnostics). */
     instanceId: z.string().min(1).optional(),
     /** Timeout of one control-plane or envd request, and of a command's start (ms). @default 60000 */
     requestTimeoutMs: z.number().int().positive().default(60_000),

@@ -1,19 +1,9 @@
 import { CommandExitError, ConnectionConfig, E2B, type Sandbox as E2BSdkSandbox } from 'e2b'
 import { ZodError } from 'zod'
 import { AppError } from '../../src/errors.js'
-import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
-import {
-  type CreateOptions,
-  LABELS,
-  type Labels,
-  type Sandbox,
-  type SandboxHealth,
-  type SandboxProvider,
-  type SandboxRef,
-} from '../../src/sandbox/types.js'
+import type { SandboxHealth, SandboxProvider, SandboxRef } from '../../src/sandbox/types.js'
 import { type ErrorContext, mapE2BError } from './errors.js'
 import { Lifetime } from './lifetime.js'
-import { META, OWNER, positiveInt } from './metadata.js'
 import {
   type E2BProviderOptions,
   E2BProviderOptionsSchema,
@@ -21,7 +11,12 @@ import {
 } from './options.js'
 import { E2BSandbox } from './sandbox.js'
 import { shellQuote } from './wrapper.js'
-import { assertProfileFor, assertRefFor, ownedLabels } from '../../src/sandbox/provider-kit.js'
+import {
+  type ListedSandbox,
+  type ProviderBackend,
+  defineProvider,
+} from '../../src/sandbox/define-provider.js'
+import { type LabelSettings, PROVIDER_LABELS, positiveIntLabel } from '../../src/sandbox/labels.js'
 import { e2bNetwork } from '../../src/egress/remote.js'
 
 /** Provider id of the E2B provider. */
@@ -32,6 +27,12 @@ export interface E2BProvider extends SandboxProvider {
   health(): Promise<SandboxHealth>
   /** Closes every handle this provider opened; sandboxes keep running (until their lifetime ends). */
   close(): Promise<void>
+}
+
+/** The backend's object for one sandbox: the SDK handle and the lifetime it was given. */
+interface Native {
+  sdk: E2BSdkSandbox
+  lifetime: Lifetime
 }
 
 function parseOptions(options: E2BProviderOptions): ResolvedE2BProviderOptions {
@@ -73,7 +74,7 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
   const handle = (
     sdk: E2BSdkSandbox,
     ref: SandboxRef,
-    settings: { cwd: string; maxConcurrentExecs: number; lifetime: Lifetime },
+    settings: LabelSettings & { lifetime: Lifetime },
   ): E2BSandbox => {
     const sandbox = new E2BSandbox(sdk, ref, { ...settings, options: opts, errors }, (closed) =>
       handles.delete(closed),
@@ -118,141 +119,111 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
     }
   }
 
-  async function create(profile: ResolvedProfile, { labels, signal }: CreateOptions): Promise<Sandbox> {
-    assertProfileFor(E2B_PROVIDER_ID, profile)
-    signal?.throwIfAborted()
-    const template = profile.template ?? opts.defaultTemplate
-    const metadata: Labels = {
-      ...ownedLabels(labels, profile, opts.instanceId),
-      [META.idleTtlMs]: String(profile.idleTtlMs),
-    }
-    const initialMs = Lifetime.initialFor(profile.idleTtlMs, opts.lifetimeSlackMs)
-    // Throws for a policy E2B cannot enforce (start-up refuses such a profile first).
-    const { allowInternetAccess, ...egressRules } = e2bNetwork(profile.network)
-    const start = Date.now()
-    let sdk: E2BSdkSandbox
-    try {
-      // No abort signal on the create call: an aborted request could still leave a sandbox behind.
-      sdk = await client.Sandbox.create(template, {
-        metadata,
-        envs: profile.env,
-        timeoutMs: initialMs,
-        lifecycle: { onTimeout: 'kill' },
-        allowInternetAccess,
-        // Preview hosts only with the traffic token: the service is the gatekeeper of ports.
-        network: { allowPublicTraffic: false, ...egressRules },
-        ...request,
+  const backend: ProviderBackend<Native, E2BSandbox> = {
+    describe: (id) => `E2B sandbox ${id}`,
+    labelNoun: 'metadata',
+    defaultCwd: '/',
+    createLabels: (profile) => ({ [PROVIDER_LABELS.idleTtlMs]: String(profile.idleTtlMs) }),
+
+    async create(profile, metadata) {
+      const template = profile.template ?? opts.defaultTemplate
+      const initialMs = Lifetime.initialFor(profile.idleTtlMs, opts.lifetimeSlackMs)
+      // Throws for a policy E2B cannot enforce (start-up refuses such a profile first).
+      const { allowInternetAccess, ...egressRules } = e2bNetwork(profile.network)
+      const start = Date.now()
+      let sdk: E2BSdkSandbox
+      try {
+        sdk = await client.Sandbox.create(template, {
+          metadata,
+          envs: profile.env,
+          timeoutMs: initialMs,
+          lifecycle: { onTimeout: 'kill' },
+          allowInternetAccess,
+          // Preview hosts only with the traffic token: the service is the gatekeeper of ports.
+          network: { allowPublicTraffic: false, ...egressRules },
+          ...request,
+        })
+      } catch (err) {
+        throw mapE2BError(
+          err,
+          { what: `creating a sandbox from template '${template}'`, create: true },
+          errors,
+        )
+      }
+      return {
+        id: sdk.sandboxId,
+        native: { sdk, lifetime: lifetimeOf(sdk, profile.idleTtlMs, start + initialMs) },
+      }
+    },
+
+    open: (ref, { sdk, lifetime }, settings) => Promise.resolve(handle(sdk, ref, { ...settings, lifetime })),
+
+    prepare: (_handle, { sdk }, profile) => ensureCwd(sdk, profile.cwd),
+
+    // Classified before the kill: the probe of an ambiguous error must still find the sandbox.
+    async createFailed(err, { ref, profile, handle: sandbox }) {
+      if ((err instanceof AppError && err.code === 'CONFIG_INVALID') || !sandbox) return err as Error
+      const mapped = await sandbox.classify(err, {
+        what: 'preparing the sandbox',
+        sandboxId: ref.id,
+        envd: true,
       })
-    } catch (err) {
-      throw mapE2BError(err, { what: `creating a sandbox from template '${template}'`, create: true }, errors)
-    }
-    const ref: SandboxRef = {
-      providerId: E2B_PROVIDER_ID,
-      id: sdk.sandboxId,
-      profile: profile.name,
-      labels: metadata,
-    }
-    const sandbox = handle(sdk, ref, {
-      cwd: profile.cwd,
-      maxConcurrentExecs: profile.maxConcurrentExecs,
-      lifetime: lifetimeOf(sdk, profile.idleTtlMs, start + initialMs),
-    })
-    try {
-      signal?.throwIfAborted()
-      await ensureCwd(sdk, profile.cwd)
-      signal?.throwIfAborted()
-      return sandbox
-    } catch (err) {
-      await sandbox.close()
-      // Classified before the kill: the probe of an ambiguous error must still find the sandbox.
-      const mapped =
-        signal?.aborted || (err instanceof AppError && err.code === 'CONFIG_INVALID')
-          ? undefined
-          : await sandbox.classify(err, { what: 'preparing the sandbox', sandboxId: ref.id, envd: true })
-      await client.Sandbox.kill(ref.id, request).catch(() => undefined)
-      if (signal?.aborted) throw signal.reason
-      if (!mapped) throw err
-      throw new AppError(
+      const template = profile.template ?? opts.defaultTemplate
+      return new AppError(
         'SANDBOX_CREATE_FAILED',
         `starting a sandbox from template '${template}' failed: ${mapped.message}`,
         { retryable: mapped.retryable, cause: mapped },
       )
-    }
-  }
+    },
 
-  async function connect(ref: SandboxRef, { signal }: { signal?: AbortSignal } = {}): Promise<Sandbox> {
-    assertRefFor(E2B_PROVIDER_ID, ref)
-    const site = { what: `connecting to sandbox ${ref.id}`, sandboxId: ref.id }
-    const guessTtl = positiveInt(ref.labels?.[META.idleTtlMs], opts.defaultIdleTtlMs)
-    const asked = Lifetime.initialFor(guessTtl, opts.lifetimeSlackMs)
-    const start = Date.now()
-    const call = { ...request, ...(signal ? { signal } : {}) }
-    let info: Awaited<ReturnType<typeof client.Sandbox.getInfo>>
-    let sdk: E2BSdkSandbox
-    try {
-      // connect only ever extends a running sandbox's lifetime.
-      ;[info, sdk] = await Promise.all([
-        client.Sandbox.getInfo(ref.id, call),
-        client.Sandbox.connect(ref.id, { ...call, timeoutMs: asked }),
-      ])
-    } catch (err) {
-      signal?.throwIfAborted()
-      throw mapE2BError(err, site, errors)
-    }
-    if (info.metadata[LABELS.owner] !== OWNER) {
-      throw new AppError(
-        'BAD_REQUEST',
-        `E2B sandbox ${ref.id} is not a sandbox-router sandbox (no ${LABELS.owner} metadata)`,
-      )
-    }
-    const ttl = positiveInt(info.metadata[META.idleTtlMs], opts.defaultIdleTtlMs)
-    return handle(
-      sdk,
-      {
-        providerId: E2B_PROVIDER_ID,
-        id: ref.id,
-        profile: info.metadata[LABELS.profile] ?? ref.profile,
-        labels: info.metadata,
-      },
-      {
-        cwd: info.metadata[META.cwd] ?? '/',
-        maxConcurrentExecs: positiveInt(info.metadata[META.maxExecs], 8),
-        lifetime: lifetimeOf(sdk, ttl, start + asked),
-      },
-    )
-  }
-
-  async function list(filter: { labels: Labels }): Promise<SandboxRef[]> {
-    const paginator = client.Sandbox.list({
-      query: { metadata: { ...filter.labels, [LABELS.owner]: OWNER } },
-      limit: 100,
-      ...request,
-    })
-    const refs: SandboxRef[] = []
-    try {
-      while (paginator.hasNext) {
-        for (const s of await paginator.nextItems()) {
-          refs.push({
-            providerId: E2B_PROVIDER_ID,
-            id: s.sandboxId,
-            profile: s.metadata[LABELS.profile] ?? '',
-            labels: s.metadata,
-          })
-        }
-      }
-    } catch (err) {
-      throw mapE2BError(err, { what: 'listing sandboxes' }, errors)
-    }
-    return refs
-  }
-
-  async function destroy(ref: SandboxRef): Promise<void> {
-    try {
-      // false when E2B no longer knows the sandbox: already gone is fine.
+    discard: async (ref) => {
       await client.Sandbox.kill(ref.id, request)
-    } catch (err) {
-      throw mapE2BError(err, { what: `destroying sandbox ${ref.id}` }, errors)
-    }
+    },
+
+    async find(ref, signal) {
+      const guessTtl = positiveIntLabel(ref.labels?.[PROVIDER_LABELS.idleTtlMs], opts.defaultIdleTtlMs)
+      const asked = Lifetime.initialFor(guessTtl, opts.lifetimeSlackMs)
+      const start = Date.now()
+      const call = { ...request, ...(signal ? { signal } : {}) }
+      try {
+        // connect only ever extends a running sandbox's lifetime.
+        const [info, sdk] = await Promise.all([
+          client.Sandbox.getInfo(ref.id, call),
+          client.Sandbox.connect(ref.id, { ...call, timeoutMs: asked }),
+        ])
+        const ttl = positiveIntLabel(info.metadata[PROVIDER_LABELS.idleTtlMs], opts.defaultIdleTtlMs)
+        return {
+          id: ref.id,
+          labels: info.metadata,
+          native: { sdk, lifetime: lifetimeOf(sdk, ttl, start + asked) },
+        }
+      } catch (err) {
+        signal?.throwIfAborted()
+        throw mapE2BError(err, { what: `connecting to sandbox ${ref.id}`, sandboxId: ref.id }, errors)
+      }
+    },
+
+    async list(metadata) {
+      const paginator = client.Sandbox.list({ query: { metadata }, limit: 100, ...request })
+      const found: ListedSandbox[] = []
+      try {
+        while (paginator.hasNext) {
+          for (const s of await paginator.nextItems()) found.push({ id: s.sandboxId, labels: s.metadata })
+        }
+      } catch (err) {
+        throw mapE2BError(err, { what: 'listing sandboxes' }, errors)
+      }
+      return found
+    },
+
+    async destroy(ref) {
+      try {
+        // false when E2B no longer knows the sandbox: already gone is fine.
+        await client.Sandbox.kill(ref.id, request)
+      } catch (err) {
+        throw mapE2BError(err, { what: `destroying sandbox ${ref.id}` }, errors)
+      }
+    },
   }
 
   async function health(): Promise<SandboxHealth> {
@@ -268,5 +239,5 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
     await Promise.all([...handles].map((h) => h.close()))
   }
 
-  return { id: E2B_PROVIDER_ID, create, connect, list, destroy, health, close }
+  return { ...defineProvider({ id: E2B_PROVIDER_ID, instanceId: opts.instanceId, backend }), health, close }
 }

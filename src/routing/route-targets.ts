@@ -1,14 +1,13 @@
 import { AppError } from '../errors.js'
 import type { ResolvedProfile } from '../sandbox/profiles.js'
+import type { ProfileResolver } from '../sandbox/resolver.js'
 
 /**
  * What the router needs from the provider registry: the profile a `routeTo(providerId, profile)`
- * names. `ProviderRegistry` satisfies it. Unknown names throw `UNKNOWN_PROVIDER` / `UNKNOWN_PROFILE`
- * listing the known ones — never a fallback to local execution.
+ * names — the shared {@link ProfileResolver} (src/sandbox/resolver.ts), under the name the routing
+ * modules use.
  */
-export interface RouteTargets {
-  resolve(providerId: string, profile: string): { readonly profile: ResolvedProfile }
-}
+export type RouteTargets = ProfileResolver
 
 /**
  * Route targets from a fixed list (for the worker-less router of a test or a remote-queue client

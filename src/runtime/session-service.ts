@@ -5,11 +5,7 @@ import type { SessionDirectory, SessionRecord } from './session-directory.js'
 import { assertTenantMayRoute } from '../routing/policies.js'
 import type { TenantRouteAllowList } from '../routing/policies.js'
 import { useLease } from './use-lease.js'
-
-/** Checks a provider/profile pair; throws UNKNOWN_PROVIDER / UNKNOWN_PROFILE listing the known ones. */
-export interface TargetCheck {
-  resolve(providerId: string, profile: string): unknown
-}
+import type { ProfileResolver } from '../sandbox/resolver.js'
 
 /**
  * {@link SessionService} on the session directory (records) and the session pool (sandboxes):
@@ -19,7 +15,8 @@ export class PooledSessionService implements SessionService {
   constructor(
     private readonly directory: SessionDirectory,
     private readonly pool: SessionPool,
-    private readonly targets: TargetCheck,
+    /** Checks a provider/profile pair (UNKNOWN_PROVIDER / UNKNOWN_PROFILE listing the known ones). */
+    private readonly targets: ProfileResolver,
     /** Per tenant, the providers and policies its sessions may use (config `routing.tenants`). */
     private readonly tenantRoutes: TenantRouteAllowList = {},
   ) {}

@@ -29,11 +29,7 @@ export const SETTINGS_LABELS = {
   maxExecs: 'sandbox-router.max-execs',
 } as const
 
-/**
- * Label keys the session pool adds beside {@link LABELS}. (src/sessions/keys.ts still declares its own
- * copy, `POOL_LABELS` and `OWNER`; test/unit/sandbox/labels.test.ts holds the two equal until it
- * imports them from here.)
- */
+/** Label keys the session pool adds beside {@link LABELS} (src/sessions/keys.ts re-exports them). */
 export const POOL_LABELS = {
   /** The pool's `scope` option (config `queue.prefix`): `reap()` only touches sandboxes of its scope. */
   scope: 'sandbox-router.scope',
@@ -71,10 +67,7 @@ export const PROVIDER_LABELS = {
   createId: 'sandbox-router.create-id',
   /** Daytona: a random value the health probe lists by (it must match nothing). */
   probe: 'sandbox-router.probe',
-  /**
-   * E2B: the idle timeout a sandbox was created with, for `connect`. (providers/e2b/metadata.ts
-   * still spells it out itself.)
-   */
+  /** E2B: the idle timeout a sandbox was created with, for `connect`. */
   idleTtlMs: 'sandbox-router.idle-ttl-ms',
 } as const
 
@@ -94,4 +87,80 @@ export function ownedLabels(labels: Labels, profile: ResolvedProfile, instanceId
     [SETTINGS_LABELS.cwd]: profile.cwd,
     [SETTINGS_LABELS.maxExecs]: String(profile.maxConcurrentExecs),
   }
+}
+
+/** The caller's label filter plus the owner label: what a provider's `list` asks its backend for. */
+export function ownerFilter(labels: Labels): Labels {
+  return { ...labels, [LABELS.owner]: OWNER }
+}
+
+/** Whether `labels` carry the owner label with {@link OWNER}: the service made what carries them. */
+export function isOwned(labels: Labels | undefined): boolean {
+  return labels?.[LABELS.owner] === OWNER
+}
+
+/** Whether `labels` hold every entry of `filter` (the re-check of a backend's label filter). */
+export function matchesLabels(labels: Labels | undefined, filter: Labels): boolean {
+  return Object.entries(filter).every(([k, v]) => labels?.[k] === v)
+}
+
+/** A positive integer from a label value, else `fallback`. */
+export function positiveIntLabel(value: string | undefined, fallback: number): number {
+  const n = Number(value)
+  return Number.isInteger(n) && n > 0 ? n : fallback
+}
+
+/** Concurrency bound of a handle whose labels carry none (sandboxes made before the label). */
+export const DEFAULT_MAX_EXECS = 8
+
+/** A handle's settings as `connect` reads them back from the labels {@link ownedLabels} set. */
+export interface LabelSettings {
+  cwd: string
+  maxConcurrentExecs: number
+}
+
+/**
+ * The settings {@link ownedLabels} stored (`cwd`, concurrency bound), read back by `connect` in any
+ * process; `defaultCwd` (and {@link DEFAULT_MAX_EXECS}) where a label is missing or malformed.
+ */
+export function settingsOf(labels: Labels | undefined, defaultCwd: string): LabelSettings {
+  return {
+    cwd: labels?.[SETTINGS_LABELS.cwd] ?? defaultCwd,
+    maxConcurrentExecs: positiveIntLabel(labels?.[SETTINGS_LABELS.maxExecs], DEFAULT_MAX_EXECS),
+  }
+}
+
+/** What the session pool knows about a sandbox it is about to create ({@link poolLabels}). */
+export interface PoolLabelOptions {
+  /** The pool's scope (config `queue.prefix`). */
+  scope: string
+  instanceId: string
+  profile: string
+  tenant?: string
+  /** Hash of the session key, or `ephemeral` / `warm`. */
+  session: string
+  /** Creation time, ms since epoch. */
+  now: number
+  /** The engine it is placed on (fleets over many engines). */
+  engine?: string
+}
+
+/** Labels the session pool asks a provider to put on a sandbox it creates (the provider adds its own). */
+export function poolLabels(opts: PoolLabelOptions): Labels {
+  const labels: Labels = {
+    [LABELS.owner]: OWNER,
+    [LABELS.session]: opts.session,
+    [LABELS.profile]: opts.profile,
+    [LABELS.instance]: opts.instanceId,
+    [POOL_LABELS.scope]: opts.scope,
+    [POOL_LABELS.createdAt]: String(opts.now),
+  }
+  if (opts.tenant !== undefined) labels[LABELS.tenant] = opts.tenant
+  if (opts.engine !== undefined) labels[POOL_LABELS.engine] = opts.engine
+  return labels
+}
+
+/** Labels `reap()` lists by: everything this service created in one scope. */
+export function scopeLabels(scope: string): Labels {
+  return { [LABELS.owner]: OWNER, [POOL_LABELS.scope]: scope }
 }

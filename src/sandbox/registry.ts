@@ -1,6 +1,7 @@
 import { ZodError } from 'zod'
 import { AppError } from '../errors.js'
 import { type ProfileInput, type ResolvedProfile, resolveProfile } from './profiles.js'
+import type { ProfileResolver } from './resolver.js'
 import type { SandboxProvider } from './types.js'
 
 const listOf = (names: Iterable<string>): string => [...names].sort().join(', ') || '(none)'
@@ -17,7 +18,7 @@ export interface ResolvedRoute {
  * profile)` verdicts through it. Unknown names never fall back to anything: they throw
  * `UNKNOWN_PROVIDER` / `UNKNOWN_PROFILE` with the known names in the message.
  */
-export class ProviderRegistry {
+export class ProviderRegistry implements ProfileResolver {
   private readonly providers = new Map<string, SandboxProvider>()
   private readonly profiles = new Map<string, ResolvedProfile>()
 

@@ -1,24 +1,13 @@
 import { createHash } from 'node:crypto'
-import { LABELS } from '../sandbox/types.js'
-import type { Labels } from '../sandbox/types.js'
 import type { SessionKey } from './types.js'
 
-/** Label keys the pool adds beside {@link LABELS}. */
-export const POOL_LABELS = {
-  /** The pool's `scope` option: `reap()` only touches sandboxes of its own scope. */
-  scope: 'sandbox-router.scope',
-  /** Creation time (ms since epoch) as a decimal string: `reap()` spares young sandboxes. */
-  createdAt: 'sandbox-router.created-at',
-  /** The engine the sandbox lives on (fleets over many Docker engines). */
-  engine: 'sandbox-router.engine',
-} as const
+// The label schema (keys, owner value, the pool's label builders) lives in src/sandbox/labels.ts;
+// re-exported here for the session modules and the package's sessions index.
+export { OWNER, POOL_LABELS, poolLabels as createLabels, scopeLabels } from '../sandbox/labels.js'
 
-/** Value of {@link LABELS.owner} on every sandbox the service creates. */
-export const OWNER = 'sandbox-router'
-
-/** Label value of {@link LABELS.session} for sandboxes created for the warm pool. */
+/** Value of the session label (`LABELS.session`) on sandboxes created for the warm pool. */
 export const WARM_SESSION = 'warm'
-/** Label value of {@link LABELS.session} for sandboxes created for one call. */
+/** Value of the session label (`LABELS.session`) on sandboxes created for one call. */
 export const EPHEMERAL_SESSION = 'ephemeral'
 
 /**
@@ -48,32 +37,4 @@ export function poolSlots(pool: string): string {
 /** Slot-set name counting a provider's sandboxes (its engine's cap), per engine when given. */
 export function providerSlots(providerId: string, engine?: string): string {
   return engine === undefined ? `provider:${providerId}` : `provider:${providerId}@${engine}`
-}
-
-/** Labels of a sandbox about to be created. */
-export function createLabels(opts: {
-  scope: string
-  instanceId: string
-  profile: string
-  tenant?: string
-  session: string
-  now: number
-  engine?: string
-}): Labels {
-  const labels: Labels = {
-    [LABELS.owner]: OWNER,
-    [LABELS.session]: opts.session,
-    [LABELS.profile]: opts.profile,
-    [LABELS.instance]: opts.instanceId,
-    [POOL_LABELS.scope]: opts.scope,
-    [POOL_LABELS.createdAt]: String(opts.now),
-  }
-  if (opts.tenant !== undefined) labels[LABELS.tenant] = opts.tenant
-  if (opts.engine !== undefined) labels[POOL_LABELS.engine] = opts.engine
-  return labels
-}
-
-/** Labels `reap()` lists by: everything this service created in one scope. */
-export function scopeLabels(scope: string): Labels {
-  return { [LABELS.owner]: OWNER, [POOL_LABELS.scope]: scope }
 }

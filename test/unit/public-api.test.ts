@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs'
 import { describe, expect, test } from 'vitest'
 import * as pkg from '../../src/index.js'
+import * as spi from '../../src/sandbox/index.js'
 
 /**
  * The values of the package root (`sandbox-router`), pinned: adding or removing one is a decision about
@@ -93,5 +95,81 @@ describe('the package root', () => {
     ]) {
       expect(pkg, internal).not.toHaveProperty(internal)
     }
+  })
+})
+
+/**
+ * The values of `sandbox-router/provider` (src/sandbox/index.ts), pinned the same way: what a provider
+ * author writes against (src/sandbox/README.md), and nothing the service uses internally.
+ */
+const PROVIDER_SPI_VALUES = [
+  'AppError',
+  // the label schema
+  'CONFORMANCE_RUN_LABEL',
+  'DEFAULT_MAX_EXECS',
+  'LABELS',
+  'OWNER',
+  'POOL_LABELS',
+  'PROVIDER_LABELS',
+  'SETTINGS_LABELS',
+  'VOLUME_LABELS',
+  'isOwned',
+  'matchesLabels',
+  'ownedLabels',
+  'ownerFilter',
+  'positiveIntLabel',
+  'settingsOf',
+  // profiles
+  'ProfileSchema',
+  'SANDBOX_RUNTIMES',
+  'resolveProfile',
+  // request checks and the output cap
+  'resolveExecRequest',
+  'resolveSandboxPath',
+  'HeadTailSink',
+  'droppedMarker',
+  'joinHeadTail',
+  'outputSplit',
+  // defineProvider and its edge rules
+  'assertProfileFor',
+  'assertRefFor',
+  'createFailed',
+  'defineProvider',
+  'raceAbort',
+  // helpers
+  'Semaphore',
+  'scrubSecret',
+  'secretSafeCause',
+  'CODE_LANGUAGES',
+]
+
+describe('the provider SPI entry (sandbox-router/provider)', () => {
+  test('exports exactly the SPI values', () => {
+    expect(Object.keys(spi).sort()).toEqual([...PROVIDER_SPI_VALUES].sort())
+  })
+
+  test('exports none of the service internals', () => {
+    for (const internal of [
+      'ProviderRegistry',
+      'runProviderConformance',
+      'PersistentShellRunner',
+      'AgentProcesses',
+      'staticRouteTargets',
+      'createSessionPool',
+      'poolLabels',
+      'scopeLabels',
+    ]) {
+      expect(spi, internal).not.toHaveProperty(internal)
+    }
+  })
+
+  test('package.json publishes it at sandbox-router/provider', () => {
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      exports: Record<string, { types: string; import: string }>
+    }
+    expect(manifest.exports['./provider']).toEqual({
+      types: './dist/src/sandbox/index.d.ts',
+      import: './dist/src/sandbox/index.js',
+    })
   })
 })

@@ -1,5 +1,4 @@
 import { describe, expect, test } from 'vitest'
-import { META } from '../../../providers/e2b/metadata.js'
 import {
   CONFORMANCE_RUN_LABEL,
   LABELS,
@@ -8,7 +7,13 @@ import {
   PROVIDER_LABELS,
   SETTINGS_LABELS,
   VOLUME_LABELS,
+  isOwned,
+  matchesLabels,
   ownedLabels,
+  ownerFilter,
+  poolLabels,
+  scopeLabels,
+  settingsOf,
 } from '../../../src/sandbox/labels.js'
 import { resolveProfile } from '../../../src/sandbox/profiles.js'
 import { OWNER as SESSIONS_OWNER, POOL_LABELS as SESSIONS_POOL_LABELS } from '../../../src/sessions/keys.js'
@@ -34,11 +39,72 @@ describe('the label schema (src/sandbox/labels.ts)', () => {
     }
   })
 
-  // Copies outside labels.ts, left where other branches edit them; they must agree until they import it.
-  test('the session pool and the E2B provider spell the same keys and owner', () => {
+  test('the session pool re-exports the same keys and owner', () => {
     expect(SESSIONS_OWNER).toBe(OWNER)
-    expect(SESSIONS_POOL_LABELS).toEqual(POOL_LABELS)
-    expect(META.idleTtlMs).toBe(PROVIDER_LABELS.idleTtlMs)
+    expect(SESSIONS_POOL_LABELS).toBe(POOL_LABELS)
+  })
+
+  // Wire values: sandboxes made by earlier versions must still be recognised (owned, listed, reconnected).
+  test('the wire spelling of the keys that find existing sandboxes is fixed', () => {
+    expect(OWNER).toBe('sandbox-router')
+    expect(LABELS).toEqual({
+      owner: 'sandbox-router.owner',
+      tenant: 'sandbox-router.tenant',
+      session: 'sandbox-router.session',
+      profile: 'sandbox-router.profile',
+      instance: 'sandbox-router.instance',
+    })
+    expect(SETTINGS_LABELS).toEqual({ cwd: 'sandbox-router.cwd', maxExecs: 'sandbox-router.max-execs' })
+    expect(POOL_LABELS.scope).toBe('sandbox-router.scope')
+    expect(POOL_LABELS.createdAt).toBe('sandbox-router.created-at')
+    expect(PROVIDER_LABELS.idleTtlMs).toBe('sandbox-router.idle-ttl-ms')
+    expect(PROVIDER_LABELS.createId).toBe('sandbox-router.create-id')
+    expect(PROVIDER_LABELS.agentPath).toBe('sandbox-router.agent-path')
+  })
+
+  test('owner filter, owner check and the re-check of a filter', () => {
+    expect(ownerFilter({ a: '1' })).toEqual({ a: '1', [LABELS.owner]: OWNER })
+    expect(isOwned({ [LABELS.owner]: OWNER })).toBe(true)
+    expect(isOwned({ [LABELS.owner]: 'someone-else' })).toBe(false)
+    expect(isOwned(undefined)).toBe(false)
+    expect(matchesLabels({ a: '1', b: '2' }, { a: '1' })).toBe(true)
+    expect(matchesLabels({ a: '1' }, { a: '1', b: '2' })).toBe(false)
+  })
+
+  test('settingsOf reads back what ownedLabels stored, with defaults for missing or bad values', () => {
+    const profile = resolveProfile('p', {
+      provider: 'docker',
+      image: 'img',
+      cwd: '/work',
+      maxConcurrentExecs: 3,
+    })
+    expect(settingsOf(ownedLabels({}, profile), '/')).toEqual({ cwd: '/work', maxConcurrentExecs: 3 })
+    expect(settingsOf({ [SETTINGS_LABELS.maxExecs]: '-1' }, '/tmp')).toEqual({
+      cwd: '/tmp',
+      maxConcurrentExecs: 8,
+    })
+    expect(settingsOf(undefined, '/')).toEqual({ cwd: '/', maxConcurrentExecs: 8 })
+  })
+
+  test("the pool's labels and its reaper's filter", () => {
+    const labels = poolLabels({
+      scope: 's',
+      instanceId: 'i',
+      profile: 'p',
+      session: 'warm',
+      now: 5,
+      engine: 'e',
+    })
+    expect(labels).toEqual({
+      [LABELS.owner]: OWNER,
+      [LABELS.session]: 'warm',
+      [LABELS.profile]: 'p',
+      [LABELS.instance]: 'i',
+      [POOL_LABELS.scope]: 's',
+      [POOL_LABELS.createdAt]: '5',
+      [POOL_LABELS.engine]: 'e',
+    })
+    expect(matchesLabels(labels, scopeLabels('s'))).toBe(true)
   })
 
   test("ownedLabels adds the owner, the profile, the instance and the settings to the caller's", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { AppError } from '../../../src/errors.js'
-import { ProviderRegistry } from '../../../src/sandbox/index.js'
+import { ProviderRegistry } from '../../../src/sandbox/registry.js'
 import type { Sandbox, SandboxProvider } from '../../../src/sandbox/index.js'
 
 /** A provider that records close() calls; its sandbox methods are never reached here. */
