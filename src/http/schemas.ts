@@ -1,6 +1,14 @@
 import { z } from '@hono/zod-openapi'
 import { ExecResultSchema as QueueExecResultSchema } from '../queue/schemas.js'
-import { ExecInput, SessionId, SessionInput, SessionView } from '../services/index.js'
+import {
+  AgentRunInput,
+  AgentRunView,
+  ExecInput,
+  JobView,
+  SessionId,
+  SessionInput,
+  SessionView,
+} from '../services/index.js'
 import { checkToolArguments } from '../services/input-limits.js'
 
 export const ErrorSchema = z
@@ -16,22 +24,11 @@ export const ExecInputSchema = ExecInput.openapi('ExecInput')
 /** The normalised command result: the queue's schema, re-declared with OpenAPI metadata. */
 export const ExecResultSchema = z.object(QueueExecResultSchema.shape).openapi('ExecResult')
 
-export const JobSchema = z
-  .object({
-    id: z.string(),
-    state: z.enum(['queued', 'running', 'completed', 'failed', 'interrupted', 'cancelled', 'unknown']),
-    provider: z.string(),
-    profile: z.string(),
-    sessionId: z.string().optional(),
-    result: ExecResultSchema.optional(),
-    error: z.object({ code: z.string(), message: z.string() }).optional(),
-    partialOutput: z.object({ stdout: z.string(), stderr: z.string() }).optional().openapi({
-      description: 'interrupted jobs: the bounded tail of output published before the interruption',
-    }),
-    createdAt: z.number(),
-    finishedAt: z.number().optional(),
-  })
-  .openapi('Job')
+/**
+ * A job as the API shows it: the exec service's schema, with its OpenAPI name (its result refers to
+ * the named `ExecResult`).
+ */
+export const JobSchema = JobView.extend({ result: ExecResultSchema.optional() }).openapi('Job')
 
 export const JobListQuery = z.object({
   sessionId: z
@@ -115,3 +112,12 @@ export const PathQuery = z.object({
     .max(4096)
     .openapi({ param: { name: 'path', in: 'query' }, example: 'notes.txt' }),
 })
+
+/** The body of `POST /v1/agent-runs`: the agent-run service's schema, with its OpenAPI name. */
+export const AgentRunInputSchema = AgentRunInput.openapi('AgentRunInput')
+
+/**
+ * An agent run as the API shows it: the agent-run service's schema, with its OpenAPI name (its
+ * request refers to the named `AgentRunInput`).
+ */
+export const AgentRunSchema = AgentRunView.extend({ request: AgentRunInputSchema }).openapi('AgentRun')

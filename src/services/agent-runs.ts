@@ -17,33 +17,49 @@ export const AgentRunInput = z
   .strict()
 export type AgentRunInput = z.infer<typeof AgentRunInput>
 
-/** An agent run as the API shows it. */
-export interface AgentRunView {
-  id: string
-  state: 'queued' | 'running' | 'completed' | 'failed' | 'cancelled'
-  request: AgentRunInput
-  output?: string
-  finishReason?: string
-  usage?: {
-    [
-      K in
-        | 'inputTokens'
-        | 'outputTokens'
-        | 'totalTokens'
-        | 'cachedInputTokens'
-        | 'cacheWriteInputTokens'
-        | 'reasoningTokens'
-    ]: number
-  }
-  llmCalls?: number
-  iterations?: number
-  toolCalls?: { name: string; callId: string; routed: boolean; error?: string }[]
-  error?: { code: string; message: string }
+/** Tokens a run's model calls used, summed over its calls. */
+const AgentRunUsage = z.object({
+  inputTokens: z.number(),
+  outputTokens: z.number(),
+  totalTokens: z.number(),
+  cachedInputTokens: z.number(),
+  cacheWriteInputTokens: z.number(),
+  reasoningTokens: z.number(),
+})
+
+/** An agent run as the API shows it: the one schema of the view and its type. */
+export const AgentRunView = z.object({
+  id: z.string(),
+  state: z.enum(['queued', 'running', 'completed', 'failed', 'cancelled']),
+  request: AgentRunInput,
+  output: z.string().optional(),
+  finishReason: z.string().optional(),
+  usage: AgentRunUsage.optional(),
+  /** Sandbox time of the run's routed calls, in seconds per provider that ran them. */
+  sandboxSeconds: z.record(z.string(), z.number()).optional(),
+  llmCalls: z.number().optional(),
+  iterations: z.number().optional(),
+  toolCalls: z
+    .array(
+      z.object({
+        name: z.string(),
+        callId: z.string(),
+        routed: z.boolean(),
+        /** For a routed call: the provider that ran it (a routing policy's pick included). */
+        provider: z.string().optional(),
+        error: z.string().optional(),
+      }),
+    )
+    .optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
   /** Set while queued when nothing will pick the run up (fleet: no agent-run worker connected). */
-  warning?: string
-  createdAt: number
-  finishedAt?: number
-}
+  warning: z.string().optional().meta({
+    description: 'Set while queued when no agent-run worker is connected (`sbx worker --agent`)',
+  }),
+  createdAt: z.number(),
+  finishedAt: z.number().optional(),
+})
+export type AgentRunView = z.infer<typeof AgentRunView>
 
 /** Queued agent runs, tenant-scoped. */
 export interface AgentRunsApi {

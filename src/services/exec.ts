@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { ExecResult } from '../sandbox/types.js'
+import { ExecResultSchema } from '../queue/schemas.js'
 import { Env, SessionId } from './common.js'
 import { MAX_COMMAND_BYTES, checkCommand, checkCwd, checkEnv } from './input-limits.js'
 
@@ -39,25 +39,38 @@ export type ExecInput = z.infer<typeof ExecInput>
  * Where a job is. `unknown`: the job was accepted, but its state could not be read (Redis away past
  * the wait, or its record gone); `error` says why and what to do.
  */
-export type JobState = 'queued' | 'running' | 'completed' | 'failed' | 'interrupted' | 'cancelled' | 'unknown'
+export const JobState = z.enum([
+  'queued',
+  'running',
+  'completed',
+  'failed',
+  'interrupted',
+  'cancelled',
+  'unknown',
+])
+export type JobState = z.infer<typeof JobState>
 
-/** A job as the API shows it (tenant-scoped). */
-export interface JobView {
-  id: string
-  state: JobState
-  provider: string
-  profile: string
-  sessionId?: string
-  result?: ExecResult
-  error?: { code: string; message: string }
+/** A job as the API shows it (tenant-scoped): the one schema of the view and its type. */
+export const JobView = z.object({
+  id: z.string(),
+  state: JobState,
+  provider: z.string(),
+  profile: z.string(),
+  sessionId: z.string().optional(),
+  result: ExecResultSchema.optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
   /**
    * For an `interrupted` job: the bounded tail of the output its attempt had published before it was
    * interrupted. Partial by nature: the command may have printed more.
    */
-  partialOutput?: { stdout: string; stderr: string }
-  createdAt: number
-  finishedAt?: number
-}
+  partialOutput: z
+    .object({ stdout: z.string(), stderr: z.string() })
+    .optional()
+    .meta({ description: 'interrupted jobs: the bounded tail of output published before the interruption' }),
+  createdAt: z.number(),
+  finishedAt: z.number().optional(),
+})
+export type JobView = z.infer<typeof JobView>
 
 /**
  * A live event of a job: output chunks, then its final view. `id` is the job's output bytes up to

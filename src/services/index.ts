@@ -1,14 +1,14 @@
 // The application services' contracts, transport-free: what the HTTP API, MCP and the E2B endpoint
-// call, and what src/runtime implements and wires. A request body is one zod schema and its type
-// (`ExecInput` is both); src/http only adds OpenAPI metadata to them. Nothing here imports src/http
-// or src/runtime (eslint's no-restricted-imports keeps it so).
-export { AgentRunInput } from './agent-runs.js'
-export type { AgentRunView, AgentRunsApi } from './agent-runs.js'
+// call, and what src/runtime implements and wires. A request body or a view is one zod schema and
+// its type (`ExecInput`, `JobView` are both); src/http only adds OpenAPI metadata to them. Nothing
+// here imports src/http or src/runtime (eslint's no-restricted-imports keeps it so).
+export { AgentRunInput, AgentRunView } from './agent-runs.js'
+export type { AgentRunsApi } from './agent-runs.js'
 export { MAX_CODE_CHARS, RunCodeInput } from './code.js'
 export type { CodeService } from './code.js'
 export { Env, SessionId } from './common.js'
-export { ExecInput } from './exec.js'
-export type { ExecService, JobEvent, JobState, JobView } from './exec.js'
+export { ExecInput, JobState, JobView } from './exec.js'
+export type { ExecService, JobEvent } from './exec.js'
 export { noSuchJobMessage, unknownJobView, vanishedJobView, jobView } from './job-view.js'
 export { ProcessStartInput } from './processes.js'
 export type { ProcessService } from './processes.js'

@@ -4,49 +4,12 @@ import { sseKeepAlive } from './stream-support.js'
 import { AppError } from '../../errors.js'
 import type { App } from '../app.js'
 import type { AppDeps } from '../deps.js'
-import { AgentRunInput } from '../../services/index.js'
-import { ErrorSchema, IdParam } from '../schemas.js'
+import { AgentRunInputSchema, AgentRunSchema, ErrorSchema, IdParam } from '../schemas.js'
 
 const err = (description: string) => ({
   content: { 'application/json': { schema: ErrorSchema } },
   description,
 })
-
-/** The body of `POST /v1/agent-runs`: the agent-run service's schema, with its OpenAPI name. */
-const AgentRunInputSchema = AgentRunInput.openapi('AgentRunInput')
-
-const AgentRunSchema = z
-  .object({
-    id: z.string(),
-    state: z.enum(['queued', 'running', 'completed', 'failed', 'cancelled']),
-    request: AgentRunInputSchema,
-    output: z.string().optional(),
-    finishReason: z.string().optional(),
-    usage: z.record(z.string(), z.number()).optional(),
-    /** Sandbox time of the run's routed calls, in seconds per provider that ran them. */
-    sandboxSeconds: z.record(z.string(), z.number()).optional(),
-    llmCalls: z.number().optional(),
-    iterations: z.number().optional(),
-    toolCalls: z
-      .array(
-        z.object({
-          name: z.string(),
-          callId: z.string(),
-          routed: z.boolean(),
-          /** For a routed call: the provider that ran it (a routing policy's pick included). */
-          provider: z.string().optional(),
-          error: z.string().optional(),
-        }),
-      )
-      .optional(),
-    error: z.object({ code: z.string(), message: z.string() }).optional(),
-    warning: z.string().optional().openapi({
-      description: 'Set while queued when no agent-run worker is connected (`sbx worker --agent`)',
-    }),
-    createdAt: z.number(),
-    finishedAt: z.number().optional(),
-  })
-  .openapi('AgentRun')
 
 const run = (description: string) => ({
   content: { 'application/json': { schema: AgentRunSchema } },

@@ -1,0 +1,111 @@
+import type { Redis } from 'ioredis'
+import type { Config } from '../config/index.js'
+import type { InterceptorChains } from '../extensions/compose.js'
+import type { EngineDirectory } from '../queue/engines/engine-directory.js'
+import { laneName } from '../queue/engines/engine-directory.js'
+import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
+import type { AgentRunDeps } from './agent-runs/execute.js'
+import { MemoryAgentRunStore } from './agent-runs/memory-store.js'
+import { modelFor } from './agent-runs/models.js'
+import { RedisAgentRunStore } from './agent-runs/redis-store.js'
+import {
+  createBullmqAgentDispatcher,
+  createInProcessAgentRunner,
+  startBullmqAgentWorker,
+} from './agent-runs/runners.js'
+import type { AgentRunWorkerHandle } from './agent-runs/runners.js'
+import { AgentRunService } from './agent-runs/service.js'
+import type { AgentRunDispatcher } from './agent-runs/service.js'
+import type { AgentRunRecord } from './agent-runs/types.js'
+import type { Cleanups } from './cleanups.js'
+import type { PooledCodeService } from './code-service.js'
+import type { PooledProcessService } from './process-service.js'
+import { ensureSessionRecord } from './session-directory.js'
+import type { SessionDirectory } from './session-directory.js'
+import { createWorkerCensus, EXEC_QUEUE } from './worker-census.js'
+import type { WorkerCensus } from './worker-census.js'
+
+/** Agent runs: the service, this process's consumer of them, and the fleet's worker census. */
+export interface Agents {
+  readonly agentRuns: AgentRunService
+  /** The agent-run consumer of this process (fleet mode with `agentWorker`). */
+  readonly agentWorker?: AgentRunWorkerHandle
+  /** Who consumes the fleet's queues (fleet mode only). */
+  readonly census?: WorkerCensus
+}
+
+/** What {@link buildAgents} needs. */
+export interface AgentParts {
+  readonly config: Config
+  /** The fleet's Redis (runs shared by every process), else runs live in this process. */
+  readonly redis: Redis | undefined
+  readonly prefix: string
+  /** Consume the fleet's agent runs in this process (ignored in embedded mode, which runs them). */
+  readonly consume: boolean
+  /** Agent runs at once in this process's consumer. */
+  readonly concurrency: number | undefined
+  /** Environment for model API keys. */
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly chains: InterceptorChains
+  readonly router: QueueRouteExecutor
+  readonly processes: PooledProcessService
+  readonly code: PooledCodeService
+  readonly directory: SessionDirectory
+  readonly engines: EngineDirectory | undefined
+  /** Observes finished runs (metrics). */
+  readonly onFinished: (record: AgentRunRecord) => void
+}
+
+/**
+ * The agent-run store, the dispatcher (in-process when embedded, the BullMQ queue for a fleet), the
+ * consumer and the service the API calls. A run's session is recorded on the shell route's target.
+ */
+export async function buildAgents(p: AgentParts, cleanups: Cleanups): Promise<Agents> {
+  const { config, redis, prefix, env } = p
+  const store = redis ? new RedisAgentRunStore(redis, `${prefix}:`) : new MemoryAgentRunStore()
+  cleanups.add(() => store.close())
+  const deps: AgentRunDeps = {
+    store,
+    chains: p.chains,
+    router: p.router,
+    processes: p.processes,
+    code: p.code,
+    model: (name) => modelFor(config, name, env),
+    onFinished: p.onFinished,
+  }
+  const census = redis ? censusOf(config, prefix, p.engines) : undefined
+  if (census) cleanups.add(() => census.close())
+  let dispatcher: AgentRunDispatcher
+  let agentWorker: AgentRunWorkerHandle | undefined
+  if (!redis) {
+    const inProcess = await createInProcessAgentRunner(deps)
+    dispatcher = inProcess
+    cleanups.add(() => inProcess.close())
+  } else {
+    const producer = createBullmqAgentDispatcher(config.queue.redisUrl, prefix, census)
+    dispatcher = producer
+    cleanups.add(() => producer.close())
+    if (p.consume) {
+      const consumer = await startBullmqAgentWorker(deps, config.queue.redisUrl, prefix, p.concurrency)
+      agentWorker = consumer
+      cleanups.add(() => consumer.close())
+    }
+  }
+  const { providerId: provider, profile } = config.routing.shell
+  const agentRuns = new AgentRunService(
+    store,
+    dispatcher,
+    (input) => void deps.model(input.model),
+    (tenant, input) => ensureSessionRecord(p.directory, tenant, input.sessionId, { provider, profile }),
+  )
+  return { agentRuns, ...(agentWorker ? { agentWorker } : {}), ...(census ? { census } : {}) }
+}
+
+/** The census of the fleet's workers; with engines, of the exec lanes of the live ones. */
+function censusOf(config: Config, prefix: string, engines: EngineDirectory | undefined): WorkerCensus {
+  const lanes = engines
+    ? async () =>
+        (await engines.list()).filter((e) => e.state === 'live').map((e) => laneName(EXEC_QUEUE, e.id))
+    : undefined
+  return createWorkerCensus(config.queue.redisUrl, prefix, 1_000, lanes)
+}

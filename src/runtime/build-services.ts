@@ -1,0 +1,95 @@
+import type { Config } from '../config/index.js'
+import type { InterceptorChains } from '../extensions/compose.js'
+import type { Logger } from '../logger.js'
+import type { JobQueue } from '../queue/types.js'
+import type { ProviderRegistry } from '../sandbox/registry.js'
+import type { SandboxSessionPool } from '../sessions/pool.js'
+import type { Stores } from './build-state.js'
+import type { Routing } from './build-routing.js'
+import type { Cleanups } from './cleanups.js'
+import { PooledCodeService } from './code-service.js'
+import type { RuntimeRole } from './create-runtime.js'
+import { QueueExecService } from './exec-service.js'
+import { PooledProcessService } from './process-service.js'
+import { PooledSessionService } from './session-service.js'
+import { PooledSessionStreams } from './session-streams.js'
+import type { SessionStreamService } from './session-streams.js'
+import { PooledSnapshotService } from './snapshot-service.js'
+import { TenantJobLimiter } from './tenant-jobs.js'
+import { ChainToolCallService } from './tool-call-service.js'
+
+/** The services the HTTP API calls (agent runs apart: see `build-agents.ts`). */
+export interface Services {
+  readonly exec: QueueExecService
+  readonly sessions: PooledSessionService
+  readonly snapshots: PooledSnapshotService
+  /** Absent for role `api`, whose process relays no streams (its sandboxes are the workers' business). */
+  readonly streams?: SessionStreamService
+  readonly processes: PooledProcessService
+  readonly code: PooledCodeService
+  readonly toolCalls: ChainToolCallService
+}
+
+/** What {@link buildServices} needs. */
+export interface ServiceParts {
+  readonly config: Config
+  readonly role: RuntimeRole
+  readonly stores: Stores
+  readonly pool: SandboxSessionPool
+  readonly registry: ProviderRegistry
+  readonly queue: JobQueue
+  readonly routing: Routing
+  readonly chains: InterceptorChains
+}
+
+/** The services over the session directory, the pool (behind policies) and the router. Opens nothing. */
+export function buildServices(p: ServiceParts): Services {
+  const { config, stores, pool, registry, routing } = p
+  const { directory } = stores
+  const sessions = new PooledSessionService(
+    directory,
+    routing.routed,
+    routing.targets,
+    config.routing.tenants,
+  )
+  return {
+    exec: new QueueExecService(
+      p.queue,
+      routing.router,
+      directory,
+      new TenantJobLimiter(config.quotas.maxConcurrentJobs),
+      routing.routed,
+    ),
+    sessions,
+    snapshots: new PooledSnapshotService({
+      sessions,
+      directory,
+      snapshots: stores.snapshots,
+      pool,
+      providers: registry,
+      maxSnapshots: config.quotas.maxSnapshots,
+    }),
+    ...(p.role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routing.routed) }),
+    processes: new PooledProcessService(directory, pool, {
+      maxRunning: config.quotas.maxProcessesPerSession,
+      outputBufferBytes: config.quotas.processOutputBytes,
+    }),
+    code: new PooledCodeService(directory, pool, (r) => registry.profile(r.profile, r.provider)),
+    toolCalls: new ChainToolCallService(p.chains, routing.router, directory),
+  }
+}
+
+/** Sweeps snapshots a crash left `creating` every `everyMs` (0: never), until the runtime closes. */
+export function sweepFailedSnapshots(
+  snapshots: PooledSnapshotService,
+  everyMs: number,
+  logger: Logger,
+  cleanups: Cleanups,
+): void {
+  if (everyMs <= 0) return
+  const sweeping = setInterval(() => {
+    snapshots.sweepFailed().catch((err: unknown) => logger.warn({ err }, 'sweeping failed snapshots failed'))
+  }, everyMs)
+  sweeping.unref()
+  cleanups.add(async () => clearInterval(sweeping))
+}
