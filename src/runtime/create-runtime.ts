@@ -74,6 +74,8 @@ import type { AgentRunDispatcher } from './agent-runs/service.js'
 import { createWorkerCensus, EXEC_QUEUE } from './worker-census.js'
 import { laneName } from '../queue/engines/engine-directory.js'
 import type { WorkersCheck } from './worker-census.js'
+import { engineServices } from './engine-services.js'
+import type { GatewayTarget } from '../fleet/gateway.js'
 
 /** Which parts of the service this process runs. */
 export type RuntimeRole = 'all' | 'api' | 'worker'
@@ -95,6 +97,8 @@ export interface RuntimeOptions {
   execWorker?: boolean
   /** Environment for model API keys. @default process.env */
   env?: Readonly<Record<string, string | undefined>>
+  /** The URL of this worker's gateway (`fleet.gateway`), reported in its engine's heartbeat. */
+  gatewayUrl?: string
   /** Session pool tuning passed through (tests shorten intervals). */
   pool?: { reapIntervalMs?: number; maintenanceIntervalMs?: number; acquireTimeoutMs?: number }
 }
@@ -137,6 +141,8 @@ export interface Runtime {
   /** The code interpreter of sessions' sandboxes (`POST /v1/sessions/{id}/code`). */
   readonly code: PooledCodeService
   readonly toolCalls: ChainToolCallService
+  /** What this worker's gateway serves (`queue.engineRouting` with an exec worker). */
+  readonly gateway?: GatewayTarget
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
   /** The agent-run consumer of this process (fleet mode with `agentWorker`). */
@@ -258,7 +264,9 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       ? await createEngineJobQueue({
           redisUrl: config.queue.redisUrl,
           prefix,
-          ...(engineId === undefined ? {} : { engine: engineSide(registry, engineId, prefix, config) }),
+          ...(engineId === undefined
+            ? {}
+            : { engine: engineSide(registry, engineId, prefix, config, opts.gatewayUrl) }),
           memoryOf: (job) => sandboxMemoryEstimate(registry, job.providerId, job.profile),
         })
       : await createJobQueue(
@@ -317,7 +325,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       : new MemorySessionDirectory()
     const e2bState: E2BState = redis ? new RedisE2BState(redis, `${prefix}:e2b:`) : new MemoryE2BState()
     const engines = 'engines' in queue ? (queue as EngineJobQueue).engines : undefined
-    const sessions = new PooledSessionService(directory, routed, targets, config.routing.tenants)
+    const localSessions = new PooledSessionService(directory, routed, targets, config.routing.tenants)
     const metrics = new Metrics({
       queueDepth: () => queue.counts(),
       ...(engines ? { engines: () => engines.list() } : {}),
@@ -364,11 +372,18 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const env = opts.env ?? process.env
     const agentStore = redis ? new RedisAgentRunStore(redis, `${prefix}:`) : new MemoryAgentRunStore()
     cleanups.push(() => agentStore.close())
-    const processes = new PooledProcessService(directory, pool, {
-      maxRunning: config.quotas.maxProcessesPerSession,
-      outputBufferBytes: config.quotas.processOutputBytes,
-    })
-    const code = new PooledCodeService(directory, pool, (r) => registry.profile(r.profile, r.provider))
+    // With engine routing, a session's files, processes and code are served beside its engine.
+    const { sessions, processes, code, gateway } = engineServices(
+      { ...(engines ? { engines } : {}), directory, registry, config, ...(engineId ? { engineId } : {}) },
+      {
+        sessions: localSessions,
+        processes: new PooledProcessService(directory, pool, {
+          maxRunning: config.quotas.maxProcessesPerSession,
+          outputBufferBytes: config.quotas.processOutputBytes,
+        }),
+        code: new PooledCodeService(directory, pool, (r) => registry.profile(r.profile, r.provider)),
+      },
+    )
     const agentDeps: AgentRunDeps = {
       store: agentStore,
       chains,
@@ -481,6 +496,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       processes,
       code,
       toolCalls: new ChainToolCallService(chains, router, directory),
+      ...(gateway ? { gateway } : {}),
       metrics,
       ...(worker ? { worker } : {}),
       ...(agentConsumer ? { agentWorker: agentConsumer } : {}),

@@ -1,0 +1,73 @@
+import { AppError } from '../errors.js'
+import { decodeFrame, encodeFrame } from './codec.js'
+import { ENGINE_HEADER, GATEWAY_PATH, SECRET_HEADER } from './protocol.js'
+import type { GatewayAnswer, GatewayCall } from './protocol.js'
+
+/**
+ * The call never reached a worker of the engine (nobody listened, or a worker of another engine
+ * answered): safe to send again once the engine's record says where to.
+ */
+export class GatewayMissed extends Error {
+  override readonly name = 'GatewayMissed'
+}
+
+const UNSENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
+
+/**
+ * Sends one call to the gateway at `url` (a worker of `engineId`) and returns its value, or throws
+ * the error the worker's service threw (same code, message and retryable flag). Throws
+ * {@link GatewayMissed} when the call was not delivered, `UNAVAILABLE` when the worker went away
+ * while it ran.
+ */
+export async function callGateway(
+  url: string,
+  secret: string,
+  engineId: string,
+  call: GatewayCall,
+  signal?: AbortSignal,
+): Promise<unknown> {
+  let res: Response
+  try {
+    res = await fetch(url + GATEWAY_PATH, {
+      method: 'POST',
+      headers: {
+        [SECRET_HEADER]: secret,
+        [ENGINE_HEADER]: engineId,
+        'content-type': 'application/octet-stream',
+      },
+      body: encodeFrame(call),
+      ...(signal ? { signal } : {}),
+    })
+  } catch (err) {
+    if (signal?.aborted) throw err
+    const code = String((err as { cause?: { code?: unknown } }).cause?.code ?? '')
+    if (UNSENT.has(code)) throw new GatewayMissed(`no worker of engine ${engineId} at ${url} (${code})`)
+    throw gone(engineId, err)
+  }
+  let answer: GatewayAnswer
+  try {
+    answer = decodeFrame(new Uint8Array(await res.arrayBuffer())) as GatewayAnswer
+  } catch (err) {
+    if (signal?.aborted) throw err
+    throw gone(engineId, err)
+  }
+  if (res.status === 409)
+    throw new GatewayMissed(`the worker at ${url} serves another engine than ${engineId}`)
+  if (answer.ok) return answer.value
+  if (res.status === 401)
+    throw new AppError(
+      'UNAVAILABLE',
+      `the gateway of engine ${engineId} refused this API's fleet secret: set the same fleet.secret ` +
+        '(SBX_FLEET_SECRET) on every sbx api and sbx worker',
+    )
+  throw new AppError(answer.error.code, answer.error.message, { retryable: answer.error.retryable })
+}
+
+function gone(engineId: string, err: unknown): AppError {
+  return new AppError(
+    'UNAVAILABLE',
+    `the worker of Docker engine ${engineId} serving this call went away while it ran (it may have run ` +
+      'partly); retry: the session is served by another worker of its engine, or moves once the engine is down',
+    { retryable: true, cause: err },
+  )
+}
