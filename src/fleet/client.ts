@@ -12,6 +12,14 @@ export class GatewayMissed extends Error {
 }
 
 const UNSENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
+/** Calls that may run twice with the same effect. */
+const REPEATABLE = new Set([
+  'sessions.readFile',
+  'sessions.writeFile',
+  'processes.list',
+  'processes.get',
+  'processes.read',
+])
 
 /**
  * Sends one call to the gateway at `url` (a worker of `engineId`) and returns its value, or throws
@@ -41,7 +49,10 @@ export async function callGateway(
   } catch (err) {
     if (signal?.aborted) throw err
     const code = String((err as { cause?: { code?: unknown } }).cause?.code ?? '')
-    if (UNSENT.has(code)) throw new GatewayMissed(`no worker of engine ${engineId} at ${url} (${code})`)
+    // Nobody listened; or a kept-alive connection the worker closed (it went away) failed a call that
+    // may safely run again.
+    if (UNSENT.has(code) || (code === 'UND_ERR_SOCKET' && REPEATABLE.has(`${call.service}.${call.method}`)))
+      throw new GatewayMissed(`no worker of engine ${engineId} at ${url} (${code})`)
     throw gone(engineId, err)
   }
   let answer: GatewayAnswer
