@@ -1,6 +1,18 @@
+import { request as httpRequest } from 'node:http'
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
 import { AppError } from '../errors.js'
 import { decodeFrame, encodeFrame } from './codec.js'
-import { ENGINE_HEADER, GATEWAY_PATH, SECRET_HEADER } from './protocol.js'
+import {
+  ENGINE_HEADER,
+  GATEWAY_PATH,
+  PORT_HEADER,
+  PORT_PATH,
+  PORT_UPGRADE,
+  SECRET_HEADER,
+  SESSION_HEADER,
+  TENANT_HEADER,
+} from './protocol.js'
 import type { GatewayAnswer, GatewayCall } from './protocol.js'
 
 /**
@@ -81,4 +93,70 @@ function gone(engineId: string, err: unknown): AppError {
       'partly); retry: the session is served by another worker of its engine, or moves once the engine is down',
     { retryable: true, cause: err },
   )
+}
+
+/**
+ * Opens a raw stream to `port` in the sandbox of tenant's session, through the port tunnel of the
+ * gateway at `url` (a worker of `engineId`): the ports route relays HTTP and WebSockets over it as it
+ * does over a local port stream. Throws as {@link callGateway} does.
+ */
+export function openGatewayPort(
+  url: string,
+  secret: string,
+  engineId: string,
+  target: { tenant: string; sessionId: string; port: number },
+  signal?: AbortSignal,
+): Promise<Duplex> {
+  return new Promise<Duplex>((resolve, reject) => {
+    const req = httpRequest(new URL(PORT_PATH, url), {
+      method: 'GET',
+      headers: {
+        connection: 'Upgrade',
+        upgrade: PORT_UPGRADE,
+        [SECRET_HEADER]: secret,
+        [ENGINE_HEADER]: engineId,
+        [TENANT_HEADER]: target.tenant,
+        [SESSION_HEADER]: target.sessionId,
+        [PORT_HEADER]: String(target.port),
+      },
+      ...(signal ? { signal } : {}),
+    })
+    req.once('upgrade', (_res: IncomingMessage, socket: Duplex, head: Buffer) => {
+      if (head.byteLength > 0) socket.unshift(head)
+      resolve(socket)
+    })
+    req.once('response', (res: IncomingMessage) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.once('end', () => {
+        if (res.statusCode === 409)
+          return reject(new GatewayMissed(`the worker at ${url} serves another engine than ${engineId}`))
+        if (res.statusCode === 401)
+          return reject(
+            new AppError(
+              'UNAVAILABLE',
+              `the gateway of engine ${engineId} refused this API's fleet secret: set the same fleet.secret ` +
+                '(SBX_FLEET_SECRET) on every sbx api and sbx worker',
+            ),
+          )
+        try {
+          const answer = decodeFrame(Buffer.concat(chunks)) as GatewayAnswer
+          if (answer.ok) return reject(gone(engineId, new Error('the gateway answered without a tunnel')))
+          reject(new AppError(answer.error.code, answer.error.message, { retryable: answer.error.retryable }))
+        } catch (err) {
+          reject(gone(engineId, err))
+        }
+      })
+    })
+    req.once('error', (err: NodeJS.ErrnoException) => {
+      if (signal?.aborted) return reject(err)
+      // Nothing reached the sandbox before the 101: safe to open again.
+      reject(
+        UNSENT.has(String(err.code)) || err.code === 'ECONNRESET'
+          ? new GatewayMissed(`no worker of engine ${engineId} at ${url} (${err.code})`)
+          : gone(engineId, err),
+      )
+    })
+    req.end()
+  })
 }

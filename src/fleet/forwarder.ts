@@ -40,18 +40,40 @@ export class EngineForwarder {
    * Runs `service.method(tenant, sessionId, ...rest)` where the session's sandbox lives: `local()`
    * here, or the same call on a worker of its engine.
    */
-  async call<T>(
+  call<T>(
     service: GatewayService,
     method: string,
     args: readonly [string, string, ...unknown[]],
     local: () => Promise<T>,
     signal?: AbortSignal,
   ): Promise<T> {
+    return this.route(
+      args[0],
+      args[1],
+      local,
+      async (url, secret, engineId) =>
+        (await callGateway(url, secret, engineId, { service, method, args: [...args] }, signal)) as T,
+      signal,
+    )
+  }
+
+  /**
+   * Runs `local(found)` when tenant's session `sessionId` is served here, else `remote(url, secret,
+   * engineId)` against a gateway of its engine, sent again (to the engine's current gateway, or once
+   * the session is placed elsewhere) while it throws {@link GatewayMissed}.
+   */
+  async route<T>(
+    tenant: string,
+    sessionId: string,
+    local: (found: boolean) => Promise<T>,
+    remote: (url: string, secret: string, engineId: string) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
     const { engines, directory } = this.deps
-    const [tenant, sessionId] = args
     const record = await directory.get(tenant, sessionId)
     // Unknown here means unknown (404) everywhere: the local service says so.
-    if (!record || !this.deps.engineBound(record.provider)) return local()
+    if (!record) return local(false)
+    if (!this.deps.engineBound(record.provider)) return local(true)
     const until = Date.now() + engines.staleMs + 2_000
     for (;;) {
       const route = await engines
@@ -64,7 +86,7 @@ export class EngineForwarder {
           throw queueUnavailable(err, `Finding the engine of session ${sessionId}`)
         })
       if ('none' in route) throw noEngine(route.live)
-      if (route.engineId === this.deps.localEngineId) return local()
+      if (route.engineId === this.deps.localEngineId) return local(true)
       const secret = this.deps.secret
       if (secret === undefined)
         throw new AppError(
@@ -83,13 +105,7 @@ export class EngineForwarder {
         )
       }
       try {
-        return (await callGateway(
-          engine.gatewayUrl,
-          secret,
-          route.engineId,
-          { service, method, args: [...args] },
-          signal,
-        )) as T
+        return await remote(engine.gatewayUrl, secret, route.engineId)
       } catch (err) {
         if (!(err instanceof GatewayMissed)) throw err
         // That worker is gone: another worker of the engine takes the record over within a heartbeat,

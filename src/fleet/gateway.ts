@@ -2,10 +2,23 @@ import { createServer } from 'node:http'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { AppError } from '../errors.js'
+import type { ErrorCode } from '../errors.js'
 import type { Logger } from '../logger.js'
-import type { CodeService, ProcessService, SessionService } from '../services/index.js'
+import type { Duplex } from 'node:stream'
+import type { CodeService, ProcessService, SessionService, SessionStreamService } from '../services/index.js'
 import { decodeFrame, encodeFrame } from './codec.js'
-import { ENGINE_HEADER, GATEWAY_PATH, GatewayCallSchema, SECRET_HEADER, secretMatches } from './protocol.js'
+import {
+  ENGINE_HEADER,
+  GATEWAY_PATH,
+  GatewayCallSchema,
+  PORT_HEADER,
+  PORT_PATH,
+  PORT_UPGRADE,
+  SECRET_HEADER,
+  SESSION_HEADER,
+  TENANT_HEADER,
+  secretMatches,
+} from './protocol.js'
 import type { GatewayAnswer, GatewayCall } from './protocol.js'
 
 /** What a worker's gateway serves: the worker's own (local, never forwarding) services. */
@@ -14,6 +27,8 @@ export interface GatewayTarget {
   readonly sessions: Pick<SessionService, 'readFile' | 'writeFile'>
   readonly processes: ProcessService
   readonly code: CodeService
+  /** Ports of the worker's sandboxes, for the port tunnel; absent: the tunnel answers 501. */
+  readonly streams?: Pick<SessionStreamService, 'openPort'>
 }
 
 /** Options of {@link listenGateway}. */
@@ -133,6 +148,68 @@ export async function listenGateway(opts: GatewayOptions): Promise<Gateway> {
       opts.logger.warn({ err, service: call.service, method: call.method }, 'gateway call failed')
       reply(res, 200, { ok: false, error: internal() })
     }
+  }
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    tunnel(req, socket, head).catch((err: unknown) => {
+      opts.logger.warn({ err }, 'gateway port tunnel failed')
+      socket.destroy()
+    })
+  })
+  const refuse = (socket: Duplex, status: number, answer: GatewayAnswer): void => {
+    const frame = encodeFrame(answer)
+    socket.end(
+      Buffer.concat([
+        Buffer.from(
+          `HTTP/1.1 ${status} Refused\r\ncontent-type: application/octet-stream\r\n` +
+            `content-length: ${frame.byteLength}\r\nconnection: close\r\n\r\n`,
+        ),
+        frame,
+      ]),
+    )
+  }
+  /** The port tunnel: after the 101, the socket carries the raw bytes of the sandbox's port. */
+  const tunnel = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
+    socket.on('error', () => undefined)
+    const fail = (status: number, code: ErrorCode, message: string, retryable = false): void =>
+      refuse(socket, status, { ok: false, error: { code, message, retryable } })
+    if (req.url !== PORT_PATH || req.headers.upgrade?.toLowerCase() !== PORT_UPGRADE)
+      return fail(404, 'NOT_FOUND', 'no such gateway call')
+    if (!secretMatches(headerOf(req, SECRET_HEADER), opts.secret)) {
+      opts.logger.warn(
+        { from: req.socket.remoteAddress },
+        'gateway: refused a tunnel without the fleet secret',
+      )
+      return fail(401, 'UNAUTHORIZED', 'the gateway needs the fleet secret')
+    }
+    if (!target) return fail(503, 'UNAVAILABLE', 'the worker is still starting; retry', true)
+    if (headerOf(req, ENGINE_HEADER) !== target.engineId)
+      return fail(409, 'CONFLICT', `this gateway serves engine ${target.engineId}`, true)
+    const streams = target.streams
+    if (!streams) return fail(501, 'UNSUPPORTED', 'this worker relays no ports')
+    const tenant = headerOf(req, TENANT_HEADER)
+    const session = headerOf(req, SESSION_HEADER)
+    const port = Number(headerOf(req, PORT_HEADER))
+    if (!tenant || !session || !Number.isInteger(port) || port < 1 || port > 65_535)
+      return fail(400, 'BAD_REQUEST', 'malformed port tunnel')
+    const ac = new AbortController()
+    socket.once('close', () => ac.abort())
+    let stream: Duplex
+    try {
+      stream = (await streams.openPort(tenant, session, port, { signal: ac.signal })).stream
+    } catch (err) {
+      if (err instanceof AppError) return fail(200, err.code, err.message, err.retryable)
+      throw err
+    }
+    if (ac.signal.aborted) return void stream.destroy()
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nupgrade: ${PORT_UPGRADE}\r\nconnection: Upgrade\r\n\r\n`,
+    )
+    if (head.byteLength > 0) stream.write(head)
+    stream.on('error', () => socket.destroy())
+    socket.pipe(stream)
+    stream.pipe(socket)
+    socket.once('close', () => stream.destroy())
+    stream.once('close', () => socket.destroy())
   }
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)

@@ -8,6 +8,14 @@ export const GATEWAY_PATH = '/internal/v1/call'
 export const SECRET_HEADER = 'x-sbx-fleet-secret'
 /** Header naming the engine the caller means: a worker of another engine refuses (409). */
 export const ENGINE_HEADER = 'x-sbx-engine'
+/** The gateway's port tunnel: an HTTP upgrade to a raw stream to a port in a session's sandbox. */
+export const PORT_PATH = '/internal/v1/port'
+/** The `Upgrade` token of the port tunnel. */
+export const PORT_UPGRADE = 'sbx-port'
+/** Headers of the port tunnel: whose session, which session, which port. */
+export const TENANT_HEADER = 'x-sbx-tenant'
+export const SESSION_HEADER = 'x-sbx-session'
+export const PORT_HEADER = 'x-sbx-port'
 
 /** The calls the gateway serves, by service: every one takes `(tenant, sessionId, …)`. */
 export const GATEWAY_METHODS = {

@@ -1,4 +1,12 @@
-import type { CodeService, ProcessService, SessionService } from '../services/index.js'
+import { AppError } from '../errors.js'
+import type {
+  CodeService,
+  ProcessService,
+  SessionPortStream,
+  SessionService,
+  SessionStreamService,
+} from '../services/index.js'
+import { openGatewayPort } from './client.js'
 import type { EngineForwarder } from './forwarder.js'
 
 type Args<F> = F extends (tenant: string, sessionId: string, ...rest: infer R) => unknown ? R : never
@@ -43,4 +51,59 @@ export function forwardedCode<C extends CodeService>(local: C, fw: EngineForward
   const run: CodeService['run'] = (tenant, id, input, opts) =>
     fw.call('code', 'run', [tenant, id, input], () => local.run(tenant, id, input, opts), opts?.signal)
   return override(local, { run } as Partial<C>)
+}
+
+/**
+ * Ports and terminals: a port of a session on another engine is reached through the port tunnel of
+ * its engine's gateway; terminals only where the session's engine is this process's. `local` absent
+ * (`sbx api`): sessions served here have no streams (501, as without engine routing).
+ */
+export function forwardedStreams(
+  local: SessionStreamService | undefined,
+  fw: EngineForwarder,
+): SessionStreamService {
+  const here = (sessionId: string, found: boolean): SessionStreamService => {
+    if (local) return local
+    if (!found) throw new AppError('NOT_FOUND', `no session ${sessionId}`)
+    throw new AppError(
+      'UNSUPPORTED',
+      "ports and terminals need the sandbox's channel in the process that answers: this session is not on a " +
+        'Docker engine of the fleet, and `sbx api` relays no streams; use `sbx serve`',
+    )
+  }
+  return {
+    openPort: (tenant, sessionId, port, opts) =>
+      fw.route<SessionPortStream>(
+        tenant,
+        sessionId,
+        (found) => here(sessionId, found).openPort(tenant, sessionId, port, opts),
+        async (url, secret, engineId) => {
+          const stream = await openGatewayPort(
+            url,
+            secret,
+            engineId,
+            { tenant, sessionId, port },
+            opts?.signal,
+          )
+          stream.on('error', () => undefined)
+          return { stream, done: new Promise<void>((resolve) => stream.once('close', () => resolve())) }
+        },
+        opts?.signal,
+      ),
+    openTerminal: (tenant, sessionId, opts) =>
+      fw.route(
+        tenant,
+        sessionId,
+        (found) => here(sessionId, found).openTerminal(tenant, sessionId, opts),
+        (_url, _secret, engineId) =>
+          Promise.reject(
+            new AppError(
+              'UNSUPPORTED',
+              `session ${sessionId} lives on Docker engine ${engineId}: its terminal is not relayed through ` +
+                'another process yet; run commands with /v1/exec or background processes, or open the terminal on ' +
+                'an `sbx serve` beside that engine',
+            ),
+          ),
+      ),
+  }
 }

@@ -133,7 +133,7 @@ export interface Runtime {
   readonly snapshots: PooledSnapshotService
   /**
    * Ports and terminals of sessions; absent for role `api`, whose process relays no streams (its
-   * sandboxes are the workers' business).
+   * sandboxes are the workers' business), unless engine routing sends ports to the engines' gateways.
    */
   readonly streams?: SessionStreamService
   /** Background processes of sessions' sandboxes. */
@@ -373,7 +373,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const agentStore = redis ? new RedisAgentRunStore(redis, `${prefix}:`) : new MemoryAgentRunStore()
     cleanups.push(() => agentStore.close())
     // With engine routing, a session's files, processes and code are served beside its engine.
-    const { sessions, processes, code, gateway } = engineServices(
+    const { sessions, processes, code, streams, gateway } = engineServices(
       { ...(engines ? { engines } : {}), directory, registry, config, ...(engineId ? { engineId } : {}) },
       {
         sessions: localSessions,
@@ -382,6 +382,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
           outputBufferBytes: config.quotas.processOutputBytes,
         }),
         code: new PooledCodeService(directory, pool, (r) => registry.profile(r.profile, r.provider)),
+        ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
       },
     )
     const agentDeps: AgentRunDeps = {
@@ -492,7 +493,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       ),
       sessions,
       snapshots,
-      ...(role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routed) }),
+      ...(streams ? { streams } : {}),
       processes,
       code,
       toolCalls: new ChainToolCallService(chains, router, directory),

@@ -4,16 +4,18 @@ import type { EngineDirectory } from '../queue/engines/engine-directory.js'
 import { sandboxMemoryEstimate } from './engine-side.js'
 import type { SessionDirectory } from './session-directory.js'
 import type { ProviderRegistry } from '../sandbox/registry.js'
-import type { CodeService, ProcessService, SessionService } from '../services/index.js'
+import type { CodeService, ProcessService, SessionService, SessionStreamService } from '../services/index.js'
 import { EngineForwarder } from '../fleet/forwarder.js'
 import type { GatewayTarget } from '../fleet/gateway.js'
-import { forwardedCode, forwardedProcesses, forwardedSessions } from '../fleet/services.js'
+import { forwardedCode, forwardedProcesses, forwardedSessions, forwardedStreams } from '../fleet/services.js'
 
 /** A process's session services, and what its gateway serves (the local ones). */
 export interface EngineServices<S, P, C> {
   readonly sessions: S
   readonly processes: P
   readonly code: C
+  /** Ports and terminals; absent where neither this process nor a gateway relays them. */
+  readonly streams?: SessionStreamService
   /** The local services, for this worker's gateway (`fleet.gateway`); absent without an engine. */
   readonly gateway?: GatewayTarget
 }
@@ -31,7 +33,7 @@ export function engineServices<S extends SessionService, P extends ProcessServic
     config: Config
     engineId?: string
   },
-  local: { sessions: S; processes: P; code: C },
+  local: { sessions: S; processes: P; code: C; streams?: SessionStreamService },
 ): EngineServices<S, P, C> {
   const { engines, registry, config, engineId } = ctx
   if (!engines) return local
@@ -48,6 +50,7 @@ export function engineServices<S extends SessionService, P extends ProcessServic
     sessions: forwardedSessions(local.sessions, fw),
     processes: forwardedProcesses(local.processes, fw),
     code: forwardedCode(local.code, fw),
+    streams: forwardedStreams(local.streams, fw),
     ...(engineId === undefined ? {} : { gateway: { engineId, ...local } }),
   }
 }

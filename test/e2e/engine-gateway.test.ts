@@ -108,6 +108,28 @@ describe('a session on an engine the API does not reach', () => {
     expect(listed.processes.map((p) => [p.id, p.exitCode])).toEqual([[proc.id, 0]])
   })
 
+  test("a port of the session's sandbox answers through the API (the gateway's port tunnel)", async () => {
+    const served = await as(KEY_A, '/v1/sessions/gw1/processes', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        command:
+          'mkdir -p /tmp/www && echo served-from-second > /tmp/www/index.html && exec httpd -f -p 8000 -h /tmp/www',
+      }),
+    })
+    expect(served.status, await served.clone().text()).toBe(201)
+    // Until httpd listens the port answers 502 PORT_UNREACHABLE; each try is one round trip.
+    let res = await as(KEY_A, '/v1/sessions/gw1/ports/8000/index.html')
+    for (let i = 0; i < 100 && res.status === 502; i++) {
+      await res.arrayBuffer()
+      res = await as(KEY_A, '/v1/sessions/gw1/ports/8000/index.html')
+    }
+    expect(res.status, await res.clone().text()).toBe(200)
+    expect(await res.text()).toBe('served-from-second\n')
+    // Another tenant: 404, as for the files.
+    expect((await as(KEY_B, '/v1/sessions/gw1/ports/8000/index.html')).status).toBe(404)
+  })
+
   test("another tenant gets 404 for the session's files and processes", async () => {
     const file = await as(KEY_B, '/v1/sessions/gw1/files?path=/tmp/blob.bin')
     expect(file.status).toBe(404)
