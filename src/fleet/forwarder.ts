@@ -97,6 +97,12 @@ export class EngineForwarder {
         )
       const engine = await engines.engine(route.engineId)
       if (!engine?.gatewayUrl) {
+        // Another worker of the engine (one without a gateway) wrote the record last: the next
+        // heartbeat of a worker with one brings the URL back.
+        if (Date.now() < until) {
+          await sleep(250, undefined, signal ? { signal } : {})
+          continue
+        }
         throw new AppError(
           'UNAVAILABLE',
           `session ${sessionId} lives on Docker engine ${route.engineId}, whose workers serve no gateway: ` +
