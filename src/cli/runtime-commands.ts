@@ -19,6 +19,7 @@ import { serverTarget } from './client-commands.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
 import { remoteExec } from './remote-exec.js'
+import { openWorkerGateway } from '../fleet/worker-gateway.js'
 
 /** Options every runtime command takes. */
 const COMMON = {
@@ -102,7 +103,10 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
     )
   }
   const keys = resolveApiKeys(loaded.config, process.env, join(process.cwd(), '.sbx', 'api-key'))
-  const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info', secrets: keys.secrets })
+  const logger = createLogger({
+    level: process.env['LOG_LEVEL'] ?? 'info',
+    secrets: [...keys.secrets, ...(loaded.config.fleet.secret ? [loaded.config.fleet.secret] : [])],
+  })
   const runtime = await startRuntime(loaded, { role, logger }, values['redis-wait'], io)
   const port = values.port !== undefined ? Number(values.port) : undefined
   const server = await startServer(runtime, {
@@ -171,7 +175,10 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
       `sbx worker --agent runs agent runs with a model from config \`models\`, and ${loaded.file ?? 'the built-in defaults'} ` +
         'names none: add a `models` entry (kind openai-compatible or anthropic, apiKeyEnv) to the config, or pass --config',
     )
-  const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info', secrets: keys?.secrets ?? [] })
+  const logger = createLogger({
+    level: process.env['LOG_LEVEL'] ?? 'info',
+    secrets: [...(keys?.secrets ?? []), ...(loaded.config.fleet.secret ? [loaded.config.fleet.secret] : [])],
+  })
   const concurrency = values.concurrency !== undefined ? Number(values.concurrency) : undefined
   if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0))
     throw new UsageError('--concurrency must be a positive integer')
@@ -186,7 +193,30 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
         pool: { reapIntervalMs: 0, maintenanceIntervalMs: 0 },
       }
     : { role: 'worker', logger, ...(concurrency ? { concurrency } : {}) }
-  const runtime = await startRuntime(loaded, options, values['redis-wait'], io)
+  // Listening before the worker starts: its engine's first heartbeat already reports the URL.
+  const gateway = agent
+    ? undefined
+    : await openWorkerGateway(loaded.config, logger).catch((err: unknown) => {
+        throw new UsageError(`fleet.gateway: cannot listen: ${(err as Error).message}`)
+      })
+  const runtime = await startRuntime(
+    loaded,
+    { ...options, ...(gateway ? { gatewayUrl: gateway.url } : {}) },
+    values['redis-wait'],
+    io,
+  ).catch(async (err: unknown) => {
+    await gateway?.close()
+    throw err
+  })
+  if (gateway && runtime.gateway) {
+    gateway.serve(runtime.gateway)
+    io.err(`gateway for engine ${runtime.gateway.engineId} at ${gateway.url} (fleet.secret required)`)
+  } else if (!agent && runtime.engineId !== undefined && !loaded.config.fleet.secret) {
+    io.err(
+      'no fleet.secret (SBX_FLEET_SECRET): this worker serves no gateway, so the API cannot reach the files, ' +
+        "processes and code of this engine's sessions; set the same secret on every sbx api and sbx worker",
+    )
+  }
   if (agent) {
     const models = Object.keys(loaded.config.models).join(', ')
     io.err(
@@ -213,6 +243,7 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
   const signal = await untilSignal()
   io.err(`${signal}: draining (up to 30 s), then handing unfinished jobs back…`)
   await metricsServer?.close()
+  await gateway?.close()
   await runtime.close({ deadlineMs: 30_000 })
   return 0
 }

@@ -168,7 +168,10 @@ function readConfigFile(file: string): unknown {
   )
 }
 
-/** Env overrides: REDIS_URL (switches the queue to bullmq unless the file sets a driver), DOCKER_HOST, PORT. */
+/**
+ * Env overrides: REDIS_URL (switches the queue to bullmq unless the file sets a driver), DOCKER_HOST,
+ * PORT, SBX_FLEET_SECRET (fleet.secret), SBX_GATEWAY_URL (fleet.gateway.advertiseUrl).
+ */
 function applyEnv(raw: unknown, env: Readonly<Record<string, string | undefined>>): unknown {
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw
   // Copies only what it changes: a deep clone overflows the stack on deeply nested input.
@@ -189,6 +192,12 @@ function applyEnv(raw: unknown, env: Readonly<Record<string, string | undefined>
     const p = section('providers')
     const docker = (p['docker'] ?? {}) as Record<string, unknown>
     p['docker'] = { ...docker, host: env['DOCKER_HOST'] }
+  }
+  if (env['SBX_FLEET_SECRET']) section('fleet')['secret'] = env['SBX_FLEET_SECRET']
+  if (env['SBX_GATEWAY_URL']) {
+    const fleet = section('fleet')
+    const gateway = (fleet['gateway'] ?? {}) as Record<string, unknown>
+    fleet['gateway'] = { ...gateway, advertiseUrl: env['SBX_GATEWAY_URL'] }
   }
   const port = env['PORT']
   if (port !== undefined && port !== '') section('server')['port'] = Number(port)

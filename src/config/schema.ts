@@ -156,6 +156,40 @@ export const ConfigSchema = z
       })
       .strict()
       .default({ driver: 'memory', redisUrl: 'redis://127.0.0.1:6379', prefix: 'sbx', concurrency: 16 }),
+    /**
+     * A fleet over many Docker engines (`queue.engineRouting`, docs/deploy.md): the internal gateway
+     * through which an API process reaches the sessions of engines it does not reach itself.
+     */
+    fleet: z
+      .object({
+        /**
+         * The secret API processes and workers share to authorise gateway calls (never a tenant's
+         * key; at least 32 characters, e.g. `openssl rand -hex 32`); env SBX_FLEET_SECRET. Unset:
+         * workers serve no gateway, and the API answers 503 for the files, processes and code of
+         * sessions on engines it does not reach. @default unset
+         */
+        secret: z
+          .string()
+          .min(32, 'fleet.secret must be at least 32 characters: generate one with `openssl rand -hex 32`')
+          .optional(),
+        /** The gateway each `sbx worker` serves (only with `fleet.secret`). */
+        gateway: z
+          .object({
+            /** TCP port; 0 picks a free one. @default 0 */
+            port: z.number().int().min(0).max(65_535).default(0),
+            /** Address to listen on: the host's private address for API processes on other hosts. @default '127.0.0.1' */
+            host: z.string().default('127.0.0.1'),
+            /**
+             * The URL API processes reach the gateway at (`http://10.0.0.7:7070`); env
+             * SBX_GATEWAY_URL. @default `http://<host>:<port>`
+             */
+            advertiseUrl: z.string().url().optional(),
+          })
+          .strict()
+          .default({ port: 0, host: '127.0.0.1' }),
+      })
+      .strict()
+      .default({ gateway: { port: 0, host: '127.0.0.1' } }),
     providers: z
       .object({
         docker: z

@@ -16,7 +16,8 @@ export interface Queue {
 
 /**
  * The exec job queue of `queue.driver`: in-process, BullMQ, or (with `queue.engineRouting`) one
- * BullMQ lane per Docker engine, this process consuming the lane of `engineId` when it has one.
+ * BullMQ lane per Docker engine, this process consuming the lane of `engineId` when it has one (its
+ * heartbeat carries `gatewayUrl`, this worker's gateway, when given).
  */
 export async function buildQueue(
   config: Config,
@@ -24,6 +25,7 @@ export async function buildQueue(
   prefix: string,
   engineId: string | undefined,
   cleanups: Cleanups,
+  gatewayUrl?: string,
 ): Promise<Queue> {
   const fleet = config.queue.driver === 'bullmq'
   const queue =
@@ -31,7 +33,7 @@ export async function buildQueue(
       ? await createEngineJobQueue({
           redisUrl: config.queue.redisUrl,
           prefix,
-          ...(engineId === undefined ? {} : { engine: engineSide(registry, engineId, prefix, config) }),
+          ...(engineId === undefined ? {} : { engine: engineSide(registry, engineId, prefix, config, gatewayUrl) }),
           memoryOf: (job) => sandboxMemoryEstimate(registry, job.providerId, job.profile),
         })
       : await createJobQueue(

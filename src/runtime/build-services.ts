@@ -1,7 +1,9 @@
 import type { Config } from '../config/index.js'
 import type { InterceptorChains } from '../extensions/compose.js'
 import type { Logger } from '../logger.js'
+import type { EngineDirectory } from '../queue/engines/engine-directory.js'
 import type { JobQueue } from '../queue/types.js'
+import type { GatewayTarget } from '../fleet/gateway.js'
 import type { ProviderRegistry } from '../sandbox/registry.js'
 import type { SandboxSessionPool } from '../sessions/pool.js'
 import type { Stores } from './build-state.js'
@@ -9,6 +11,7 @@ import type { Routing } from './build-routing.js'
 import type { Cleanups } from './cleanups.js'
 import { PooledCodeService } from './code-service.js'
 import type { RuntimeRole } from './create-runtime.js'
+import { engineServices } from './engine-services.js'
 import { QueueExecService } from './exec-service.js'
 import { PooledProcessService } from './process-service.js'
 import { PooledSessionService } from './session-service.js'
@@ -28,6 +31,8 @@ export interface Services {
   readonly processes: PooledProcessService
   readonly code: PooledCodeService
   readonly toolCalls: ChainToolCallService
+  /** What this worker's gateway serves (`queue.engineRouting` with an exec worker). */
+  readonly gateway?: GatewayTarget
 }
 
 /** What {@link buildServices} needs. */
@@ -40,17 +45,34 @@ export interface ServiceParts {
   readonly queue: JobQueue
   readonly routing: Routing
   readonly chains: InterceptorChains
+  /** The fleet's engines (`queue.engineRouting`). */
+  readonly engines?: EngineDirectory
+  /** The engine this process reaches (a worker with engine routing). */
+  readonly engineId?: string
 }
 
 /** The services over the session directory, the pool (behind policies) and the router. Opens nothing. */
 export function buildServices(p: ServiceParts): Services {
   const { config, stores, pool, registry, routing } = p
   const { directory } = stores
-  const sessions = new PooledSessionService(
-    directory,
-    routing.routed,
-    routing.targets,
-    config.routing.tenants,
+  // With engine routing, a session's files, processes, code and ports are served beside its engine.
+  const { sessions, processes, code, streams, gateway } = engineServices(
+    {
+      ...(p.engines ? { engines: p.engines } : {}),
+      directory,
+      registry,
+      config,
+      ...(p.engineId ? { engineId: p.engineId } : {}),
+    },
+    {
+      sessions: new PooledSessionService(directory, routing.routed, routing.targets, config.routing.tenants),
+      processes: new PooledProcessService(directory, pool, {
+        maxRunning: config.quotas.maxProcessesPerSession,
+        outputBufferBytes: config.quotas.processOutputBytes,
+      }),
+      code: new PooledCodeService(directory, pool, (r) => registry.profile(r.profile, r.provider)),
+      ...(p.role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routing.routed) }),
+    },
   )
   return {
     exec: new QueueExecService(
@@ -69,13 +91,11 @@ export function buildServices(p: ServiceParts): Services {
       providers: registry,
       maxSnapshots: config.quotas.maxSnapshots,
     }),
-    ...(p.role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routing.routed) }),
-    processes: new PooledProcessService(directory, pool, {
-      maxRunning: config.quotas.maxProcessesPerSession,
-      outputBufferBytes: config.quotas.processOutputBytes,
-    }),
-    code: new PooledCodeService(directory, pool, (r) => registry.profile(r.profile, r.provider)),
+    ...(streams ? { streams } : {}),
+    processes,
+    code,
     toolCalls: new ChainToolCallService(p.chains, routing.router, directory),
+    ...(gateway ? { gateway } : {}),
   }
 }
 

@@ -39,6 +39,7 @@ import type { SessionStreamService } from './session-streams.js'
 import type { PooledSnapshotService } from './snapshot-service.js'
 import type { ChainToolCallService } from './tool-call-service.js'
 import type { WorkersCheck } from './worker-census.js'
+import type { GatewayTarget } from '../fleet/gateway.js'
 
 /** Which parts of the service this process runs. */
 export type RuntimeRole = 'all' | 'api' | 'worker'
@@ -60,6 +61,8 @@ export interface RuntimeOptions {
   execWorker?: boolean
   /** Environment for model API keys. @default process.env */
   env?: Readonly<Record<string, string | undefined>>
+  /** The URL of this worker's gateway (`fleet.gateway`), reported in its engine's heartbeat. */
+  gatewayUrl?: string
   /** Session pool tuning passed through (tests shorten intervals). */
   pool?: { reapIntervalMs?: number; maintenanceIntervalMs?: number; acquireTimeoutMs?: number }
 }
@@ -94,7 +97,7 @@ export interface Runtime {
   readonly snapshots: PooledSnapshotService
   /**
    * Ports and terminals of sessions; absent for role `api`, whose process relays no streams (its
-   * sandboxes are the workers' business).
+   * sandboxes are the workers' business), unless engine routing sends ports to the engines' gateways.
    */
   readonly streams?: SessionStreamService
   /** Background processes of sessions' sandboxes. */
@@ -102,6 +105,8 @@ export interface Runtime {
   /** The code interpreter of sessions' sandboxes (`POST /v1/sessions/{id}/code`). */
   readonly code: PooledCodeService
   readonly toolCalls: ChainToolCallService
+  /** What this worker's gateway serves (`queue.engineRouting` with an exec worker). */
+  readonly gateway?: GatewayTarget
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
   /** The agent-run consumer of this process (fleet mode with `agentWorker`). */
@@ -139,11 +144,22 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
     const engineId = engineRouting && runsExecWorker ? await engineIdOf(registry, config) : undefined
     const stores = buildStores(redis, prefix)
     const pool = buildPool({ config, registry, redis, prefix, engineId, tuning: opts.pool, logger }, cleanups)
-    const { queue, engines } = await buildQueue(config, registry, prefix, engineId, cleanups)
+    const { queue, engines } = await buildQueue(config, registry, prefix, engineId, cleanups, opts.gatewayUrl)
     const { serviceEvents } = stores
     const routing = buildRouting({ config, registry, pool, queue, redis, prefix, serviceEvents, logger })
     const chains = await buildChains(config, routing.lifecycle)
-    const services = buildServices({ config, role, stores, pool, registry, queue, routing, chains })
+    const services = buildServices({
+      config,
+      role,
+      stores,
+      pool,
+      registry,
+      queue,
+      routing,
+      chains,
+      ...(engines ? { engines } : {}),
+      ...(engineId === undefined ? {} : { engineId }),
+    })
     const metrics = buildMetrics({ queue, engines, registry, breaker: routing.breaker, pool })
     countEgressWith(countEgress(metrics))
 

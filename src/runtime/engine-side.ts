@@ -43,13 +43,15 @@ export async function engineIdOf(registry: ProviderRegistry, config: Config): Pr
 /**
  * The engine beside this worker, for the engine queue: its ping, its load (sandboxes of this scope
  * and their memory limits, from the containers' labels), its cap, and the memory its sandboxes may
- * reserve (`providers.docker.memoryCapacityMb`, a bound; else the engine's MemTotal, read once, a weight).
+ * reserve (`providers.docker.memoryCapacityMb`, a bound; else the engine's MemTotal, read once, a weight),
+ * and the worker's gateway URL (`fleet.gateway`) when it serves one.
  */
 export function engineSide(
   registry: ProviderRegistry,
   engineId: string,
   scope: string,
   config: Config,
+  gatewayUrl?: string,
 ): EngineSide {
   const docker = dockerOf(registry)
   const cap = config.providers.docker.maxSandboxes
@@ -77,6 +79,7 @@ export function engineSide(
       return engineMemory
     },
     ...(cap === undefined ? {} : { cap }),
+    ...(gatewayUrl === undefined ? {} : { gatewayUrl }),
   }
 }
 

@@ -26,6 +26,8 @@ export interface EngineSide {
   readonly cap?: number
   /** Heartbeat period (ms): an engine is down after `engineStaleMs` without one. @default 1000 */
   readonly heartbeatMs?: number
+  /** The URL of this worker's internal gateway (`fleet.gateway`), reported with each heartbeat. */
+  readonly gatewayUrl?: string
 }
 
 interface Deps {
@@ -106,6 +108,7 @@ export async function startEngineConsumer(
       ...(load === undefined ? {} : { reservedBytes: load.reservedBytes }),
       workerId,
       ...(h.reason === undefined ? {} : { reason: h.reason }),
+      ...(engine.gatewayUrl === undefined ? {} : { gatewayUrl: engine.gatewayUrl }),
     })
     if (closing) return
     if (h.ok && !own) {

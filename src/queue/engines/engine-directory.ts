@@ -31,6 +31,11 @@ export const EngineRecordSchema = z.object({
   workerId: z.string(),
   /** Why the last ping failed. */
   reason: z.string().optional(),
+  /**
+   * The internal gateway of the worker that wrote the record (`fleet.gateway`), where API processes
+   * send the file, process and code calls of the engine's sessions. Absent: no gateway (no `fleet.secret`).
+   */
+  gatewayUrl: z.string().optional(),
 })
 
 /** What a worker reports about its engine. */
@@ -71,8 +76,11 @@ local session = ARGV[5]
 local loadPrefix = ARGV[6]
 local pendingMs = tonumber(ARGV[7])
 local wantBytes = tonumber(ARGV[8]) or 0
-local existing = redis.call('GET', KEYS[3])
-if existing then return {existing, '', 'job'} end
+local hasJob = ARGV[9] == '1'
+if hasJob then
+  local existing = redis.call('GET', KEYS[3])
+  if existing then return {existing, '', 'job'} end
+end
 local function live(id)
   if redis.call('SISMEMBER', KEYS[2], id) == 1 then return nil end
   local raw = redis.call('HGET', KEYS[1], id)
@@ -88,7 +96,7 @@ if session ~= '' then
   if cur then
     if live(cur) then
       redis.call('PEXPIRE', KEYS[4], placeTtlMs)
-      redis.call('SET', KEYS[3], cur, 'PX', retentionMs)
+      if hasJob then redis.call('SET', KEYS[3], cur, 'PX', retentionMs) end
       return {cur, '', 'kept'}
     end
     previous = cur
@@ -120,7 +128,7 @@ if session ~= '' then
   redis.call('SET', KEYS[4], best, 'PX', placeTtlMs)
   redis.call('ZADD', loadPrefix .. best, now, session)
 end
-redis.call('SET', KEYS[3], best, 'PX', retentionMs)
+if hasJob then redis.call('SET', KEYS[3], best, 'PX', retentionMs) end
 return {best, previous, 'placed'}
 `
 
@@ -165,12 +173,43 @@ export class EngineDirectory {
    */
   async route(job: ExecJob, now = Date.now(), wantBytes = 0): Promise<EngineRoute> {
     const session = job.sessionId === undefined ? '' : placementOf(job)
+    return this.run(session, job.jobId, now, wantBytes)
+  }
+
+  /**
+   * Where a session's sandbox lives, for a call that is not a job (its files, processes, code): the
+   * engine it is placed on while that engine is live and undrained, else a new placement exactly as
+   * {@link route} makes for the session's next job (so the call and the jobs agree).
+   */
+  async place(session: SessionPlacement, now = Date.now(), wantBytes = 0): Promise<EngineRoute> {
+    return this.run(placementOf(session), undefined, now, wantBytes)
+  }
+
+  /** One engine's record as its workers last wrote it, with its state; undefined when unknown. */
+  async engine(engineId: string, now = Date.now()): Promise<EngineView | undefined> {
+    const [raw, drained] = await Promise.all([
+      this.redis.hget(this.k, engineId),
+      this.redis.sismember(`${this.k}:drained`, engineId),
+    ])
+    if (raw === null) return undefined
+    const parsed = EngineRecordSchema.safeParse(safeJson(raw))
+    if (!parsed.success) return undefined
+    const live = parsed.data.healthy && now - parsed.data.seenAt <= this.staleMs
+    return { id: engineId, ...parsed.data, state: live ? 'live' : 'down', draining: drained === 1 }
+  }
+
+  private async run(
+    session: string,
+    jobId: string | undefined,
+    now: number,
+    wantBytes: number,
+  ): Promise<EngineRoute> {
     const r = (await this.redis.eval(
       ROUTE_SCRIPT,
       4,
       this.k,
       `${this.k}:drained`,
-      this.jobKey(job.jobId),
+      this.jobKey(jobId ?? '-'),
       session === '' ? `${this.k}:place:-` : `${this.k}:place:${session}`,
       now,
       this.staleMs,
@@ -180,6 +219,7 @@ export class EngineDirectory {
       `${this.k}:pending:`,
       5_000,
       Math.max(0, Math.round(wantBytes)),
+      jobId === undefined ? '0' : '1',
     )) as string[]
     const [engineId = '', previous = '', how = 'none', live = '0'] = r
     if (how === 'none') return { none: true, live: Number(live) }
@@ -262,8 +302,11 @@ export class EngineDirectory {
   }
 }
 
+/** What places a session: its tenant, id, provider (or policy) and profile, as its jobs carry them. */
+export type SessionPlacement = Pick<ExecJob, 'tenant' | 'sessionId' | 'providerId' | 'profile'>
+
 /** The placement key of a job's session: a hash of (tenant, sessionId, providerId, profile). */
-function placementOf(job: ExecJob): string {
+function placementOf(job: SessionPlacement): string {
   const parts = JSON.stringify([job.tenant, job.sessionId ?? null, job.providerId, job.profile])
   return createHash('sha256').update(parts).digest('hex').slice(0, 32)
 }
@@ -274,4 +317,12 @@ function placementOf(job: ExecJob): string {
  */
 export function laneName(queueName: string, engineId: string): string {
   return `${queueName}-${engineId.replace(/[^A-Za-z0-9_-]/g, '').toLowerCase()}`
+}
+
+function safeJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw)
+  } catch {
+    return undefined
+  }
 }

@@ -1,0 +1,140 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { AppError } from '../errors.js'
+import { queueUnavailable } from '../redis/index.js'
+import type { EngineDirectory } from '../queue/engines/engine-directory.js'
+import { callGateway, GatewayMissed } from './client.js'
+import type { GatewayService } from './protocol.js'
+
+/** The session records, as {@link EngineForwarder} reads them. */
+export interface SessionRecords {
+  get(tenant: string, id: string): Promise<{ provider: string; profile: string } | undefined>
+}
+
+/** What {@link EngineForwarder} needs. */
+export interface ForwarderDeps {
+  readonly engines: EngineDirectory
+  /** The session records: a session is found by (tenant, id) or not at all. */
+  readonly directory: SessionRecords
+  /** The engine this process's own worker reaches; its sessions are served here. */
+  readonly localEngineId?: string
+  /** `fleet.secret`; absent: sessions on other engines answer 503 saying to set it. */
+  readonly secret?: string
+  /** Whether sessions of this provider (or policy) live on a Docker engine of the fleet. */
+  engineBound(provider: string): boolean
+  /** The memory limit a new sandbox of the pair takes (bytes), for placement. */
+  memoryOf(provider: string, profile: string): number
+}
+
+/**
+ * Sends a session's file, process and code calls to a worker of the engine its sandbox lives on
+ * (`queue.engineRouting`). The engine is the session's placement — the one its jobs go to — or, when
+ * that engine is down or drained (or the session has none yet), a new placement made exactly as for
+ * its next job; there the worker finds the old sandbox on a lost engine and rebinds the session
+ * (`sandboxReplaced`, files lost), as a routed command does. Sessions of this process's own engine,
+ * of providers without engines, and unknown ones are served locally.
+ */
+export class EngineForwarder {
+  constructor(private readonly deps: ForwarderDeps) {}
+
+  /**
+   * Runs `service.method(tenant, sessionId, ...rest)` where the session's sandbox lives: `local()`
+   * here, or the same call on a worker of its engine.
+   */
+  call<T>(
+    service: GatewayService,
+    method: string,
+    args: readonly [string, string, ...unknown[]],
+    local: () => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    return this.route(
+      args[0],
+      args[1],
+      local,
+      async (url, secret, engineId) =>
+        (await callGateway(url, secret, engineId, { service, method, args: [...args] }, signal)) as T,
+      signal,
+    )
+  }
+
+  /**
+   * Runs `local(found)` when tenant's session `sessionId` is served here, else `remote(url, secret,
+   * engineId)` against a gateway of its engine, sent again (to the engine's current gateway, or once
+   * the session is placed elsewhere) while it throws {@link GatewayMissed}.
+   */
+  async route<T>(
+    tenant: string,
+    sessionId: string,
+    local: (found: boolean) => Promise<T>,
+    remote: (url: string, secret: string, engineId: string) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const { engines, directory } = this.deps
+    const record = await directory.get(tenant, sessionId)
+    // Unknown here means unknown (404) everywhere: the local service says so.
+    if (!record) return local(false)
+    if (!this.deps.engineBound(record.provider)) return local(true)
+    const until = Date.now() + engines.staleMs + 2_000
+    for (;;) {
+      const route = await engines
+        .place(
+          { tenant, sessionId, providerId: record.provider, profile: record.profile },
+          Date.now(),
+          this.deps.memoryOf(record.provider, record.profile),
+        )
+        .catch((err: unknown) => {
+          throw queueUnavailable(err, `Finding the engine of session ${sessionId}`)
+        })
+      if ('none' in route) throw noEngine(route.live)
+      if (route.engineId === this.deps.localEngineId) return local(true)
+      const secret = this.deps.secret
+      if (secret === undefined)
+        throw new AppError(
+          'UNAVAILABLE',
+          `session ${sessionId} lives on Docker engine ${route.engineId}, which this API process does not ` +
+            'reach: set fleet.secret (env SBX_FLEET_SECRET, the same on every sbx api and sbx worker) so ' +
+            "its workers' gateways serve it (docs/deploy.md)",
+        )
+      const engine = await engines.engine(route.engineId)
+      if (!engine?.gatewayUrl) {
+        // Another worker of the engine (one without a gateway) wrote the record last: the next
+        // heartbeat of a worker with one brings the URL back.
+        if (Date.now() < until) {
+          await sleep(250, undefined, signal ? { signal } : {})
+          continue
+        }
+        throw new AppError(
+          'UNAVAILABLE',
+          `session ${sessionId} lives on Docker engine ${route.engineId}, whose workers serve no gateway: ` +
+            'start them with fleet.secret (env SBX_FLEET_SECRET) set, the same as this API process has',
+          { retryable: true },
+        )
+      }
+      try {
+        return await remote(engine.gatewayUrl, secret, route.engineId)
+      } catch (err) {
+        if (!(err instanceof GatewayMissed)) throw err
+        // That worker is gone: another worker of the engine takes the record over within a heartbeat,
+        // or the engine goes down and the session is placed elsewhere.
+        if (Date.now() >= until)
+          throw new AppError(
+            'UNAVAILABLE',
+            `no worker of Docker engine ${route.engineId} answers (${err.message}); start \`sbx worker\` ` +
+              'beside that engine, or drain it (`sbx engine drain`) to move its sessions',
+            { retryable: true, cause: err },
+          )
+        await sleep(250, undefined, signal ? { signal } : {})
+      }
+    }
+  }
+}
+
+function noEngine(live: number): AppError {
+  return new AppError(
+    live === 0 ? 'UNAVAILABLE' : 'QUOTA_EXCEEDED',
+    live === 0
+      ? 'No live Docker engine for this session: start `sbx worker` beside an engine, or `sbx engine undrain <id>`'
+      : `Every live Docker engine (${live}) is at its sandbox cap or memory capacity; delete sessions, add an engine, or raise the cap`,
+    { retryable: true },
+  )
+}

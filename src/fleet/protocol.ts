@@ -1,0 +1,64 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { z } from 'zod'
+import type { ErrorCode } from '../errors.js'
+
+/** The one path of the gateway. */
+export const GATEWAY_PATH = '/internal/v1/call'
+/** Header carrying the fleet secret (`fleet.secret`). */
+export const SECRET_HEADER = 'x-sbx-fleet-secret'
+/** Header naming the engine the caller means: a worker of another engine refuses (409). */
+export const ENGINE_HEADER = 'x-sbx-engine'
+/** The gateway's port tunnel: an HTTP upgrade to a raw stream to a port in a session's sandbox. */
+export const PORT_PATH = '/internal/v1/port'
+/** The `Upgrade` token of the port tunnel. */
+export const PORT_UPGRADE = 'sbx-port'
+/** Headers of the port tunnel: whose session, which session, which port. */
+export const TENANT_HEADER = 'x-sbx-tenant'
+export const SESSION_HEADER = 'x-sbx-session'
+export const PORT_HEADER = 'x-sbx-port'
+
+/** The calls the gateway serves, by service: every one takes `(tenant, sessionId, …)`. */
+export const GATEWAY_METHODS = {
+  sessions: ['readFile', 'writeFile'],
+  processes: ['start', 'list', 'get', 'read', 'writeStdin', 'signal', 'remove'],
+  code: ['run'],
+} as const
+
+/** A service the gateway serves. */
+export type GatewayService = keyof typeof GATEWAY_METHODS
+
+/** One call, as it travels to the gateway (the frame of codec.ts). */
+export const GatewayCallSchema = z
+  .object({
+    service: z.enum(['sessions', 'processes', 'code']),
+    method: z.string().min(1).max(64),
+    /** `[tenant, sessionId, …the method's other arguments]`. */
+    args: z.tuple([z.string().min(1), z.string().min(1)]).rest(z.unknown()),
+  })
+  .strict()
+  .refine((c) => (GATEWAY_METHODS[c.service] as readonly string[]).includes(c.method), {
+    message: 'not a gateway call',
+  })
+
+/** One call, as it travels to the gateway. */
+export type GatewayCall = z.infer<typeof GatewayCallSchema>
+
+/** The gateway's answer: the call's value, or its error as the API should answer it. */
+export type GatewayAnswer =
+  | { readonly ok: true; readonly value?: unknown }
+  | {
+      readonly ok: false
+      readonly error: { readonly code: ErrorCode; readonly message: string; readonly retryable: boolean }
+    }
+
+/**
+ * Whether `presented` is the fleet secret, in constant time: both are hashed first, so neither the
+ * length nor the content of the secret shows in the time taken.
+ */
+export function secretMatches(presented: string | undefined | null, secret: string): boolean {
+  const a = createHash('sha256')
+    .update(presented ?? '', 'utf8')
+    .digest()
+  const b = createHash('sha256').update(secret, 'utf8').digest()
+  return timingSafeEqual(a, b) && presented !== undefined && presented !== null
+}

@@ -1,0 +1,159 @@
+/*
+ * A fleet over two Docker engines (issue 17) reaching a session's files and processes through the
+ * API when the session's sandbox lives on an engine the API process does not reach: `sbx api` (its
+ * DOCKER_HOST is the main engine) forwards those calls to the gateway of a worker of the session's
+ * engine (the second dockerd, test/support/second-engine.ts), authorised by the fleet secret.
+ */
+import { randomBytes } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { startEngineFleet } from '../support/engine-fleet.js'
+import type { EngineFleet } from '../support/engine-fleet.js'
+
+const SECRET = randomBytes(32).toString('hex')
+const KEY_A = `sbx_test_a_${randomBytes(16).toString('hex')}`
+const KEY_B = `sbx_test_b_${randomBytes(16).toString('hex')}`
+
+let fleet: EngineFleet
+let gatewayUrl: string
+
+beforeAll(async () => {
+  fleet = await startEngineFleet('enggw', {
+    fleet: { secret: SECRET },
+    apiKeys: [
+      { key: KEY_A, tenant: 'tenant-a', admin: true },
+      { key: KEY_B, tenant: 'tenant-b' },
+    ],
+  })
+  const line = fleet.workers.second.lines.find((l) => /gateway for engine/.test(l.text))?.text ?? ''
+  gatewayUrl = /at (http\S+)/.exec(line)?.[1] ?? ''
+}, 180_000)
+
+afterAll(async () => {
+  await fleet?.stop()
+}, 120_000)
+
+const as = (key: string, path: string, init: RequestInit = {}) => fleet.api.fetch(path, { ...init, key })
+
+interface ProcessView {
+  id: string
+  state: string
+  exitCode: number | null
+}
+
+describe('a session on an engine the API does not reach', () => {
+  const data = randomBytes(300_000)
+
+  test("files, a background process and routed commands all reach the session's sandbox", async () => {
+    expect(gatewayUrl, 'the worker prints its gateway URL').toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+    // Only the second engine takes new sessions while the main one is drained.
+    expect((await fleet.engineCli(['drain', fleet.ids.main])).code).toBe(0)
+    try {
+      const created = await as(KEY_A, '/v1/sessions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 'gw1', provider: 'docker', profile: 'default' }),
+      })
+      expect(created.status, await created.clone().text()).toBe(201)
+      const put = await as(KEY_A, '/v1/sessions/gw1/files?path=/tmp/blob.bin', { method: 'PUT', body: data })
+      expect(put.status, await put.clone().text()).toBe(200)
+      expect(await put.json()).toMatchObject({ path: '/tmp/blob.bin', bytes: data.byteLength })
+    } finally {
+      expect((await fleet.engineCli(['undrain', fleet.ids.main])).code).toBe(0)
+    }
+    const view = (await (await as(KEY_A, '/v1/sessions/gw1')).json()) as { sandboxId?: string }
+    expect(await fleet.engineOf(view.sandboxId ?? '')).toBe('second')
+
+    // Download: the same bytes, from the second engine.
+    const got = await as(KEY_A, '/v1/sessions/gw1/files?path=/tmp/blob.bin')
+    expect(got.status).toBe(200)
+    expect(Buffer.from(await got.arrayBuffer()).equals(data)).toBe(true)
+
+    // A routed command of the session sees the uploaded file: the same sandbox.
+    const exec = await fleet.api.post(
+      '/v1/exec',
+      { provider: 'docker', profile: 'default', sessionId: 'gw1', command: 'wc -c < /tmp/blob.bin' },
+      { key: KEY_A },
+    )
+    const job = (await exec.json()) as { result?: { stdout: string; sandboxId: string } }
+    expect(job.result?.stdout.trim()).toBe(String(data.byteLength))
+    expect(job.result?.sandboxId).toBe(view.sandboxId)
+
+    // A background process: started, its output read (long-polled until it has exited).
+    const started = await as(KEY_A, '/v1/sessions/gw1/processes', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ command: 'for i in 1 2 3; do echo line$i; done; wc -c < /tmp/blob.bin' }),
+    })
+    expect(started.status, await started.clone().text()).toBe(201)
+    const proc = (await started.json()) as ProcessView
+    let out = ''
+    let offset = 0
+    let state = 'running'
+    while (state === 'running') {
+      const r = await as(
+        KEY_A,
+        `/v1/sessions/gw1/processes/${proc.id}/output?stdoutOffset=${offset}&waitMs=5000`,
+      )
+      expect(r.status, await r.clone().text()).toBe(200)
+      const o = (await r.json()) as { process: ProcessView; stdout: { data: string; nextOffset: number } }
+      out += o.stdout.data
+      offset = o.stdout.nextOffset
+      state = o.process.state
+    }
+    expect(state).toBe('exited')
+    expect(out).toBe(`line1\nline2\nline3\n${data.byteLength}\n`)
+    const listed = (await (await as(KEY_A, '/v1/sessions/gw1/processes')).json()) as {
+      processes: ProcessView[]
+    }
+    expect(listed.processes.map((p) => [p.id, p.exitCode])).toEqual([[proc.id, 0]])
+  })
+
+  test("a port of the session's sandbox answers through the API (the gateway's port tunnel)", async () => {
+    const served = await as(KEY_A, '/v1/sessions/gw1/processes', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        command:
+          'mkdir -p /tmp/www && echo served-from-second > /tmp/www/index.html && exec httpd -f -p 8000 -h /tmp/www',
+      }),
+    })
+    expect(served.status, await served.clone().text()).toBe(201)
+    // Until httpd listens the port answers 502 PORT_UNREACHABLE; each try is one round trip.
+    let res = await as(KEY_A, '/v1/sessions/gw1/ports/8000/index.html')
+    for (let i = 0; i < 100 && res.status === 502; i++) {
+      await res.arrayBuffer()
+      res = await as(KEY_A, '/v1/sessions/gw1/ports/8000/index.html')
+    }
+    expect(res.status, await res.clone().text()).toBe(200)
+    expect(await res.text()).toBe('served-from-second\n')
+    // Another tenant: 404, as for the files.
+    expect((await as(KEY_B, '/v1/sessions/gw1/ports/8000/index.html')).status).toBe(404)
+  })
+
+  test("another tenant gets 404 for the session's files and processes", async () => {
+    const file = await as(KEY_B, '/v1/sessions/gw1/files?path=/tmp/blob.bin')
+    expect(file.status).toBe(404)
+    expect(((await file.json()) as { error: { code: string } }).error.code).toBe('NOT_FOUND')
+    const put = await as(KEY_B, '/v1/sessions/gw1/files?path=/tmp/evil', { method: 'PUT', body: 'x' })
+    expect(put.status).toBe(404)
+    expect((await as(KEY_B, '/v1/sessions/gw1/processes')).status).toBe(404)
+    const start = await as(KEY_B, '/v1/sessions/gw1/processes', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ command: 'echo hi' }),
+    })
+    expect(start.status).toBe(404)
+  })
+
+  test('the gateway refuses a call without the fleet secret, or with a wrong one', async () => {
+    const call = (headers: Record<string, string>) =>
+      fetch(`${gatewayUrl}/internal/v1/call`, { method: 'POST', headers, body: 'x' })
+    expect((await call({})).status).toBe(401)
+    expect((await call({ 'x-sbx-fleet-secret': SECRET.slice(0, -1) + 'x' })).status).toBe(401)
+    // A tenant's API key is not the fleet secret.
+    expect((await call({ 'x-sbx-fleet-secret': KEY_A })).status).toBe(401)
+    expect((await fetch(`${gatewayUrl}/v1/sessions`)).status).toBe(404)
+    const logs = [...fleet.workers.second.lines, ...fleet.api.child.lines].map((l) => l.text).join('\n')
+    expect(logs).not.toContain(SECRET)
+  })
+})
