@@ -135,6 +135,8 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   const { registry, egressProxy, countEgress: countEgressWith } = buildProviders(loaded, env, logger)
   const cleanups = new Cleanups()
   cleanups.add(() => egressProxy.closeAll())
+  // The exec worker drains before the other steps close; a start that fails after it began closes it.
+  let startedWorker: ExecWorkerHandle | undefined
   try {
     await assertProfileRuntimes(registry, logger)
     const redis = fleet ? await connectStoreRedis(config.queue.redisUrl, `sbx-store:${prefix}`) : undefined
@@ -172,6 +174,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
           onJob: countExecJob(metrics),
         })
       : undefined
+    startedWorker = worker
     const agents = await buildAgents(
       {
         config,
@@ -227,6 +230,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       },
     }
   } catch (err) {
+    await startedWorker?.close({ deadlineMs: 5_000 }).catch(() => undefined)
     await cleanups.run(() => undefined)
     await registry.close().catch(() => undefined)
     throw err
