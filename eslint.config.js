@@ -51,9 +51,6 @@ export default tseslint.config(
   },
   {
     files: ['src/http/**/*.ts'],
-    // Known exception, left for a later round: src/http/e2b/deps.ts imports the session streams'
-    // contract from src/runtime (re-exported there from src/services) and is edited on another branch.
-    ignores: ['src/http/e2b/deps.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

@@ -6,7 +6,7 @@ import type { CircuitBreaker } from '../routing/circuit-breaker.js'
 import type { ProviderRegistry } from '../sandbox/registry.js'
 import type { SandboxSessionPool } from '../sessions/pool.js'
 import type { ExecWorkerEvent } from '../worker/exec-worker.js'
-import type { AgentRunRecord } from './agent-runs/types.js'
+import type { AgentRunRecord } from '../services/agent-runs/types.js'
 
 /** What the metrics read at scrape time. */
 export interface MetricsParts {

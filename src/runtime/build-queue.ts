@@ -33,7 +33,9 @@ export async function buildQueue(
       ? await createEngineJobQueue({
           redisUrl: config.queue.redisUrl,
           prefix,
-          ...(engineId === undefined ? {} : { engine: engineSide(registry, engineId, prefix, config, gatewayUrl) }),
+          ...(engineId === undefined
+            ? {}
+            : { engine: engineSide(registry, engineId, prefix, config, gatewayUrl) }),
           memoryOf: (job) => sandboxMemoryEstimate(registry, job.providerId, job.profile),
         })
       : await createJobQueue(

@@ -15,10 +15,10 @@ import { MemorySessionStore } from '../sessions/store/memory.js'
 import { RedisSessionStore } from '../sessions/store/redis.js'
 import type { Cleanups } from './cleanups.js'
 import type { RuntimeOptions } from './create-runtime.js'
-import { MemorySessionDirectory, RedisSessionDirectory } from './session-directory.js'
-import type { SessionDirectory } from './session-directory.js'
-import { MemorySnapshotDirectory, RedisSnapshotDirectory } from './snapshot-directory.js'
-import type { SnapshotDirectory } from './snapshot-directory.js'
+import { MemorySessionDirectory, RedisSessionDirectory } from '../services/session-directory.js'
+import type { SessionDirectory } from '../services/session-directory.js'
+import { MemorySnapshotDirectory, RedisSnapshotDirectory } from '../services/snapshot-directory.js'
+import type { SnapshotDirectory } from '../services/snapshot-directory.js'
 
 /** The records the services keep: in Redis for a fleet (every process sees them), else in memory. */
 export interface Stores {

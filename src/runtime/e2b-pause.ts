@@ -6,7 +6,7 @@
 import { AppError } from '../errors.js'
 import type { SandboxProvider } from '../sandbox/types.js'
 import type { Runtime } from './create-runtime.js'
-import { keyOf } from './session-service.js'
+import { keyOf } from '../services/session-service.js'
 
 /** The endpoint's `canPause` / `setPaused` hooks (docs/e2b-endpoint.md). */
 export interface E2BPauseHooks {

@@ -3,7 +3,7 @@ import type { JobQueue } from '../queue/types.js'
 import type { ProviderRegistry } from '../sandbox/registry.js'
 import type { SandboxHealth } from '../sandbox/types.js'
 import { redisHealth } from './store-redis.js'
-import type { WorkerCensus, WorkersCheck } from './worker-census.js'
+import type { WorkerCensus, WorkersCheck } from '../worker/worker-census.js'
 
 /** What {@link readinessOf} checks. */
 export interface ReadinessParts {

@@ -1,7 +1,9 @@
-// The application services' contracts, transport-free: what the HTTP API, MCP and the E2B endpoint
-// call, and what src/runtime implements and wires. A request body or a view is one zod schema and
-// its type (`ExecInput`, `JobView` are both); src/http only adds OpenAPI metadata to them. Nothing
-// here imports src/http or src/runtime (eslint's no-restricted-imports keeps it so).
+// The application services, transport-free: their contracts (what the HTTP API, MCP and the E2B
+// endpoint call: exec.ts, sessions.ts, …) and their implementations over the job queue, the session
+// directory and the pool (exec-service.ts, session-service.ts, …, agent-runs/), which src/runtime
+// builds and wires. A request body or a view is one zod schema and its type (`ExecInput`, `JobView`
+// are both); src/http only adds OpenAPI metadata to them. Nothing here imports src/http or
+// src/runtime (eslint's no-restricted-imports keeps it so).
 export { AgentRunInput, AgentRunView } from './agent-runs.js'
 export type { AgentRunsApi } from './agent-runs.js'
 export { MAX_CODE_CHARS, RunCodeInput } from './code.js'

@@ -1,6 +1,6 @@
 import type { SessionView } from './sessions.js'
 
-/** A snapshot as the API shows it (records: src/runtime/snapshot-directory.ts). */
+/** A snapshot as the API shows it (records: src/services/snapshot-directory.ts). */
 export interface SnapshotView {
   id: string
   provider: string

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { snapshotVolumeName } from '../../providers/docker/workspace.js'
-import { SNAPSHOT_CREATING_LIMIT_MS } from '../../src/runtime/snapshot-service.js'
+import { SNAPSHOT_CREATING_LIMIT_MS } from '../../src/services/snapshot-service.js'
 import {
   SHARED_REDIS,
   configDir,

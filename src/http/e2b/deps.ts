@@ -1,7 +1,7 @@
 import type { Logger } from '../../logger.js'
 import type { Keyring } from '../keyring.js'
 import type { CodeService, ProcessService, SessionService } from '../deps.js'
-import type { SessionStreamService } from '../../runtime/session-streams.js'
+import type { SessionStreamService } from '../../services/session-streams.js'
 import type { E2BState } from './state.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */

@@ -7,7 +7,7 @@ import {
   RedisSnapshotDirectory,
   type SnapshotDirectory,
   type SnapshotRecord,
-} from '../../../src/runtime/snapshot-directory.js'
+} from '../../../src/services/snapshot-directory.js'
 import { deleteKeys } from '../../support/redis.js'
 
 /* Snapshot records on the real Redis and in memory: tenant-scoped, and the quota holds under a race. */

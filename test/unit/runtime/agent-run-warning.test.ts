@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
-import { MemoryAgentRunStore } from '../../../src/runtime/agent-runs/memory-store.js'
-import { AgentRunService } from '../../../src/runtime/agent-runs/service.js'
-import type { AgentRunDispatcher } from '../../../src/runtime/agent-runs/service.js'
+import { MemoryAgentRunStore } from '../../../src/services/agent-runs/memory-store.js'
+import { AgentRunService } from '../../../src/services/agent-runs/service.js'
+import type { AgentRunDispatcher } from '../../../src/services/agent-runs/service.js'
 
 /** A dispatcher that queues nothing and reports the warning it is given. */
 function dispatcher(warning: { now?: string }): AgentRunDispatcher {

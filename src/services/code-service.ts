@@ -1,5 +1,5 @@
 import { AppError } from '../errors.js'
-import type { CodeService, RunCodeInput } from '../services/index.js'
+import type { CodeService, RunCodeInput } from './index.js'
 import { requireCode } from '../sandbox/code/sandbox-code.js'
 import type { CodeResult } from '../sandbox/code/types.js'
 import type { SessionPool } from '../sessions/types.js'

@@ -1,5 +1,5 @@
 import { AppError } from '../errors.js'
-import type { SessionService, SessionView } from '../services/index.js'
+import type { SessionService, SessionView } from './index.js'
 import type { Lease, SandboxReplacement, SessionKey, SessionPool, SessionState } from '../sessions/types.js'
 import type { SessionDirectory, SessionRecord } from './session-directory.js'
 import { assertTenantMayRoute } from '../routing/policies.js'

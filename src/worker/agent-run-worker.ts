@@ -1,12 +1,12 @@
 import { hostname } from 'node:os'
 import { Queue, Worker } from 'bullmq'
-import { STALL_DETECTION } from '../../queue/bullmq/bullmq-consumer.js'
-import { reconnectDelayMs } from '../../redis/index.js'
-import { AGENT_RUN_QUEUE, noWorkerWarning } from '../worker-census.js'
-import type { WorkerCensus } from '../worker-census.js'
-import type { AgentRunDeps } from './execute.js'
-import { executeAgentRun } from './execute.js'
-import type { AgentRunDispatcher } from './service.js'
+import { STALL_DETECTION } from '../queue/bullmq/bullmq-consumer.js'
+import { reconnectDelayMs } from '../redis/index.js'
+import { AGENT_RUN_QUEUE, noWorkerWarning } from './worker-census.js'
+import type { WorkerCensus } from './worker-census.js'
+import type { AgentRunDeps } from '../services/agent-runs/execute.js'
+import { executeAgentRun } from '../services/agent-runs/execute.js'
+import type { AgentRunDispatcher } from '../services/agent-runs/service.js'
 
 /** A process that executes agent runs. */
 export interface AgentRunRunner {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { AppError } from '../errors.js'
-import type { ForkResult, SessionView, SnapshotService, SnapshotView } from '../services/index.js'
+import type { ForkResult, SessionView, SnapshotService, SnapshotView } from './index.js'
 import type { ResolvedProfile } from '../sandbox/profiles.js'
 import type { Labels, SandboxProvider } from '../sandbox/types.js'
 import type { AcquireOptions, Lease, SessionKey } from '../sessions/types.js'

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
-import type { ProcessService, ProcessStartInput } from '../services/index.js'
+import type { ProcessService, ProcessStartInput } from './index.js'
 import type { ProcessInfo, ProcessOutput, SandboxProcesses } from '../sandbox/types.js'
 import type { SessionPool } from '../sessions/types.js'
 import type { SessionDirectory, SessionRecord } from './session-directory.js'

@@ -1,11 +1,6 @@
 import type { InterceptorChains } from '../extensions/compose.js'
 import { AppError } from '../errors.js'
-import type {
-  JobState,
-  ToolCallEvaluateOptions,
-  ToolCallEvaluation,
-  ToolCallService,
-} from '../services/index.js'
+import type { JobState, ToolCallEvaluateOptions, ToolCallEvaluation, ToolCallService } from './index.js'
 import type { ToolCallRequest } from '../interceptors/types.js'
 import {
   JobInterruptedError,

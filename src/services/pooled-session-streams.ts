@@ -1,12 +1,9 @@
 import { AppError } from '../errors.js'
 import type { TerminalOptions } from '../sandbox/types.js'
-import type { SessionPortStream, SessionStreamService, SessionTerminal } from '../services/session-streams.js'
+import type { SessionPortStream, SessionStreamService, SessionTerminal } from './session-streams.js'
 import type { Lease, SessionPool } from '../sessions/types.js'
 import type { SessionDirectory } from './session-directory.js'
 import { keyOf } from './session-service.js'
-
-// The contract lives in src/services; re-exported for src/http/e2b and create-runtime, which import it here.
-export type { SessionPortStream, SessionStreamService, SessionTerminal } from '../services/session-streams.js'
 
 /**
  * {@link SessionStreamService} on the session directory and pool: each stream holds a lease of the
