@@ -25,10 +25,16 @@ import { ChainToolCallService } from '../services/tool-call-service.js'
 export interface Services {
   readonly exec: QueueExecService
   readonly sessions: PooledSessionService
+  /** Snapshots and forks of sessions (docs/workspaces.md). */
   readonly snapshots: PooledSnapshotService
-  /** Absent for role `api`, whose process relays no streams (its sandboxes are the workers' business). */
+  /**
+   * Ports and terminals of sessions; absent for role `api`, whose process relays no streams (its
+   * sandboxes are the workers' business), unless engine routing sends ports to the engines' gateways.
+   */
   readonly streams?: SessionStreamService
+  /** Background processes of sessions' sandboxes. */
   readonly processes: PooledProcessService
+  /** The code interpreter of sessions' sandboxes (`POST /v1/sessions/{id}/code`). */
   readonly code: PooledCodeService
   readonly toolCalls: ChainToolCallService
   /** What this worker's gateway serves (`queue.engineRouting` with an exec worker). */

@@ -24,22 +24,15 @@ import { buildProviders } from './build-providers.js'
 import { buildQueue } from './build-queue.js'
 import { buildRouting } from './build-routing.js'
 import { buildServices, sweepFailedSnapshots } from './build-services.js'
+import type { Services } from './build-services.js'
 import { buildPool, buildStores } from './build-state.js'
 import { Cleanups } from './cleanups.js'
-import type { QueueExecService } from '../services/exec-service.js'
-import type { PooledCodeService } from '../services/code-service.js'
 import { connectStoreRedis } from './store-redis.js'
 import { engineIdOf } from './engine-side.js'
-import type { PooledProcessService } from '../services/process-service.js'
 import { readinessOf } from './readiness.js'
 import { assertProfileRuntimes } from './runtime-check.js'
 import type { SessionDirectory } from '../services/session-directory.js'
-import type { PooledSessionService } from '../services/session-service.js'
-import type { SessionStreamService } from '../services/session-streams.js'
-import type { PooledSnapshotService } from '../services/snapshot-service.js'
-import type { ChainToolCallService } from '../services/tool-call-service.js'
 import type { WorkersCheck } from '../worker/worker-census.js'
-import type { GatewayTarget } from '../fleet/gateway.js'
 
 /** Which parts of the service this process runs. */
 export type RuntimeRole = 'all' | 'api' | 'worker'
@@ -67,8 +60,8 @@ export interface RuntimeOptions {
   pool?: { reapIntervalMs?: number; maintenanceIntervalMs?: number; acquireTimeoutMs?: number }
 }
 
-/** Everything a process of the service holds, wired from one config. */
-export interface Runtime {
+/** Everything a process of the service holds, wired from one config: its {@link Services} and more. */
+export interface Runtime extends Services {
   readonly loaded: LoadedConfig
   /** The engine this process's exec worker reaches (`queue.engineRouting`). */
   readonly engineId?: string
@@ -91,22 +84,6 @@ export interface Runtime {
   readonly directory: SessionDirectory
   /** The E2B endpoint's sandbox records (Redis in fleet mode: every API replica sees them). */
   readonly e2bState: E2BState
-  readonly exec: QueueExecService
-  readonly sessions: PooledSessionService
-  /** Snapshots and forks of sessions (docs/workspaces.md). */
-  readonly snapshots: PooledSnapshotService
-  /**
-   * Ports and terminals of sessions; absent for role `api`, whose process relays no streams (its
-   * sandboxes are the workers' business), unless engine routing sends ports to the engines' gateways.
-   */
-  readonly streams?: SessionStreamService
-  /** Background processes of sessions' sandboxes. */
-  readonly processes: PooledProcessService
-  /** The code interpreter of sessions' sandboxes (`POST /v1/sessions/{id}/code`). */
-  readonly code: PooledCodeService
-  readonly toolCalls: ChainToolCallService
-  /** What this worker's gateway serves (`queue.engineRouting` with an exec worker). */
-  readonly gateway?: GatewayTarget
   readonly metrics: Metrics
   readonly worker?: ExecWorkerHandle
   /** The agent-run consumer of this process (fleet mode with `agentWorker`). */
