@@ -68,10 +68,6 @@ export default tseslint.config(
   },
   {
     files: ['src/runtime/**/*.ts'],
-    // Known exceptions: they use types and stores of src/http/e2b (the E2B endpoint's sandbox records,
-    // E2BState), which is edited on another branch: create-runtime.ts (the Runtime type), build-state.ts
-    // (it picks the Redis or memory store) and e2b-policy.ts.
-    ignores: ['src/runtime/create-runtime.ts', 'src/runtime/build-state.ts', 'src/runtime/e2b-policy.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

@@ -2,10 +2,11 @@ import type { Logger } from '../../logger.js'
 import type { Keyring } from '../keyring.js'
 import type { CodeService, ProcessService, SessionService } from '../deps.js'
 import type { SessionStreamService } from '../../services/session-streams.js'
-import type { E2BState } from './state.js'
+import type { E2BState } from '../../services/e2b/state.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
-export type E2BCommandVerdict = { kind: 'run'; command: string } | { kind: 'block'; reason: string }
+import type { E2BCommandVerdict } from '../../services/e2b/policy.js'
+export type { E2BCommandVerdict }
 
 /** What the E2B-compatible endpoint needs beyond the services every route uses. */
 export interface E2BEndpointDeps {

@@ -10,7 +10,7 @@ import type { E2BRouteDeps } from './deps.js'
 import { registerEnvd } from './envd.js'
 import { sandboxHostRouter } from './hosts.js'
 import { E2BSandboxStore } from './sandboxes.js'
-import { MemoryE2BState } from './state.js'
+import { MemoryE2BState } from '../../services/e2b/state.js'
 
 export type { E2BEndpointDeps, E2BCommandVerdict, E2BRouteDeps } from './deps.js'
 

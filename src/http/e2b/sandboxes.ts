@@ -7,7 +7,7 @@
  * the store sweeps for ended lifetimes, and the one that removes a record deletes its session.
  */
 import { randomBytes } from 'node:crypto'
-import type { E2BRecord, E2BState } from './state.js'
+import type { E2BRecord, E2BState } from '../../services/e2b/state.js'
 
 /** One E2B sandbox: a session of `tenant` plus E2B's attributes. */
 export interface E2BSandbox {

@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest'
 import { commandLineOf } from '../../../src/http/e2b/process-rpc.js'
 import { ToolCallDecision, type ToolCallInterceptor } from '../../../src/interceptors/index.js'
 import { routeShellTools } from '../../../src/interceptors/builtins/index.js'
-import { e2bCommandPolicy } from '../../../src/runtime/e2b-policy.js'
+import { e2bCommandPolicy } from '../../../src/services/e2b/policy.js'
 
 describe('the command line of an envd process config', () => {
   test("the SDK's `bash -l -c <script>` is the script", () => {

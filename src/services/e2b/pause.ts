@@ -3,10 +3,13 @@
  * provider ({@link SandboxProvider.pause}, Docker's engine pause) and thawed on resume. Only a
  * process that holds sandboxes (`sbx serve`; not `sbx api`, whose workers hold them) offers it.
  */
-import { AppError } from '../errors.js'
-import type { SandboxProvider } from '../sandbox/types.js'
-import type { Runtime } from './create-runtime.js'
-import { keyOf } from '../services/session-service.js'
+import { AppError } from '../../errors.js'
+import type { ProviderRegistry } from '../../sandbox/registry.js'
+import type { SandboxProvider } from '../../sandbox/types.js'
+import type { SandboxSessionPool } from '../../sessions/pool.js'
+import type { SessionDirectory } from '../session-directory.js'
+import { keyOf } from '../session-service.js'
+import type { SessionStreamService } from '../session-streams.js'
 
 /** The endpoint's `canPause` / `setPaused` hooks (docs/e2b-endpoint.md). */
 export interface E2BPauseHooks {
@@ -15,9 +18,13 @@ export interface E2BPauseHooks {
 }
 
 /** The pause hooks over `runtime`'s session directory, pool and providers. */
-export function e2bPauseHooks(
-  runtime: Pick<Runtime, 'registry' | 'directory' | 'pool' | 'streams'>,
-): E2BPauseHooks {
+export function e2bPauseHooks(runtime: {
+  readonly registry: ProviderRegistry
+  readonly directory: SessionDirectory
+  readonly pool: SandboxSessionPool
+  /** Present only in a process that holds sandboxes: pause is offered there only. */
+  readonly streams?: SessionStreamService
+}): E2BPauseHooks {
   const providerOf = (id: string): SandboxProvider | undefined => {
     try {
       return runtime.registry.get(id)

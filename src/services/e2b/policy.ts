@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto'
-import type { E2BCommandVerdict } from '../http/e2b/index.js'
-import { evaluateToolCall } from '../interceptors/chains.js'
-import type { ToolCallInterceptor } from '../interceptors/types.js'
+import { evaluateToolCall } from '../../interceptors/chains.js'
+import type { ToolCallInterceptor } from '../../interceptors/types.js'
+
+/** What the policy says about one E2B command: run it (perhaps rewritten), or refuse it. */
+export type E2BCommandVerdict = { kind: 'run'; command: string } | { kind: 'block'; reason: string }
 
 /**
  * The server's tool-call policy for one command of the E2B endpoint: the command goes through the
