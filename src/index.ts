@@ -99,7 +99,7 @@ export type { EgressAuditEvent, EgressPolicy, EgressPolicyInput, EgressVerdict }
 // `sandbox-router/conformance`)
 export { resolveProfile, Semaphore } from './sandbox/index.js'
 export { ProviderRegistry } from './sandbox/registry.js'
-export type { ResolvedRoute } from './sandbox/registry.js'
+export type { ProfileResolver, ProviderResolver, ResolvedRoute } from './sandbox/resolver.js'
 export type {
   CreateOptions,
   ExecOptions,
@@ -126,7 +126,6 @@ export type {
   CreateSessionPoolOptions,
   Lease,
   LeaseOutcome,
-  PoolProviders,
   RedisSessionStoreOptions,
   SessionKey,
   SessionPool,

@@ -1,4 +1,5 @@
-import { z } from 'zod'
+import { ZodError, z } from 'zod'
+import { AppError } from '../../src/errors.js'
 
 /** Template used when a profile names none. */
 export const DEFAULT_TEMPLATE = 'base'
@@ -64,3 +65,14 @@ export type E2BProviderOptions = z.input<typeof E2BProviderOptionsSchema>
 
 /** Parsed options. */
 export type ResolvedE2BProviderOptions = z.output<typeof E2BProviderOptionsSchema>
+
+/** The options parsed, defaults applied; `CONFIG_INVALID` naming every bad field. */
+export function parseE2BProviderOptions(options: E2BProviderOptions): ResolvedE2BProviderOptions {
+  try {
+    return E2BProviderOptionsSchema.parse(options)
+  } catch (err) {
+    if (!(err instanceof ZodError)) throw err
+    const issues = err.issues.map((i) => `${i.path.join('.') || 'options'}: ${i.message}`).join('; ')
+    throw new AppError('CONFIG_INVALID', `invalid E2B provider options (${issues})`)
+  }
+}

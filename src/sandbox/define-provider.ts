@@ -6,7 +6,8 @@
  * - a profile or ref of another provider is refused (`CONFIG_INVALID`);
  * - a new sandbox carries the caller's labels plus the service's own (owner, profile, instance,
  *   the settings `connect` reads back), see labels.ts;
- * - `connect` refuses a sandbox without the owner label (`BAD_REQUEST`) and rebuilds the handle's
+ * - `connect` refuses a sandbox without the owner label (`BAD_REQUEST`), lets the backend revive
+ *   it (`revive`: start a stopped one, refuse one that cannot serve) and rebuilds the handle's
  *   settings (cwd, concurrency bound) from the labels;
  * - `list` adds the owner label to the filter and checks every answer against it again (a filter
  *   the backend ignored must never hand someone else's sandbox to a reaper);
@@ -122,11 +123,24 @@ export interface ProviderBackend<N, H extends Sandbox = Sandbox> {
    * When it throws, it has closed what it opened.
    */
   open(ref: SandboxRef, native: N, settings: LabelSettings, signal?: AbortSignal): Promise<H>
+  /**
+   * Starts a sandbox `create` made, before its handle is opened: for a backend whose create only
+   * makes it (Docker's create-then-start), or that must attach something of its own first (a proxy
+   * the sandbox talks through). A failure is handled as one of `open`'s: mapped by `createFailed`,
+   * the sandbox discarded.
+   */
+  start?(ref: SandboxRef, native: N, profile: ResolvedProfile, signal?: AbortSignal): Promise<void>
+  /**
+   * Makes a sandbox `connect` found usable again, after the owner check and before its handle is
+   * opened: starts one that stopped, takes over what another process attached, or refuses one that
+   * cannot serve (`SANDBOX_LOST`). `ref` is the owned ref, with the sandbox's labels.
+   */
+  revive?(ref: SandboxRef, native: N, signal?: AbortSignal): Promise<void>
   /** Readies a new sandbox before it is handed out (e.g. creates the profile's cwd). */
   prepare?(handle: H, native: N, profile: ResolvedProfile, signal?: AbortSignal): Promise<void>
   /**
-   * The error a create ends in when `open` or `prepare` failed (not on abort); called before the
-   * sandbox is destroyed, so a probe can still look at it.
+   * The error a create ends in when `start`, `open` or `prepare` failed (not on abort); called
+   * before the sandbox is destroyed, so a probe can still look at it.
    * @default `CONFIG_INVALID` as it is, anything else as a {@link createFailed}
    */
   createFailed?(err: unknown, failed: FailedCreate<N, H>): Promise<Error> | Error
@@ -196,6 +210,7 @@ export function defineProvider<N, H extends Sandbox = Sandbox>(
     let handle: H | undefined
     try {
       signal?.throwIfAborted()
+      await backend.start?.(ref, made.native, profile, signal)
       handle = await backend.open(ref, made.native, settingsOf(all, profile.cwd), signal)
       await backend.prepare?.(handle, made.native, profile, signal)
       signal?.throwIfAborted()
@@ -232,6 +247,7 @@ export function defineProvider<N, H extends Sandbox = Sandbox>(
       labels: found.labels,
     }
     try {
+      await backend.revive?.(owned, found.native, signal)
       return await backend.open(owned, found.native, settingsOf(found.labels, backend.defaultCwd), signal)
     } catch (err) {
       signal?.throwIfAborted()

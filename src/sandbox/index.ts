@@ -66,7 +66,7 @@ export type {
   ProviderBackend,
   ProviderDefinition,
 } from './define-provider.js'
-export type { ProfileResolver } from './resolver.js'
+export type { ProfileResolver, ProviderResolver, ResolvedRoute } from './resolver.js'
 export { Semaphore } from './semaphore.js'
 export { scrubSecret, secretSafeCause } from './secret-scrub.js'
 export { CODE_LANGUAGES } from './code/types.js'

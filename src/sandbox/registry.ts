@@ -1,16 +1,10 @@
 import { ZodError } from 'zod'
 import { AppError } from '../errors.js'
 import { type ProfileInput, type ResolvedProfile, resolveProfile } from './profiles.js'
-import type { ProfileResolver } from './resolver.js'
+import type { ProviderResolver, ResolvedRoute } from './resolver.js'
 import type { SandboxProvider } from './types.js'
 
 const listOf = (names: Iterable<string>): string => [...names].sort().join(', ') || '(none)'
-
-/** A provider and the profile a call resolved to. */
-export interface ResolvedRoute {
-  provider: SandboxProvider
-  profile: ResolvedProfile
-}
 
 /**
  * The providers and named profiles of one process. The composition root registers built-in and
@@ -18,7 +12,7 @@ export interface ResolvedRoute {
  * profile)` verdicts through it. Unknown names never fall back to anything: they throw
  * `UNKNOWN_PROVIDER` / `UNKNOWN_PROFILE` with the known names in the message.
  */
-export class ProviderRegistry implements ProfileResolver {
+export class ProviderRegistry implements ProviderResolver {
   private readonly providers = new Map<string, SandboxProvider>()
   private readonly profiles = new Map<string, ResolvedProfile>()
 

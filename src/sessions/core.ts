@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import { AppError } from '../errors.js'
 import type { ResolvedProfile } from '../sandbox/profiles.js'
+import type { ProviderResolver } from '../sandbox/resolver.js'
 import type { Labels, Sandbox, SandboxProvider, SandboxRef } from '../sandbox/types.js'
 import { HandleCache } from './handles.js'
 import { poolKey, sessionHash } from './keys.js'
@@ -9,18 +10,6 @@ import { PoolCounters } from './stats.js'
 import type { EvictionReason } from './stats.js'
 import type { SessionStore } from './store/types.js'
 import type { SessionKey } from './types.js'
-
-/**
- * What the pool needs from the provider registry: a provider by id and a profile by name, both
- * throwing an `AppError` (`UNKNOWN_PROVIDER` / `UNKNOWN_PROFILE`) that lists the known ones.
- */
-export interface PoolProviders {
-  get(providerId: string): SandboxProvider
-  /** With `providerId`, a profile of another provider is an error too (the registry's check). */
-  profile(name: string, providerId?: string): ResolvedProfile
-  /** Ids of every registered provider, for `reap()`; without it the pool reaps the providers it used. */
-  providerIds?(): Iterable<string>
-}
 
 /** Reports errors of background work (refill, eviction, heartbeat, reaper) and of destroys. */
 export type PoolErrorHandler = (err: unknown, context: string) => void
@@ -46,7 +35,7 @@ export class PoolCore {
 
   constructor(
     readonly opts: ResolvedSessionPoolOptions & { instanceId: string },
-    readonly providers: PoolProviders,
+    readonly providers: ProviderResolver,
     readonly store: SessionStore,
     private readonly onError: PoolErrorHandler,
   ) {}
@@ -74,8 +63,7 @@ export class PoolCore {
         'BAD_REQUEST',
         'sessionId must be non-empty when given; omit it for an ephemeral sandbox',
       )
-    const provider = this.providers.get(key.providerId)
-    const profile = this.providers.profile(key.profile, key.providerId)
+    const { provider, profile } = this.providers.resolve(key.providerId, key.profile)
     if (profile.provider !== key.providerId) {
       throw new AppError(
         'BAD_REQUEST',

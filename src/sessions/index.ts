@@ -1,7 +1,7 @@
 export type { AcquireOptions, Lease, LeaseOutcome, SessionKey, SessionPool } from './types.js'
 export { createSessionPool, SandboxSessionPool } from './pool.js'
 export type { CreateSessionPoolOptions } from './pool.js'
-export type { PoolErrorHandler, PoolProviders } from './core.js'
+export type { PoolErrorHandler } from './core.js'
 export { SessionPoolOptionsSchema, CreateBackoffSchema, PrewarmSchema } from './options.js'
 export type { CreateBackoff, ResolvedSessionPoolOptions, SessionPoolOptions } from './options.js'
 export { CREATE_LATENCY_BUCKETS_MS } from './stats.js'

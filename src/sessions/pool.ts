@@ -4,7 +4,7 @@ import { foreignEngine, obtain } from './binder.js'
 import { admit } from './bounds.js'
 import type { Obtained } from './binder.js'
 import { describeTarget, isLost, PoolCore } from './core.js'
-import type { PoolErrorHandler, PoolProviders, Target } from './core.js'
+import type { PoolErrorHandler, Target } from './core.js'
 import { Deadline } from './deadline.js'
 import { LeaseBook } from './lease.js'
 import type { LiveLease } from './lease.js'
@@ -25,6 +25,7 @@ import { withoutRecreateAdvice } from './replacement-reason.js'
 import { WarmPools } from './warm.js'
 import { AppError } from '../errors.js'
 import type { Labels } from '../sandbox/types.js'
+import type { ProviderResolver } from '../sandbox/resolver.js'
 import { createLabels } from './keys.js'
 
 /** A replacement notice of a session whose workspace persists: it says the workspace was kept. */
@@ -35,8 +36,8 @@ function keptNotice(t: Target, r: SandboxReplacement | undefined): SandboxReplac
 
 /** Dependencies and options of {@link createSessionPool}. */
 export interface CreateSessionPoolOptions extends SessionPoolOptions {
-  /** The provider registry (or anything with `get(id)` and `profile(name)`). */
-  providers: PoolProviders
+  /** The provider registry (or any {@link ProviderResolver}). */
+  providers: ProviderResolver
   /** `RedisSessionStore` for a fleet, `MemorySessionStore` for one process. Not closed by the pool. */
   store: SessionStore
   /** Receives errors of background work and failed destroys. @default ignore */
