@@ -6,6 +6,7 @@ import { e2bBackend } from './backend.js'
 import { type ErrorContext, mapE2BError } from './errors.js'
 import type { Lifetime } from './lifetime.js'
 import { type E2BProviderOptions, parseE2BProviderOptions } from './options.js'
+import { e2bPause } from './pause.js'
 import { E2BSandbox } from './sandbox.js'
 
 /** Provider id of the E2B provider. */
@@ -69,5 +70,10 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
   }
 
   const backend = e2bBackend({ client, opts, errors, handle })
-  return { ...defineProvider({ id: E2B_PROVIDER_ID, instanceId: opts.instanceId, backend }), health, close }
+  return {
+    ...defineProvider({ id: E2B_PROVIDER_ID, instanceId: opts.instanceId, backend }),
+    ...e2bPause(client, opts.requestTimeoutMs, errors),
+    health,
+    close,
+  }
 }

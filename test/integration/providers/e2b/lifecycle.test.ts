@@ -210,4 +210,26 @@ describe('e2b provider lifecycle', () => {
     },
     T,
   )
+  test(
+    "pause freezes the sandbox with E2B's pause (its files kept), resume thaws it; a gone one is NOT_FOUND",
+    async () => {
+      const sb = await fx.create()
+      await sb.exec({ ...quick, command: 'echo kept > p.txt' })
+      await fx.provider.pause?.(sb.ref)
+      expect((await endpoint.info(sb.ref.id))?.state).toBe('paused')
+      // A second pause is not an error (the SPI's rule; E2B answers it with `false`).
+      await fx.provider.pause?.(sb.ref)
+      await fx.provider.resume?.(sb.ref)
+      expect((await endpoint.info(sb.ref.id))?.state).toBe('running')
+      // Resuming a running sandbox is not an error either.
+      await fx.provider.resume?.(sb.ref)
+      const again = await fx.provider.connect(sb.ref)
+      expect((await again.exec({ ...quick, command: 'cat p.txt' })).stdout).toBe('kept\n')
+      await fx.provider.destroy(sb.ref)
+      expect(await rejectionOf(fx.provider.pause?.(sb.ref) ?? Promise.resolve())).toMatchObject({
+        code: 'NOT_FOUND',
+      })
+    },
+    T,
+  )
 })
