@@ -14,6 +14,7 @@ import { chooseProtocol } from '../http/ws-protocols.js'
 import type { McpShellProfile } from '../http/mcp-schemas.js'
 import { redactUrl } from '../redis/index.js'
 import { createRuntime } from '../runtime/create-runtime.js'
+import { noNetworkVariant } from '../runtime/build-providers.js'
 import { e2bCommandPolicy } from '../services/e2b/policy.js'
 import { e2bPauseHooks } from '../services/e2b/pause.js'
 import type { Runtime, RuntimeOptions } from '../runtime/create-runtime.js'
@@ -137,6 +138,14 @@ export async function startServer(
       ...(config.e2b.domain ? { domain: config.e2b.domain } : {}),
       providerOf: (profile) => runtime.registry.profile(profile).provider,
       cwdOf: (profile) => runtime.registry.profile(profile).cwd,
+      networkOf: (profile) => {
+        const { network } = runtime.registry.profile(profile)
+        return typeof network === 'string' ? network : 'allowlist'
+      },
+      noNetworkProfileOf: (profile) =>
+        runtime.registry.profileNames().includes(noNetworkVariant(profile))
+          ? noNetworkVariant(profile)
+          : undefined,
       state: runtime.e2bState,
       ...e2bPauseHooks(runtime),
       policy: (tenant, sandboxId, command) =>

@@ -7,6 +7,7 @@ import { EgressProxy } from '../egress/proxy.js'
 import type { EgressAuditEvent } from '../egress/proxy.js'
 import { assertEgressEnforceable, egressCaps } from '../egress/providers.js'
 import type { Logger } from '../logger.js'
+import { AppError } from '../errors.js'
 import { ProviderRegistry } from '../sandbox/registry.js'
 import type { SandboxProvider } from '../sandbox/types.js'
 import { dockerOptionsOf } from './docker-options.js'
@@ -48,6 +49,7 @@ export function buildProviders(
     const { name: _n, ...input } = p
     registry.addProfile(name, input)
   }
+  addNoNetworkVariants(registry, loaded)
   return { registry, egressProxy, countEgress: (count) => (counter = count) }
 }
 
@@ -65,4 +67,29 @@ function dockerProvider(config: Config, proxy: EgressProxy): SandboxProvider {
       tenantCaps: egressCaps(config.egress.tenants),
     },
   })
+}
+
+/** Name of the network-less variant of `profile` (the E2B endpoint's `allowInternetAccess: false`). */
+export function noNetworkVariant(profile: string): string {
+  return `${profile}.no-internet`
+}
+
+/**
+ * Registers, for each profile an E2B template maps to that has a network, its variant without one:
+ * the E2B endpoint runs a create asking for no internet there (docs/e2b-endpoint.md). The API and
+ * the workers derive the same variants from the same config, so a fleet's workers know them.
+ */
+function addNoNetworkVariants(registry: ProviderRegistry, loaded: LoadedConfig): void {
+  for (const name of new Set(Object.values(loaded.config.e2b.templates))) {
+    const p = loaded.profiles.get(name)
+    if (!p || p.network === 'none') continue
+    const variant = noNetworkVariant(name)
+    if (loaded.profiles.has(variant))
+      throw new AppError(
+        'CONFIG_INVALID',
+        `profile '${variant}' is reserved: it names the network-less variant of profile '${name}' (an E2B template maps to it); rename that profile`,
+      )
+    const { name: _n, ...input } = p
+    registry.addProfile(variant, { ...input, network: 'none' })
+  }
 }

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { CommandExitError, Sandbox, TimeoutError } from 'e2b'
+import { ALL_TRAFFIC, CommandExitError, Sandbox, TimeoutError } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { BLOCK_REASON } from './fixtures/e2b-block-policy.js'
 import { removeScope, scopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
@@ -32,7 +32,9 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
           { keyEnv: 'E2BEP_GLOBEX_KEY', tenant: 'globex' },
         ],
         extensions: [join(import.meta.dirname, 'fixtures', 'e2b-block-policy.ts')],
-        e2b: { templates: { base: 'e2b', python: 'default' } },
+        e2b: { templates: { base: 'e2b', python: 'default', net: 'e2b-net' } },
+        // A template whose profile has a network (an egress allowlist): creates may narrow it.
+        profiles: { 'e2b-net': { provider: 'docker', network: { allow: ['example.invalid'] } } },
         quotas: { requestsPerSecond: 1000, maxSandboxes: 2 },
       },
       env: { SBX_API_KEY: ACME, E2BEP_ACME_KEY: ACME, E2BEP_GLOBEX_KEY: GLOBEX },
@@ -266,13 +268,43 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
 
   test('clear errors: unknown template, bad key, auto-pause', async () => {
     await expect(Sandbox.create('no-such-template')).rejects.toThrow(
-      /template 'no-such-template' not found; known templates: base, python/,
+      /template 'no-such-template' not found; known templates: base, python, net/,
     )
     await expect(Sandbox.create('base', { apiKey: 'sbx_wrong_key_0123456789abcdef' })).rejects.toThrow(
       /Invalid API key/,
     )
     await expect(Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } })).rejects.toThrow(
       /autoPause is not supported: a sandbox here is killed at the end of its lifetime/,
+    )
+  }, 120_000)
+
+  test("a create's network rules: no internet is applied, a wider or per-sandbox rule is refused saying why", async () => {
+    const proxyOf = async (sbx: Sandbox): Promise<string> =>
+      (await sbx.commands.run('echo "${HTTPS_PROXY:-none}"')).stdout.trim()
+    // The template's profile reaches its allowlist through the egress proxy.
+    const withNet = await Sandbox.create('net')
+    expect(await proxyOf(withNet)).toBe('http://127.0.0.1:3128')
+    await withNet.kill()
+    // allowInternetAccess: false, or all traffic denied: the sandbox has no network at all.
+    for (const opts of [{ allowInternetAccess: false }, { network: { denyOut: [ALL_TRAFFIC] } }]) {
+      const offline = await Sandbox.create('net', opts)
+      expect(await proxyOf(offline)).toBe('none')
+      await offline.kill()
+    }
+    // A create never widens the profile's network, and per-sandbox lists are not applied: a 400 that says so.
+    await expect(Sandbox.create('base', { allowInternetAccess: true })).rejects.toThrow(
+      /allowInternetAccess cannot be honoured: template 'base' runs on profile 'e2b' \(network: none\)/,
+    )
+    await expect(Sandbox.create('base', { network: { allowOut: ['example.com'] } })).rejects.toThrow(
+      /network.allowOut cannot be honoured/,
+    )
+    await expect(
+      Sandbox.create('net', { network: { denyOut: [ALL_TRAFFIC], allowOut: ['example.com'] } }),
+    ).rejects.toThrow(
+      /network.allowOut is not supported here: .*put the destinations in the profile's network.allow/,
+    )
+    await expect(Sandbox.create('net', { network: { denyOut: ['10.0.0.0/8'] } })).rejects.toThrow(
+      /network.denyOut \["10.0.0.0\/8"\] is not supported here/,
     )
   }, 120_000)
 

@@ -11,6 +11,7 @@ import type { Principal } from '../keyring.js'
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
 import { sandboxDomain } from './hosts.js'
+import { needsNoNetwork, networkRequestOf } from './network-request.js'
 import { E2BSandboxStore, type E2BSandbox } from './sandboxes.js'
 
 /** The envd version we report: the SDK enables features by it (0.6.x: octet-stream uploads, file metadata). */
@@ -202,14 +203,29 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
     const publicTraffic = (network as Json | null | undefined)?.allowPublicTraffic
     if (publicTraffic !== undefined && typeof publicTraffic !== 'boolean')
       throw new E2BApiError(400, 'network.allowPublicTraffic must be a boolean')
+    const rules = networkRequestOf(body, network as Json | null | undefined)
+    let sessionProfile = profile
+    if (needsNoNetwork(rules, deps.e2b.networkOf?.(profile) ?? 'none', { template: templateId, profile })) {
+      const offline = deps.e2b.noNetworkProfileOf?.(profile)
+      if (!offline)
+        throw new E2BApiError(
+          400,
+          `allowInternetAccess: false cannot be honoured: profile '${profile}' has a network and no network-less variant here`,
+        )
+      sessionProfile = offline
+    }
     const sandboxId = E2BSandboxStore.newId()
-    await deps.sessions.create(p.tenant, { id: sandboxId, provider, profile }, { admit: true })
+    await deps.sessions.create(
+      p.tenant,
+      { id: sandboxId, provider, profile: sessionProfile },
+      { admit: true },
+    )
     const s = await store.add(
       sandboxId,
       {
         tenant: p.tenant,
         templateId,
-        profile,
+        profile: sessionProfile,
         provider,
         cwd: deps.e2b.cwdOf?.(profile) ?? '/',
         metadata,
@@ -218,7 +234,10 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       },
       timeoutS * 1000,
     )
-    deps.logger.info({ tenant: p.tenant, sandboxId, templateId, profile }, 'e2b sandbox created')
+    deps.logger.info(
+      { tenant: p.tenant, sandboxId, templateId, profile: sessionProfile },
+      'e2b sandbox created',
+    )
     return c.json(sandboxJson(s, domainOf(c)), 201)
   })
   app.post('/v2/sandboxes', create)

@@ -6,6 +6,7 @@ import type { E2BState } from '../../services/e2b/state.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
 import type { E2BCommandVerdict } from '../../services/e2b/policy.js'
+import type { ProfileNetwork } from './network-request.js'
 export type { E2BCommandVerdict }
 
 /** What the E2B-compatible endpoint needs beyond the services every route uses. */
@@ -16,6 +17,13 @@ export interface E2BEndpointDeps {
   providerOf(profile: string): string
   /** The working directory of a profile's sandboxes: relative file paths resolve against it. */
   cwdOf?(profile: string): string
+  /** A profile's network, against which a create's network rules are checked. @default 'none' */
+  networkOf?(profile: string): ProfileNetwork
+  /**
+   * The network-less variant of a profile (registered beside it for the E2B templates), where a
+   * create that turns the network off runs. Absent: such a create is refused with a 400.
+   */
+  noNetworkProfileOf?(profile: string): string | undefined
   /** Where E2B sandbox records live (Redis in a fleet). @default one in this process's memory */
   state?: E2BState
   /**
