@@ -5,7 +5,13 @@ import { AppError } from '../errors.js'
 import type { ErrorCode } from '../errors.js'
 import type { Logger } from '../logger.js'
 import type { Duplex } from 'node:stream'
-import type { CodeService, ProcessService, SessionService, SessionStreamService } from '../services/index.js'
+import type {
+  CodeService,
+  ProcessService,
+  SessionService,
+  SessionStreamService,
+  SnapshotService,
+} from '../services/index.js'
 import { decodeFrame, encodeFrame } from './codec.js'
 import {
   ENGINE_HEADER,
@@ -24,9 +30,11 @@ import type { GatewayAnswer, GatewayCall } from './protocol.js'
 /** What a worker's gateway serves: the worker's own (local, never forwarding) services. */
 export interface GatewayTarget {
   readonly engineId: string
-  readonly sessions: Pick<SessionService, 'readFile' | 'writeFile'>
+  readonly sessions: Pick<SessionService, 'readFile' | 'writeFile' | 'delete'>
   readonly processes: ProcessService
   readonly code: CodeService
+  /** Snapshots taken, restored and removed on the worker's engine; absent: those calls answer 501. */
+  readonly snapshots?: Pick<SnapshotService, 'create' | 'fork' | 'startSession' | 'delete'>
   /** Ports of the worker's sandboxes, for the port tunnel; absent: the tunnel answers 501. */
   readonly streams?: Pick<SessionStreamService, 'openPort'>
 }
@@ -242,6 +250,8 @@ function dispatch(t: GatewayTarget, call: GatewayCall, signal: AbortSignal): Pro
       return t.sessions.readFile(tenant, session, a[2] as string)
     case 'sessions.writeFile':
       return t.sessions.writeFile(tenant, session, a[2] as string, a[3] as Uint8Array)
+    case 'sessions.delete':
+      return t.sessions.delete(tenant, session)
     case 'processes.start':
       return t.processes.start(tenant, session, a[2] as Parameters<ProcessService['start']>[2])
     case 'processes.list':
@@ -258,9 +268,30 @@ function dispatch(t: GatewayTarget, call: GatewayCall, signal: AbortSignal): Pro
       return t.processes.remove(tenant, session, a[2] as string)
     case 'code.run':
       return t.code.run(tenant, session, a[2] as Parameters<CodeService['run']>[2], { signal })
+    case 'snapshots.create':
+      return snapshotsOf(t).create(tenant, session)
+    case 'snapshots.fork':
+      return snapshotsOf(t).fork(tenant, session, a[2] as Parameters<SnapshotService['fork']>[2])
+    case 'snapshots.startSession':
+      // The id is the snapshot's; the rest of the input travels as the third argument.
+      return snapshotsOf(t).startSession(tenant, {
+        ...(a[2] as Omit<Parameters<SnapshotService['startSession']>[1], 'snapshot'>),
+        snapshot: session,
+      })
+    case 'snapshots.delete':
+      return snapshotsOf(t).delete(tenant, session)
     default:
       throw new AppError('BAD_REQUEST', `not a gateway call: ${call.service}.${call.method}`)
   }
+}
+
+function snapshotsOf(t: GatewayTarget): NonNullable<GatewayTarget['snapshots']> {
+  if (!t.snapshots)
+    throw new AppError(
+      'UNSUPPORTED',
+      `the worker of engine ${t.engineId} serves no snapshots through its gateway`,
+    )
+  return t.snapshots
 }
 
 function internal(): { code: 'INTERNAL'; message: string; retryable: false } {

@@ -17,11 +17,15 @@ export const TENANT_HEADER = 'x-sbx-tenant'
 export const SESSION_HEADER = 'x-sbx-session'
 export const PORT_HEADER = 'x-sbx-port'
 
-/** The calls the gateway serves, by service: every one takes `(tenant, sessionId, …)`. */
+/**
+ * The calls the gateway serves, by service: every one takes `(tenant, id, …)`, the id a session's
+ * (a snapshot's for `snapshots.startSession` and `snapshots.delete`).
+ */
 export const GATEWAY_METHODS = {
-  sessions: ['readFile', 'writeFile'],
+  sessions: ['readFile', 'writeFile', 'delete'],
   processes: ['start', 'list', 'get', 'read', 'writeStdin', 'signal', 'remove'],
   code: ['run'],
+  snapshots: ['create', 'fork', 'startSession', 'delete'],
 } as const
 
 /** A service the gateway serves. */
@@ -30,9 +34,9 @@ export type GatewayService = keyof typeof GATEWAY_METHODS
 /** One call, as it travels to the gateway (the frame of codec.ts). */
 export const GatewayCallSchema = z
   .object({
-    service: z.enum(['sessions', 'processes', 'code']),
+    service: z.enum(['sessions', 'processes', 'code', 'snapshots']),
     method: z.string().min(1).max(64),
-    /** `[tenant, sessionId, …the method's other arguments]`. */
+    /** `[tenant, sessionId (or snapshot id), …the method's other arguments]`. */
     args: z.tuple([z.string().min(1), z.string().min(1)]).rest(z.unknown()),
   })
   .strict()

@@ -2,12 +2,15 @@
  * A fleet over two Docker engines (issue 17) reaching a session's files and processes through the
  * API when the session's sandbox lives on an engine the API process does not reach: `sbx api` (its
  * DOCKER_HOST is the main engine) forwards those calls to the gateway of a worker of the session's
- * engine (the second dockerd, test/support/second-engine.ts), authorised by the fleet secret.
+ * engine (the second dockerd, test/support/second-engine.ts), authorised by the fleet secret. Deletes,
+ * snapshots and forks go there too; a snapshot is engine-local, so sessions from it start on its engine.
  */
 import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startEngineFleet } from '../support/engine-fleet.js'
 import type { EngineFleet } from '../support/engine-fleet.js'
+import { dockerAt, MAIN_ENGINE_HOST } from '../support/second-engine.js'
+import { PWS } from '../support/workspaces.js'
 
 const SECRET = randomBytes(32).toString('hex')
 const KEY_A = `sbx_test_a_${randomBytes(16).toString('hex')}`
@@ -19,6 +22,7 @@ let gatewayUrl: string
 beforeAll(async () => {
   fleet = await startEngineFleet('enggw', {
     fleet: { secret: SECRET },
+    profiles: { [PWS]: { provider: 'docker', workspace: { persistent: true } } },
     apiKeys: [
       { key: KEY_A, tenant: 'tenant-a', admin: true },
       { key: KEY_B, tenant: 'tenant-b' },
@@ -33,6 +37,41 @@ afterAll(async () => {
 }, 120_000)
 
 const as = (key: string, path: string, init: RequestInit = {}) => fleet.api.fetch(path, { ...init, key })
+
+const post = (key: string, path: string, body: unknown) =>
+  as(key, path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+
+/** Runs `fn` while the main engine is drained: the sessions it first uses are placed on the second. */
+async function onSecondEngine<T>(fn: () => Promise<T>): Promise<T> {
+  expect((await fleet.engineCli(['drain', fleet.ids.main])).code).toBe(0)
+  try {
+    return await fn()
+  } finally {
+    expect((await fleet.engineCli(['undrain', fleet.ids.main])).code).toBe(0)
+  }
+}
+
+/** Runs `command` in tenant A's session, waiting for its end; its stdout and sandbox. */
+async function execA(sessionId: string, command: string, profile = 'default') {
+  const res = await fleet.api.post(
+    '/v1/exec',
+    { provider: 'docker', profile, sessionId, command },
+    { key: KEY_A },
+  )
+  const job = (await res.json()) as { state: string; result?: { stdout: string; sandboxId: string } }
+  expect(job.state, JSON.stringify(job)).toBe('completed')
+  return job.result ?? { stdout: '', sandboxId: '' }
+}
+
+/** Containers (any state) and images by id or name, asked of each engine. */
+const containerAt = async (host: string, id: string) =>
+  (await dockerAt(host, ['ps', '-aq', '--no-trunc', '--filter', `id=${id}`])).stdout.trim()
+const imageAt = async (host: string, ref: string) =>
+  (await dockerAt(host, ['images', '-q', ref])).stdout.trim()
 
 interface ProcessView {
   id: string
@@ -155,5 +194,77 @@ describe('a session on an engine the API does not reach', () => {
     expect((await fetch(`${gatewayUrl}/v1/sessions`)).status).toBe(404)
     const logs = [...fleet.workers.second.lines, ...fleet.api.child.lines].map((l) => l.text).join('\n')
     expect(logs).not.toContain(SECRET)
+  })
+})
+
+describe('deleting, snapshotting and forking a session on another engine', () => {
+  test('DELETE removes the sandbox on its engine; another tenant gets 404 and changes nothing', async () => {
+    const { sandboxId } = await onSecondEngine(async () => {
+      expect((await post(KEY_A, '/v1/sessions', { id: 'del1', provider: 'docker' })).status).toBe(201)
+      return execA('del1', 'true')
+    })
+    expect(await containerAt(fleet.second.host, sandboxId)).not.toBe('')
+    expect((await as(KEY_B, '/v1/sessions/del1', { method: 'DELETE' })).status).toBe(404)
+    expect(await containerAt(fleet.second.host, sandboxId)).not.toBe('')
+    const del = await as(KEY_A, '/v1/sessions/del1', { method: 'DELETE' })
+    expect(del.status, await del.clone().text()).toBe(200)
+    // Gone at once, by the worker beside the engine (not left to its reaper).
+    expect(await containerAt(fleet.second.host, sandboxId)).toBe('')
+    expect((await as(KEY_A, '/v1/sessions/del1')).status).toBe(404)
+  })
+
+  test("a snapshot is taken on the session's engine; forks and sessions from it start there", async () => {
+    await onSecondEngine(async () => {
+      expect(
+        (await post(KEY_A, '/v1/sessions', { id: 'src1', provider: 'docker', profile: PWS })).status,
+      ).toBe(201)
+      await execA('src1', 'echo from-second > /workspace/note.txt', PWS)
+    })
+    // Another tenant can neither snapshot nor fork it.
+    expect((await post(KEY_B, '/v1/sessions/src1/snapshots', {})).status).toBe(404)
+    expect((await post(KEY_B, '/v1/sessions/src1/fork', { count: 1 })).status).toBe(404)
+
+    const taken = await post(KEY_A, '/v1/sessions/src1/snapshots', {})
+    expect(taken.status, await taken.clone().text()).toBe(201)
+    const snap = (await taken.json()) as { id: string; state: string }
+    expect(snap.state).toBe('ready')
+    const image = `sandbox-router/snapshot:${snap.id}`
+    expect(await imageAt(fleet.second.host, image)).not.toBe('')
+    expect(await imageAt(MAIN_ENGINE_HOST, image)).toBe('')
+
+    // Both engines take sessions now: the fork and the session from the snapshot must still land on
+    // the second, the only one holding the snapshot.
+    const forked = await post(KEY_A, '/v1/sessions/src1/fork', { count: 1 })
+    expect(forked.status, await forked.clone().text()).toBe(201)
+    const [fork] = ((await forked.json()) as { sessions: { id: string }[] }).sessions
+    const started = await post(KEY_A, '/v1/sessions', { snapshot: snap.id })
+    expect(started.status, await started.clone().text()).toBe(201)
+    const fromSnap = (await started.json()) as { id: string }
+    for (const id of [fork?.id ?? '', fromSnap.id]) {
+      const file = await as(KEY_A, `/v1/sessions/${id}/files?path=/workspace/note.txt`)
+      expect(file.status, await file.clone().text()).toBe(200)
+      expect(await file.text()).toBe('from-second\n')
+      const view = (await (await as(KEY_A, `/v1/sessions/${id}`)).json()) as { sandboxId?: string }
+      expect(await fleet.engineOf(view.sandboxId ?? '')).toBe('second')
+    }
+
+    // Another tenant cannot start from it; nor can anyone while its engine is drained (it would move).
+    expect((await post(KEY_B, '/v1/sessions', { snapshot: snap.id })).status).toBe(404)
+    expect((await fleet.engineCli(['drain', fleet.ids.second])).code).toBe(0)
+    try {
+      const refused = await post(KEY_A, '/v1/sessions', { snapshot: snap.id })
+      expect(refused.status).toBe(503)
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(
+        new RegExp(`snapshot ${snap.id} lives on Docker engine .*drained`),
+      )
+    } finally {
+      expect((await fleet.engineCli(['undrain', fleet.ids.second])).code).toBe(0)
+    }
+
+    // Deleting it removes its image from the second engine.
+    expect((await as(KEY_B, `/v1/snapshots/${snap.id}`, { method: 'DELETE' })).status).toBe(404)
+    const gone = await as(KEY_A, `/v1/snapshots/${snap.id}`, { method: 'DELETE' })
+    expect(gone.status, await gone.clone().text()).toBe(200)
+    expect(await imageAt(fleet.second.host, image)).toBe('')
   })
 })

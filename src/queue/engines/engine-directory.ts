@@ -185,6 +185,15 @@ export class EngineDirectory {
     return this.run(placementOf(session), undefined, now, wantBytes)
   }
 
+  /**
+   * Places a session on `engineId` (a session started from a snapshot, which is an image on that
+   * engine): its calls and jobs then go there while the engine is live and undrained, as for any
+   * placement.
+   */
+  async pin(session: SessionPlacement, engineId: string): Promise<void> {
+    await this.redis.set(`${this.k}:place:${placementOf(session)}`, engineId, 'PX', this.placeTtlMs)
+  }
+
   /** One engine's record as its workers last wrote it, with its state; undefined when unknown. */
   async engine(engineId: string, now = Date.now()): Promise<EngineView | undefined> {
     const [raw, drained] = await Promise.all([
