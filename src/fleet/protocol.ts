@@ -12,7 +12,18 @@ export const ENGINE_HEADER = 'x-sbx-engine'
 export const PORT_PATH = '/internal/v1/port'
 /** The `Upgrade` token of the port tunnel. */
 export const PORT_UPGRADE = 'sbx-port'
-/** Headers of the port tunnel: whose session, which session, which port. */
+/**
+ * The gateway's terminal tunnel: an HTTP upgrade to a terminal in a session's sandbox, framed as
+ * terminal-tunnel.ts says (its size in {@link COLS_HEADER}/{@link ROWS_HEADER}, its shell's pid in
+ * the 101's {@link PID_HEADER}).
+ */
+export const TERMINAL_PATH = '/internal/v1/terminal'
+/** The `Upgrade` token of the terminal tunnel. */
+export const TERMINAL_UPGRADE = 'sbx-terminal'
+export const COLS_HEADER = 'x-sbx-cols'
+export const ROWS_HEADER = 'x-sbx-rows'
+export const PID_HEADER = 'x-sbx-pid'
+/** Headers of the port and terminal tunnels: whose session, which session, which port. */
 export const TENANT_HEADER = 'x-sbx-tenant'
 export const SESSION_HEADER = 'x-sbx-session'
 export const PORT_HEADER = 'x-sbx-port'

@@ -5,10 +5,11 @@ import type {
   SessionPortStream,
   SessionService,
   SessionStreamService,
+  SessionTerminal,
   SnapshotService,
 } from '../services/index.js'
 import type { SnapshotDirectory } from '../services/snapshot-directory.js'
-import { callGateway, openGatewayPort } from './client.js'
+import { callGateway, openGatewayPort, openGatewayTerminal } from './client.js'
 import type { EngineForwarder } from './forwarder.js'
 
 type Args<F> = F extends (tenant: string, sessionId: string, ...rest: infer R) => unknown ? R : never
@@ -112,8 +113,8 @@ export function forwardedSnapshots<N extends SnapshotService>(
 }
 
 /**
- * Ports and terminals: a port of a session on another engine is reached through the port tunnel of
- * its engine's gateway; terminals only where the session's engine is this process's. `local` absent
+ * Ports and terminals: a port or a terminal of a session on another engine is reached through the
+ * port or terminal tunnel of its engine's gateway. `local` absent
  * (`sbx api`): sessions served here have no streams (501, as without engine routing).
  */
 export function forwardedStreams(
@@ -149,19 +150,23 @@ export function forwardedStreams(
         opts?.signal,
       ),
     openTerminal: (tenant, sessionId, opts) =>
-      fw.route(
+      fw.route<SessionTerminal>(
         tenant,
         sessionId,
         (found) => here(sessionId, found).openTerminal(tenant, sessionId, opts),
-        (_url, _secret, engineId) =>
-          Promise.reject(
-            new AppError(
-              'UNSUPPORTED',
-              `session ${sessionId} lives on Docker engine ${engineId}: its terminal is not relayed through ` +
-                'another process yet; run commands with /v1/exec or background processes, or open the terminal on ' +
-                'an `sbx serve` beside that engine',
-            ),
-          ),
+        async (url, secret, engineId) => {
+          const terminal = await openGatewayTerminal(
+            url,
+            secret,
+            engineId,
+            { tenant, sessionId, cols: opts.cols, rows: opts.rows },
+            opts.signal,
+          )
+          terminal.stream.on('error', () => undefined)
+          // The worker holds the sandbox's lease until the terminal ends.
+          return { terminal, done: terminal.exited.then(() => undefined) }
+        },
+        opts.signal,
       ),
   }
 }

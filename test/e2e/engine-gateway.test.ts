@@ -7,9 +7,11 @@
  */
 import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import WebSocket from 'ws'
 import { startEngineFleet } from '../support/engine-fleet.js'
 import type { EngineFleet } from '../support/engine-fleet.js'
 import { dockerAt, MAIN_ENGINE_HOST } from '../support/second-engine.js'
+import { closed, collect, opened, refusedWith } from '../support/terminal-socket.js'
 import { PWS } from '../support/workspaces.js'
 
 const SECRET = randomBytes(32).toString('hex')
@@ -167,6 +169,45 @@ describe('a session on an engine the API does not reach', () => {
     expect(await res.text()).toBe('served-from-second\n')
     // Another tenant: 404, as for the files.
     expect((await as(KEY_B, '/v1/sessions/gw1/ports/8000/index.html')).status).toBe(404)
+  })
+
+  test("a terminal of the session's sandbox over the API's WebSocket: typing, resize, close, exit", async () => {
+    const url = `${fleet.api.url.replace(/^http/, 'ws')}/v1/sessions/gw1/terminal`
+    const open = (key: string, query = '') =>
+      new WebSocket(url + query, 'sbx.terminal.v1', { headers: { authorization: `Bearer ${key}` } })
+    const ws = open(KEY_A, '?cols=80&rows=24')
+    const out = collect(ws)
+    await opened(ws)
+    ws.send(Buffer.from('echo hi-$((6*7)); wc -c < /tmp/blob.bin; echo pid=$$\n'))
+    const seen = await out.until((s) => /pid=\d+\r\n/.test(s), 'the echo')
+    // The session's own sandbox: it holds the file uploaded to the second engine.
+    expect(seen).toContain(`hi-42\r\n${data.byteLength}\r\n`)
+    const pid = /pid=(\d+)\r\n/.exec(seen)?.[1]
+    ws.send(JSON.stringify({ type: 'resize', cols: 100, rows: 40 }))
+    ws.send(JSON.stringify({ type: 'input', data: 'stty size\n' }))
+    await out.until((s) => s.includes('40 100\r\n'), 'stty size after the resize')
+    const end = closed(ws)
+    ws.close()
+    await end
+    // Closing the socket killed the terminal's shell on the second engine.
+    let alive = true
+    for (let i = 0; i < 100 && alive; i++)
+      alive =
+        (await execA('gw1', `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout.trim() ===
+        'alive'
+    expect(alive).toBe(false)
+
+    // The shell's exit comes back through the tunnel, then the socket closes.
+    const ws2 = open(KEY_A)
+    const out2 = collect(ws2)
+    const end2 = closed(ws2)
+    await opened(ws2)
+    ws2.send(Buffer.from('exit 3\n'))
+    expect((await end2).code).toBe(1000)
+    expect(out2.json()).toContainEqual({ type: 'exit', exitCode: 3 })
+
+    // Another tenant: 404 before the upgrade.
+    expect(await refusedWith(open(KEY_B))).toBe(404)
   })
 
   test("another tenant gets 404 for the session's files and processes", async () => {
