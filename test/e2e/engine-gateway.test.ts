@@ -309,3 +309,49 @@ describe('deleting, snapshotting and forking a session on another engine', () =>
     expect(await imageAt(fleet.second.host, image)).toBe('')
   })
 })
+
+describe('two workers beside one engine', () => {
+  test('each serves its own gateway: one SIGKILLed, the calls go to the other at once', async () => {
+    const extra = await fleet.addWorker('second')
+    const urlOf = (lines: { text: string }[]) =>
+      /at (http\S+)/.exec(lines.find((l) => /gateway for engine/.test(l.text))?.text ?? '')?.[1]
+    const extraUrl = urlOf(extra.lines)
+    expect(extraUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+    expect(extraUrl).not.toBe(gatewayUrl)
+    // Both are live: each answers a gateway call for the engine (401 without the secret proves it listens).
+    expect((await fetch(`${extraUrl}/internal/v1/call`, { method: 'POST', body: 'x' })).status).toBe(401)
+
+    await fleet.workers.second.kill()
+    // Right after the kill the dead worker's gateway is still listed (until its heartbeat is stale):
+    // a call that picks it is refused at connect and goes to the live one at once.
+    const took: number[] = []
+    for (let i = 0; i < 20; i++) {
+      const t0 = performance.now()
+      const got = await as(KEY_A, '/v1/sessions/gw1/files?path=/tmp/blob.bin')
+      expect(got.status, await got.clone().text()).toBe(200)
+      expect((await got.arrayBuffer()).byteLength).toBe(300_000)
+      took.push(performance.now() - t0)
+    }
+    console.log(
+      `file reads right after the SIGKILL (ms): ${took.map((t) => t.toFixed(0)).join(' ')}; ` +
+        `max ${Math.max(...took).toFixed(0)}`,
+    )
+    const listed = await as(KEY_A, '/v1/sessions/gw1/processes')
+    expect(listed.status, await listed.clone().text()).toBe(200)
+    // A routed command: the surviving worker consumes the engine's lane too.
+    expect((await execA('gw1', 'wc -c < /tmp/blob.bin')).stdout.trim()).toBe('300000')
+    // And a terminal, through the surviving worker's tunnel.
+    const ws = new WebSocket(
+      `${fleet.api.url.replace(/^http/, 'ws')}/v1/sessions/gw1/terminal`,
+      'sbx.terminal.v1',
+      { headers: { authorization: `Bearer ${KEY_A}` } },
+    )
+    const out = collect(ws)
+    await opened(ws)
+    ws.send(Buffer.from('echo still-$((40+2))\n'))
+    await out.until((s) => s.includes('still-42\r\n'), 'the echo after the kill')
+    const end = closed(ws)
+    ws.close()
+    await end
+  })
+})
