@@ -7,9 +7,11 @@
  */
 import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { Redis } from 'ioredis'
 import WebSocket from 'ws'
 import { startEngineFleet } from '../support/engine-fleet.js'
 import type { EngineFleet } from '../support/engine-fleet.js'
+import { SHARED_REDIS } from '../support/sbx-cli.js'
 import { dockerAt, MAIN_ENGINE_HOST } from '../support/second-engine.js'
 import { closed, collect, opened, refusedWith } from '../support/terminal-socket.js'
 import { PWS } from '../support/workspaces.js'
@@ -321,7 +323,14 @@ describe('two workers beside one engine', () => {
     // Both are live: each answers a gateway call for the engine (401 without the secret proves it listens).
     expect((await fetch(`${extraUrl}/internal/v1/call`, { method: 'POST', body: 'x' })).status).toBe(401)
 
-    await fleet.workers.second.kill()
+    // Kill the worker whose URL the engine's shared record names right now (read from Redis only to
+    // choose whom to kill): the hard case for a single shared URL.
+    const redis = new Redis(SHARED_REDIS)
+    const record = JSON.parse((await redis.hget(`${fleet.prefix}:engines`, fleet.ids.second)) ?? '{}') as {
+      gatewayUrl?: string
+    }
+    await redis.quit()
+    await (record.gatewayUrl === extraUrl ? extra : fleet.workers.second).kill()
     // Right after the kill the dead worker's gateway is still listed (until its heartbeat is stale):
     // a call that picks it is refused at connect and goes to the live one at once.
     const took: number[] = []
@@ -333,7 +342,7 @@ describe('two workers beside one engine', () => {
       took.push(performance.now() - t0)
     }
     console.log(
-      `file reads right after the SIGKILL (ms): ${took.map((t) => t.toFixed(0)).join(' ')}; ` +
+      `file reads right after the SIGKILL of ${record.gatewayUrl === extraUrl ? 'the added' : 'the first'} worker (ms): ${took.map((t) => t.toFixed(0)).join(' ')}; ` +
         `max ${Math.max(...took).toFixed(0)}`,
     )
     const listed = await as(KEY_A, '/v1/sessions/gw1/processes')
