@@ -3,15 +3,22 @@ import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { AppError } from '../errors.js'
 import { decodeFrame, encodeFrame } from './codec.js'
+import type { SandboxTerminal } from '../sandbox/types.js'
+import { tunnelledTerminal } from './terminal-tunnel.js'
 import {
+  COLS_HEADER,
   ENGINE_HEADER,
   GATEWAY_PATH,
   PORT_HEADER,
   PORT_PATH,
   PORT_UPGRADE,
+  PID_HEADER,
+  ROWS_HEADER,
   SECRET_HEADER,
   SESSION_HEADER,
   TENANT_HEADER,
+  TERMINAL_PATH,
+  TERMINAL_UPGRADE,
 } from './protocol.js'
 import type { GatewayAnswer, GatewayCall } from './protocol.js'
 
@@ -100,30 +107,84 @@ function gone(engineId: string, err: unknown): AppError {
  * gateway at `url` (a worker of `engineId`): the ports route relays HTTP and WebSockets over it as it
  * does over a local port stream. Throws as {@link callGateway} does.
  */
-export function openGatewayPort(
+export async function openGatewayPort(
   url: string,
   secret: string,
   engineId: string,
   target: { tenant: string; sessionId: string; port: number },
   signal?: AbortSignal,
 ): Promise<Duplex> {
-  return new Promise<Duplex>((resolve, reject) => {
-    const req = httpRequest(new URL(PORT_PATH, url), {
+  const { socket } = await openTunnel(
+    url,
+    secret,
+    engineId,
+    PORT_PATH,
+    PORT_UPGRADE,
+    {
+      [TENANT_HEADER]: target.tenant,
+      [SESSION_HEADER]: target.sessionId,
+      [PORT_HEADER]: String(target.port),
+    },
+    signal,
+  )
+  return socket
+}
+
+/**
+ * Opens a terminal of `cols` × `rows` in the sandbox of tenant's session, through the terminal
+ * tunnel of the gateway at `url` (a worker of `engineId`): a {@link SandboxTerminal} whose bytes,
+ * window sizes and exit travel framed over the tunnel (terminal-tunnel.ts). Throws as
+ * {@link callGateway} does.
+ */
+export async function openGatewayTerminal(
+  url: string,
+  secret: string,
+  engineId: string,
+  target: { tenant: string; sessionId: string; cols: number; rows: number },
+  signal?: AbortSignal,
+): Promise<SandboxTerminal> {
+  const { socket, res } = await openTunnel(
+    url,
+    secret,
+    engineId,
+    TERMINAL_PATH,
+    TERMINAL_UPGRADE,
+    {
+      [TENANT_HEADER]: target.tenant,
+      [SESSION_HEADER]: target.sessionId,
+      [COLS_HEADER]: String(target.cols),
+      [ROWS_HEADER]: String(target.rows),
+    },
+    signal,
+  )
+  return tunnelledTerminal(socket, Number(res.headers[PID_HEADER]) || 0)
+}
+
+/** An HTTP upgrade to one of the gateway's tunnels: the socket after the 101, and the 101 itself. */
+function openTunnel(
+  url: string,
+  secret: string,
+  engineId: string,
+  path: string,
+  upgrade: string,
+  headers: Record<string, string>,
+  signal?: AbortSignal,
+): Promise<{ socket: Duplex; res: IncomingMessage }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(new URL(path, url), {
       method: 'GET',
       headers: {
         connection: 'Upgrade',
-        upgrade: PORT_UPGRADE,
+        upgrade,
         [SECRET_HEADER]: secret,
         [ENGINE_HEADER]: engineId,
-        [TENANT_HEADER]: target.tenant,
-        [SESSION_HEADER]: target.sessionId,
-        [PORT_HEADER]: String(target.port),
+        ...headers,
       },
       ...(signal ? { signal } : {}),
     })
-    req.once('upgrade', (_res: IncomingMessage, socket: Duplex, head: Buffer) => {
+    req.once('upgrade', (res: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (head.byteLength > 0) socket.unshift(head)
-      resolve(socket)
+      resolve({ socket, res })
     })
     req.once('response', (res: IncomingMessage) => {
       const chunks: Buffer[] = []

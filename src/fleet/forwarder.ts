@@ -75,6 +75,7 @@ export class EngineForwarder {
     if (!record) return local(false)
     if (!this.deps.engineBound(record.provider)) return local(true)
     const until = Date.now() + engines.staleMs + 2_000
+    const missed = new Set<string>()
     for (;;) {
       const route = await engines
         .place(
@@ -87,44 +88,114 @@ export class EngineForwarder {
         })
       if ('none' in route) throw noEngine(route.live)
       if (route.engineId === this.deps.localEngineId) return local(true)
-      const secret = this.deps.secret
-      if (secret === undefined)
+      const sent = await this.attempt(`session ${sessionId}`, route.engineId, remote, until, missed, signal)
+      if (sent) return sent.value
+    }
+  }
+
+  /**
+   * Runs `local()` when `engineId` is this process's engine, else `remote(url, secret, engineId)`
+   * against a gateway of that engine (sent again while it throws {@link GatewayMissed}, up to the
+   * staleness window): for what lives on one engine and cannot move, such as a snapshot's image.
+   * Throws `UNAVAILABLE` naming `what` when the engine is down (or, unless `drained` is allowed,
+   * drained), or runs `opts.whenDown()` then when given.
+   */
+  async onEngine<T>(
+    what: string,
+    engineId: string,
+    opts: { drained: boolean; whenDown?: () => Promise<T> },
+    local: () => Promise<T>,
+    remote: (url: string, secret: string, engineId: string) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    if (engineId === this.deps.localEngineId) return local()
+    const until = Date.now() + this.deps.engines.staleMs + 2_000
+    const missed = new Set<string>()
+    for (;;) {
+      const engine = await this.deps.engines.engine(engineId).catch((err: unknown) => {
+        throw queueUnavailable(err, `Finding Docker engine ${engineId}`)
+      })
+      if (engine?.state !== 'live' && opts.whenDown) return opts.whenDown()
+      if (engine?.state !== 'live' || (engine.draining && !opts.drained))
         throw new AppError(
           'UNAVAILABLE',
-          `session ${sessionId} lives on Docker engine ${route.engineId}, which this API process does not ` +
-            'reach: set fleet.secret (env SBX_FLEET_SECRET, the same on every sbx api and sbx worker) so ' +
-            "its workers' gateways serve it (docs/deploy.md)",
+          `${what} lives on Docker engine ${engineId}, which is ${engine === undefined ? 'unknown to the fleet' : engine.state !== 'live' ? 'down' : 'drained'}; ` +
+            `it exists on that engine only: bring the engine back (start \`sbx worker\` beside it, or \`sbx engine undrain ${engineId}\`)` +
+            ', or take a new snapshot of a session on a live engine',
+          { retryable: engine?.state !== 'live' },
         )
-      const engine = await engines.engine(route.engineId)
-      if (!engine?.gatewayUrl) {
-        // Another worker of the engine (one without a gateway) wrote the record last: the next
-        // heartbeat of a worker with one brings the URL back.
-        if (Date.now() < until) {
-          await sleep(250, undefined, signal ? { signal } : {})
-          continue
-        }
-        throw new AppError(
-          'UNAVAILABLE',
-          `session ${sessionId} lives on Docker engine ${route.engineId}, whose workers serve no gateway: ` +
-            'start them with fleet.secret (env SBX_FLEET_SECRET) set, the same as this API process has',
-          { retryable: true },
-        )
-      }
-      try {
-        return await remote(engine.gatewayUrl, secret, route.engineId)
-      } catch (err) {
-        if (!(err instanceof GatewayMissed)) throw err
-        // That worker is gone: another worker of the engine takes the record over within a heartbeat,
-        // or the engine goes down and the session is placed elsewhere.
-        if (Date.now() >= until)
-          throw new AppError(
-            'UNAVAILABLE',
-            `no worker of Docker engine ${route.engineId} answers (${err.message}); start \`sbx worker\` ` +
-              'beside that engine, or drain it (`sbx engine drain`) to move its sessions',
-            { retryable: true, cause: err },
-          )
+      const sent = await this.attempt(what, engineId, remote, until, missed, signal)
+      if (sent) return sent.value
+    }
+  }
+
+  /**
+   * One try against a gateway of `engineId` not in `missed`: its value, or undefined when the call
+   * should be sent again (at once to another live gateway after a {@link GatewayMissed}, which joins
+   * `missed`; after a pause when there is none) and time is left.
+   */
+  /**
+   * A gateway of a live worker of the engine, one that did not miss this call, picked at random so
+   * calls spread over the engine's workers; else the engine record's URL (workers that keep no entry
+   * of their own), unless it missed too.
+   */
+  private async gatewayOf(engineId: string, missed: ReadonlySet<string>): Promise<string | undefined> {
+    const live = (await this.deps.engines.gateways(engineId)).filter((u) => !missed.has(u))
+    if (live.length > 0) return live[Math.floor(Math.random() * live.length)]
+    const url = (await this.deps.engines.engine(engineId))?.gatewayUrl
+    return url !== undefined && !missed.has(url) ? url : undefined
+  }
+
+  private async attempt<T>(
+    what: string,
+    engineId: string,
+    remote: (url: string, secret: string, engineId: string) => Promise<T>,
+    until: number,
+    missed: Set<string>,
+    signal: AbortSignal | undefined,
+  ): Promise<{ value: T } | undefined> {
+    const secret = this.deps.secret
+    if (secret === undefined)
+      throw new AppError(
+        'UNAVAILABLE',
+        `${what} lives on Docker engine ${engineId}, which this API process does not ` +
+          'reach: set fleet.secret (env SBX_FLEET_SECRET, the same on every sbx api and sbx worker) so ' +
+          "its workers' gateways serve it (docs/deploy.md)",
+      )
+    const url = await this.gatewayOf(engineId, missed)
+    if (url === undefined) {
+      // No live worker of the engine serves a gateway (yet): a worker's next heartbeat brings one.
+      if (Date.now() < until) {
         await sleep(250, undefined, signal ? { signal } : {})
+        return undefined
       }
+      throw new AppError(
+        'UNAVAILABLE',
+        `${what} lives on Docker engine ${engineId}, whose workers serve no gateway: start them with ` +
+          'fleet.secret (env SBX_FLEET_SECRET) set, the same as this API process has',
+        { retryable: true },
+      )
+    }
+    try {
+      return { value: await remote(url, secret, engineId) }
+    } catch (err) {
+      if (!(err instanceof GatewayMissed)) throw err
+      // That worker is gone: another live worker of the engine gets the call at once; with none, its
+      // entry goes stale within the window (or the engine goes down and the session moves).
+      missed.add(url)
+      if (await this.gatewayOf(engineId, missed)) return undefined
+      if (Date.now() >= until)
+        throw new AppError(
+          'UNAVAILABLE',
+          `no worker of Docker engine ${engineId} answers (${err.message}); start \`sbx worker\` ` +
+            'beside that engine, or drain it (`sbx engine drain`) to move its sessions',
+          { retryable: true, cause: err },
+        )
+      // None left: after a pause, every gateway still listed is tried again (a worker restarting on
+      // the same address comes back there).
+      missed.clear()
+      await sleep(250, undefined, signal ? { signal } : {})
+      return undefined
     }
   }
 }

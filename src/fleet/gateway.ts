@@ -5,18 +5,30 @@ import { AppError } from '../errors.js'
 import type { ErrorCode } from '../errors.js'
 import type { Logger } from '../logger.js'
 import type { Duplex } from 'node:stream'
-import type { CodeService, ProcessService, SessionService, SessionStreamService } from '../services/index.js'
+import type {
+  CodeService,
+  ProcessService,
+  SessionService,
+  SessionStreamService,
+  SnapshotService,
+} from '../services/index.js'
 import { decodeFrame, encodeFrame } from './codec.js'
+import { serveTerminal } from './terminal-tunnel.js'
 import {
+  COLS_HEADER,
   ENGINE_HEADER,
   GATEWAY_PATH,
   GatewayCallSchema,
   PORT_HEADER,
   PORT_PATH,
   PORT_UPGRADE,
+  PID_HEADER,
+  ROWS_HEADER,
   SECRET_HEADER,
   SESSION_HEADER,
   TENANT_HEADER,
+  TERMINAL_PATH,
+  TERMINAL_UPGRADE,
   secretMatches,
 } from './protocol.js'
 import type { GatewayAnswer, GatewayCall } from './protocol.js'
@@ -24,11 +36,13 @@ import type { GatewayAnswer, GatewayCall } from './protocol.js'
 /** What a worker's gateway serves: the worker's own (local, never forwarding) services. */
 export interface GatewayTarget {
   readonly engineId: string
-  readonly sessions: Pick<SessionService, 'readFile' | 'writeFile'>
+  readonly sessions: Pick<SessionService, 'readFile' | 'writeFile' | 'delete'>
   readonly processes: ProcessService
   readonly code: CodeService
-  /** Ports of the worker's sandboxes, for the port tunnel; absent: the tunnel answers 501. */
-  readonly streams?: Pick<SessionStreamService, 'openPort'>
+  /** Snapshots taken, restored and removed on the worker's engine; absent: those calls answer 501. */
+  readonly snapshots?: Pick<SnapshotService, 'create' | 'fork' | 'startSession' | 'delete'>
+  /** Ports and terminals of the worker's sandboxes, for the tunnels; absent: they answer 501. */
+  readonly streams?: Pick<SessionStreamService, 'openPort' | 'openTerminal'>
 }
 
 /** Options of {@link listenGateway}. */
@@ -167,13 +181,22 @@ export async function listenGateway(opts: GatewayOptions): Promise<Gateway> {
       ]),
     )
   }
-  /** The port tunnel: after the 101, the socket carries the raw bytes of the sandbox's port. */
+  /**
+   * The port and terminal tunnels: after the 101, the socket carries the raw bytes of the sandbox's
+   * port, or the frames of a terminal (terminal-tunnel.ts).
+   */
   const tunnel = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
     socket.on('error', () => undefined)
     const fail = (status: number, code: ErrorCode, message: string, retryable = false): void =>
       refuse(socket, status, { ok: false, error: { code, message, retryable } })
-    if (req.url !== PORT_PATH || req.headers.upgrade?.toLowerCase() !== PORT_UPGRADE)
-      return fail(404, 'NOT_FOUND', 'no such gateway call')
+    const upgrade = req.headers.upgrade?.toLowerCase()
+    const kind =
+      req.url === PORT_PATH && upgrade === PORT_UPGRADE
+        ? 'port'
+        : req.url === TERMINAL_PATH && upgrade === TERMINAL_UPGRADE
+          ? 'terminal'
+          : undefined
+    if (!kind) return fail(404, 'NOT_FOUND', 'no such gateway call')
     if (!secretMatches(headerOf(req, SECRET_HEADER), opts.secret)) {
       opts.logger.warn(
         { from: req.socket.remoteAddress },
@@ -185,25 +208,49 @@ export async function listenGateway(opts: GatewayOptions): Promise<Gateway> {
     if (headerOf(req, ENGINE_HEADER) !== target.engineId)
       return fail(409, 'CONFLICT', `this gateway serves engine ${target.engineId}`, true)
     const streams = target.streams
-    if (!streams) return fail(501, 'UNSUPPORTED', 'this worker relays no ports')
+    if (!streams) return fail(501, 'UNSUPPORTED', 'this worker relays no ports or terminals')
     const tenant = headerOf(req, TENANT_HEADER)
     const session = headerOf(req, SESSION_HEADER)
-    const port = Number(headerOf(req, PORT_HEADER))
-    if (!tenant || !session || !Number.isInteger(port) || port < 1 || port > 65_535)
-      return fail(400, 'BAD_REQUEST', 'malformed port tunnel')
+    if (!tenant || !session) return fail(400, 'BAD_REQUEST', `malformed ${kind} tunnel`)
     const ac = new AbortController()
     socket.once('close', () => ac.abort())
+    const opened = (extra = ''): void =>
+      void socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nupgrade: ${kind === 'port' ? PORT_UPGRADE : TERMINAL_UPGRADE}\r\n` +
+          `connection: Upgrade\r\n${extra}\r\n`,
+      )
+    const refused = (err: unknown): void => {
+      if (err instanceof AppError) return fail(200, err.code, err.message, err.retryable)
+      throw err
+    }
+    if (kind === 'terminal') {
+      const dim = (name: string): number => Number(headerOf(req, name))
+      const cols = dim(COLS_HEADER)
+      const rows = dim(ROWS_HEADER)
+      const ok = (v: number): boolean => Number.isInteger(v) && v >= 1 && v <= 65_535
+      if (!ok(cols) || !ok(rows)) return fail(400, 'BAD_REQUEST', 'malformed terminal tunnel')
+      let terminal: Awaited<ReturnType<typeof streams.openTerminal>>['terminal']
+      try {
+        terminal = (await streams.openTerminal(tenant, session, { cols, rows, signal: ac.signal })).terminal
+      } catch (err) {
+        return refused(err)
+      }
+      if (ac.signal.aborted) return void terminal.close()
+      opened(`${PID_HEADER}: ${terminal.pid}\r\n`)
+      if (head.byteLength > 0) socket.unshift(head)
+      return serveTerminal(socket, terminal)
+    }
+    const port = Number(headerOf(req, PORT_HEADER))
+    if (!Number.isInteger(port) || port < 1 || port > 65_535)
+      return fail(400, 'BAD_REQUEST', 'malformed port tunnel')
     let stream: Duplex
     try {
       stream = (await streams.openPort(tenant, session, port, { signal: ac.signal })).stream
     } catch (err) {
-      if (err instanceof AppError) return fail(200, err.code, err.message, err.retryable)
-      throw err
+      return refused(err)
     }
     if (ac.signal.aborted) return void stream.destroy()
-    socket.write(
-      `HTTP/1.1 101 Switching Protocols\r\nupgrade: ${PORT_UPGRADE}\r\nconnection: Upgrade\r\n\r\n`,
-    )
+    opened()
     if (head.byteLength > 0) stream.write(head)
     stream.on('error', () => socket.destroy())
     socket.pipe(stream)
@@ -242,6 +289,8 @@ function dispatch(t: GatewayTarget, call: GatewayCall, signal: AbortSignal): Pro
       return t.sessions.readFile(tenant, session, a[2] as string)
     case 'sessions.writeFile':
       return t.sessions.writeFile(tenant, session, a[2] as string, a[3] as Uint8Array)
+    case 'sessions.delete':
+      return t.sessions.delete(tenant, session)
     case 'processes.start':
       return t.processes.start(tenant, session, a[2] as Parameters<ProcessService['start']>[2])
     case 'processes.list':
@@ -258,9 +307,30 @@ function dispatch(t: GatewayTarget, call: GatewayCall, signal: AbortSignal): Pro
       return t.processes.remove(tenant, session, a[2] as string)
     case 'code.run':
       return t.code.run(tenant, session, a[2] as Parameters<CodeService['run']>[2], { signal })
+    case 'snapshots.create':
+      return snapshotsOf(t).create(tenant, session)
+    case 'snapshots.fork':
+      return snapshotsOf(t).fork(tenant, session, a[2] as Parameters<SnapshotService['fork']>[2])
+    case 'snapshots.startSession':
+      // The id is the snapshot's; the rest of the input travels as the third argument.
+      return snapshotsOf(t).startSession(tenant, {
+        ...(a[2] as Omit<Parameters<SnapshotService['startSession']>[1], 'snapshot'>),
+        snapshot: session,
+      })
+    case 'snapshots.delete':
+      return snapshotsOf(t).delete(tenant, session)
     default:
       throw new AppError('BAD_REQUEST', `not a gateway call: ${call.service}.${call.method}`)
   }
+}
+
+function snapshotsOf(t: GatewayTarget): NonNullable<GatewayTarget['snapshots']> {
+  if (!t.snapshots)
+    throw new AppError(
+      'UNSUPPORTED',
+      `the worker of engine ${t.engineId} serves no snapshots through its gateway`,
+    )
+  return t.snapshots
 }
 
 function internal(): { code: 'INTERNAL'; message: string; retryable: false } {

@@ -12,16 +12,31 @@ export const ENGINE_HEADER = 'x-sbx-engine'
 export const PORT_PATH = '/internal/v1/port'
 /** The `Upgrade` token of the port tunnel. */
 export const PORT_UPGRADE = 'sbx-port'
-/** Headers of the port tunnel: whose session, which session, which port. */
+/**
+ * The gateway's terminal tunnel: an HTTP upgrade to a terminal in a session's sandbox, framed as
+ * terminal-tunnel.ts says (its size in {@link COLS_HEADER}/{@link ROWS_HEADER}, its shell's pid in
+ * the 101's {@link PID_HEADER}).
+ */
+export const TERMINAL_PATH = '/internal/v1/terminal'
+/** The `Upgrade` token of the terminal tunnel. */
+export const TERMINAL_UPGRADE = 'sbx-terminal'
+export const COLS_HEADER = 'x-sbx-cols'
+export const ROWS_HEADER = 'x-sbx-rows'
+export const PID_HEADER = 'x-sbx-pid'
+/** Headers of the port and terminal tunnels: whose session, which session, which port. */
 export const TENANT_HEADER = 'x-sbx-tenant'
 export const SESSION_HEADER = 'x-sbx-session'
 export const PORT_HEADER = 'x-sbx-port'
 
-/** The calls the gateway serves, by service: every one takes `(tenant, sessionId, …)`. */
+/**
+ * The calls the gateway serves, by service: every one takes `(tenant, id, …)`, the id a session's
+ * (a snapshot's for `snapshots.startSession` and `snapshots.delete`).
+ */
 export const GATEWAY_METHODS = {
-  sessions: ['readFile', 'writeFile'],
+  sessions: ['readFile', 'writeFile', 'delete'],
   processes: ['start', 'list', 'get', 'read', 'writeStdin', 'signal', 'remove'],
   code: ['run'],
+  snapshots: ['create', 'fork', 'startSession', 'delete'],
 } as const
 
 /** A service the gateway serves. */
@@ -30,9 +45,9 @@ export type GatewayService = keyof typeof GATEWAY_METHODS
 /** One call, as it travels to the gateway (the frame of codec.ts). */
 export const GatewayCallSchema = z
   .object({
-    service: z.enum(['sessions', 'processes', 'code']),
+    service: z.enum(['sessions', 'processes', 'code', 'snapshots']),
     method: z.string().min(1).max(64),
-    /** `[tenant, sessionId, …the method's other arguments]`. */
+    /** `[tenant, sessionId (or snapshot id), …the method's other arguments]`. */
     args: z.tuple([z.string().min(1), z.string().min(1)]).rest(z.unknown()),
   })
   .strict()

@@ -5,8 +5,11 @@ import type {
   SessionPortStream,
   SessionService,
   SessionStreamService,
+  SessionTerminal,
+  SnapshotService,
 } from '../services/index.js'
-import { openGatewayPort } from './client.js'
+import type { SnapshotDirectory } from '../services/snapshot-directory.js'
+import { callGateway, openGatewayPort, openGatewayTerminal } from './client.js'
 import type { EngineForwarder } from './forwarder.js'
 
 type Args<F> = F extends (tenant: string, sessionId: string, ...rest: infer R) => unknown ? R : never
@@ -22,15 +25,22 @@ function override<T extends object>(local: T, methods: Partial<T>): T {
   })
 }
 
-/** The session service whose `readFile`/`writeFile` run where the session's sandbox lives. */
+/**
+ * The session service whose `readFile`/`writeFile` run where the session's sandbox lives, and whose
+ * `delete` runs there too (so the sandbox goes with the session, on its own engine).
+ */
 export function forwardedSessions<S extends SessionService>(local: S, fw: EngineForwarder): S {
   const via =
-    <K extends 'readFile' | 'writeFile'>(m: K) =>
+    <K extends 'readFile' | 'writeFile' | 'delete'>(m: K) =>
     (tenant: string, id: string, ...rest: Args<S[K]>) =>
       fw.call('sessions', m, [tenant, id, ...rest], () =>
         (local[m] as (...a: unknown[]) => Promise<unknown>).call(local, tenant, id, ...rest),
       )
-  return override(local, { readFile: via('readFile'), writeFile: via('writeFile') } as Partial<S>)
+  return override(local, {
+    readFile: via('readFile'),
+    writeFile: via('writeFile'),
+    delete: via('delete'),
+  } as unknown as Partial<S>)
 }
 
 /** The process service whose every call runs where the session's sandbox lives. */
@@ -54,8 +64,57 @@ export function forwardedCode<C extends CodeService>(local: C, fw: EngineForward
 }
 
 /**
- * Ports and terminals: a port of a session on another engine is reached through the port tunnel of
- * its engine's gateway; terminals only where the session's engine is this process's. `local` absent
+ * The snapshot service whose snapshots are taken, and forks made, where the source session's sandbox
+ * lives; sessions start from a snapshot, and its data is removed, on the engine that holds it (its
+ * record's `engineId`: a snapshot is an image and a volume on that engine only). Listing and reading
+ * records stay local (the records are shared).
+ */
+export function forwardedSnapshots<N extends SnapshotService>(
+  local: N,
+  fw: EngineForwarder,
+  records: Pick<SnapshotDirectory, 'get'>,
+): N {
+  const onItsEngine = async <T>(
+    tenant: string,
+    snapshotId: string,
+    method: 'startSession' | 'delete',
+    rest: unknown[],
+    here: () => Promise<T>,
+  ): Promise<T> => {
+    const r = await records.get(tenant, snapshotId)
+    // Unknown (404 from the local service), or taken where engines are not tracked: served here.
+    if (r?.engineId === undefined) return here()
+    return fw.onEngine(
+      `snapshot ${snapshotId}`,
+      r.engineId,
+      // A drained engine takes no new session (one started there would move at once, empty); a
+      // snapshot on an engine that is gone is forgotten here, its data left to that engine.
+      method === 'delete' ? { drained: true, whenDown: here } : { drained: false },
+      here,
+      async (url, secret, engineId) =>
+        (await callGateway(url, secret, engineId, {
+          service: 'snapshots',
+          method,
+          args: [tenant, snapshotId, ...rest],
+        })) as T,
+    )
+  }
+  const methods: Partial<SnapshotService> = {
+    create: (tenant, id) => fw.call('snapshots', 'create', [tenant, id], () => local.create(tenant, id)),
+    fork: (tenant, id, opts) =>
+      fw.call('snapshots', 'fork', [tenant, id, opts], () => local.fork(tenant, id, opts)),
+    startSession: (tenant, input) => {
+      const { snapshot, ...rest } = input
+      return onItsEngine(tenant, snapshot, 'startSession', [rest], () => local.startSession(tenant, input))
+    },
+    delete: (tenant, id) => onItsEngine(tenant, id, 'delete', [], () => local.delete(tenant, id)),
+  }
+  return override(local, methods as Partial<N>)
+}
+
+/**
+ * Ports and terminals: a port or a terminal of a session on another engine is reached through the
+ * port or terminal tunnel of its engine's gateway. `local` absent
  * (`sbx api`): sessions served here have no streams (501, as without engine routing).
  */
 export function forwardedStreams(
@@ -91,19 +150,23 @@ export function forwardedStreams(
         opts?.signal,
       ),
     openTerminal: (tenant, sessionId, opts) =>
-      fw.route(
+      fw.route<SessionTerminal>(
         tenant,
         sessionId,
         (found) => here(sessionId, found).openTerminal(tenant, sessionId, opts),
-        (_url, _secret, engineId) =>
-          Promise.reject(
-            new AppError(
-              'UNSUPPORTED',
-              `session ${sessionId} lives on Docker engine ${engineId}: its terminal is not relayed through ` +
-                'another process yet; run commands with /v1/exec or background processes, or open the terminal on ' +
-                'an `sbx serve` beside that engine',
-            ),
-          ),
+        async (url, secret, engineId) => {
+          const terminal = await openGatewayTerminal(
+            url,
+            secret,
+            engineId,
+            { tenant, sessionId, cols: opts.cols, rows: opts.rows },
+            opts.signal,
+          )
+          terminal.stream.on('error', () => undefined)
+          // The worker holds the sandbox's lease until the terminal ends.
+          return { terminal, done: terminal.exited.then(() => undefined) }
+        },
+        opts.signal,
       ),
   }
 }

@@ -9,7 +9,7 @@
  * | BullMQ queues           | `p` (BullMQ `prefix`)        | `p:<queue>:*` (BullMQ's own) for each of {@link QUEUE_NAMES} and lanes |
  * | Fence records           | `p:<queue>:sbx`              | `:{<job>}:done/cancel/fence/out/err/log/logmeta`, `:job:<job>`, `:cancel` |
  * | Tenant job index        | `p:<queue>:sbx:index`        | one sorted set per tenant                                          |
- * | Engines (lanes)         | `p:engines`                  | hash, `:drained`, `:place:<session>`, `:pending:<engine>`, `:job:<job>`, `:adopt:<engine>` |
+ * | Engines (lanes)         | `p:engines`                  | hash, `:drained`, `:place:<session>`, `:pending:<engine>`, `:job:<job>`, `:adopt:<engine>`, `:gateways:<engine>` |
  * | Session store           | `p:sessions:`                | `bindings`, `closed:<ref>`, `replaced`, `idle`, `warm:<pool>`, `lock:<name>`, `slot:<name>`… (see sessions/store/redis-scripts.ts) |
  * | Session directory       | `p:`                         | `directory:<tenant>`                                               |
  * | Snapshot directory      | `p:`                         | `snapshots:<tenant>`                                               |

@@ -61,22 +61,42 @@ export interface ServiceParts {
 export function buildServices(p: ServiceParts): Services {
   const { config, stores, pool, registry, routing } = p
   const { directory } = stores
-  // With engine routing, a session's files, processes, code and ports are served beside its engine.
-  const { sessions, processes, code, streams, gateway } = engineServices(
+  const localSessions = new PooledSessionService(
+    directory,
+    routing.routed,
+    routing.targets,
+    config.routing.tenants,
+  )
+  const engineId = p.engines ? p.engineId : undefined
+  const engines = p.engines
+  // With engine routing, a session's files, processes, code, ports, deletion and snapshots are
+  // served beside its engine; snapshots taken here record this engine, and sessions started from
+  // one here are placed on it (its image and workspace copy exist only here).
+  const { sessions, processes, code, snapshots, streams, gateway } = engineServices(
     {
-      ...(p.engines ? { engines: p.engines } : {}),
+      ...(engines ? { engines } : {}),
       directory,
+      snapshotRecords: stores.snapshots,
       registry,
       config,
       ...(p.engineId ? { engineId: p.engineId } : {}),
     },
     {
-      sessions: new PooledSessionService(directory, routing.routed, routing.targets, config.routing.tenants),
+      sessions: localSessions,
       processes: new PooledProcessService(directory, pool, {
         maxRunning: config.quotas.maxProcessesPerSession,
         outputBufferBytes: config.quotas.processOutputBytes,
       }),
       code: new PooledCodeService(directory, pool, (r) => registry.profile(r.profile, r.provider)),
+      snapshots: new PooledSnapshotService({
+        sessions: localSessions,
+        directory,
+        snapshots: stores.snapshots,
+        pool,
+        providers: registry,
+        maxSnapshots: config.quotas.maxSnapshots,
+        ...(engines && engineId !== undefined ? { engineId, pin: (key) => engines.pin(key, engineId) } : {}),
+      }),
       ...(p.role === 'api' ? {} : { streams: new PooledSessionStreams(directory, routing.routed) }),
     },
   )
@@ -89,14 +109,7 @@ export function buildServices(p: ServiceParts): Services {
       routing.routed,
     ),
     sessions,
-    snapshots: new PooledSnapshotService({
-      sessions,
-      directory,
-      snapshots: stores.snapshots,
-      pool,
-      providers: registry,
-      maxSnapshots: config.quotas.maxSnapshots,
-    }),
+    snapshots,
     ...(streams ? { streams } : {}),
     processes,
     code,

@@ -20,6 +20,11 @@ export interface SnapshotRecord {
   workspaceBytes: number
   /** Why a `failed` snapshot failed. */
   reason?: string
+  /**
+   * The Docker engine holding its image and workspace copy (`queue.engineRouting`): sessions start
+   * from it only there. Absent: taken without engine routing (or on a provider without engines).
+   */
+  engineId?: string
 }
 
 /**

@@ -39,6 +39,16 @@ export interface SnapshotServiceOptions {
   creatingLimitMs?: number
   /** @default Date.now */
   now?: () => number
+  /**
+   * The Docker engine this process's provider reaches (`queue.engineRouting`): recorded in each
+   * snapshot taken here, since its image and workspace copy exist only on that engine.
+   */
+  engineId?: string
+  /**
+   * Places a session started here from a snapshot on this process's engine (where its workspace
+   * was restored), so its calls and jobs go there; absent without engine routing.
+   */
+  pin?: (key: SessionKey) => Promise<void>
 }
 
 /**
@@ -48,7 +58,7 @@ export interface SnapshotServiceOptions {
 export const SNAPSHOT_CREATING_LIMIT_MS = 15 * 60_000
 
 function view(r: SnapshotRecord): SnapshotView {
-  const { tenant: _t, ...rest } = r
+  const { tenant: _t, engineId: _e, ...rest } = r
   return rest
 }
 
@@ -159,6 +169,7 @@ export class PooledSnapshotService implements SnapshotService {
       createdAt: Date.now(),
       state: 'creating',
       workspaceBytes: 0,
+      ...(this.o.engineId === undefined ? {} : { engineId: this.o.engineId }),
     }
     await this.o.snapshots.add(record, this.o.maxSnapshots)
     try {
@@ -236,9 +247,11 @@ export class PooledSnapshotService implements SnapshotService {
       { ...(input.id ? { id: input.id } : {}), provider: snap.provider, profile },
       { admit: true },
     )
-    const record = { id: session.id, tenant: snap.tenant, provider: snap.provider, profile }
+    const key = keyOf({ id: session.id, tenant: snap.tenant, provider: snap.provider, profile, createdAt: 0 })
     try {
-      await snapshots.restore(snap.id, this.o.pool.sessionLabels(keyOf({ ...record, createdAt: 0 })))
+      await snapshots.restore(snap.id, this.o.pool.sessionLabels(key))
+      // Its workspace now exists on this engine only: its sandboxes must start here.
+      await this.o.pin?.(key)
     } catch (err) {
       await this.o.sessions.delete(snap.tenant, session.id).catch(() => undefined)
       throw err

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import WebSocket from 'ws'
 import { removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
+import { closed, collect, opened, refusedWith } from '../support/terminal-socket.js'
 
 /**
  * Ports and terminals through `node bin/sbx.js serve` on the real engine, over public interfaces
@@ -21,53 +22,6 @@ interface Answer {
   result?: { exitCode: number | null; stdout: string; stderr: string }
   error?: { code: string; message: string }
 }
-
-/** Collects a WebSocket's messages; `until` resolves once the text seen so far passes `test`. */
-function collect(ws: WebSocket): {
-  text: () => string
-  until: (test: (seen: string) => boolean, what: string) => Promise<string>
-  json: () => Record<string, unknown>[]
-} {
-  let seen = ''
-  const controls: Record<string, unknown>[] = []
-  const waiters: (() => void)[] = []
-  ws.on('message', (data, isBinary) => {
-    if (isBinary) seen += Buffer.from(data as Buffer).toString('utf8')
-    else controls.push(JSON.parse(String(data)) as Record<string, unknown>)
-    for (const w of waiters.splice(0)) w()
-  })
-  return {
-    text: () => seen,
-    json: () => controls,
-    until: (t, what) =>
-      new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error(`timed out waiting for ${what}; saw ${JSON.stringify(seen)}`)),
-          20_000,
-        )
-        const check = (): void => {
-          if (t(seen)) {
-            clearTimeout(timer)
-            resolve(seen)
-          } else waiters.push(check)
-        }
-        check()
-      }),
-  }
-}
-
-const opened = (ws: WebSocket): Promise<void> =>
-  new Promise((resolve, reject) => {
-    ws.once('open', () => resolve())
-    ws.once('error', reject)
-  })
-const refusedWith = (ws: WebSocket): Promise<number> =>
-  new Promise((resolve, reject) => {
-    ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0))
-    ws.once('open', () => reject(new Error('the WebSocket opened')))
-  })
-const closed = (ws: WebSocket): Promise<{ code: number; reason: string }> =>
-  new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })))
 
 describe('ports and terminals through sbx serve', () => {
   const scope = uniqueName('ports')

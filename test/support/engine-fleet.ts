@@ -31,6 +31,8 @@ export interface EngineFleet {
   engineOf(sandboxId: string): Promise<'main' | 'second' | undefined>
   /** Sandboxes of this fleet's scope running on each engine. */
   counts(): Promise<{ main: number; second: number }>
+  /** Starts one more `sbx worker` beside an engine (stopped with the fleet). */
+  addWorker(engine: 'main' | 'second'): Promise<LineChild>
   /** `sbx engine …` against this fleet. */
   engineCli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }>
   stop(): Promise<void>
@@ -54,6 +56,7 @@ export async function startEngineFleet(tag: string, extra: Partial<ConfigInput> 
   }
   const [main, other] = await Promise.all([startWorker(MAIN_ENGINE_HOST), startWorker(second.host)])
   const api = await startSbxServer('api', { config, cwd })
+  const added: LineChild[] = []
   const ids = (host: string) =>
     dockerAt(host, ['ps', '-q', '--no-trunc', '--filter', `label=sandbox-router.scope=${prefix}`])
       .then((r) => r.stdout.split('\n').filter(Boolean))
@@ -75,10 +78,15 @@ export async function startEngineFleet(tag: string, extra: Partial<ConfigInput> 
       const [m, s] = await Promise.all([ids(MAIN_ENGINE_HOST), ids(second.host)])
       return { main: m.length, second: s.length }
     },
+    async addWorker(engine) {
+      const { child } = await startWorker(engine === 'main' ? MAIN_ENGINE_HOST : second.host)
+      added.push(child)
+      return child
+    },
     engineCli: (args) => runSbx(['engine', ...args], { cwd }),
     async stop() {
       await api.stop().catch(() => undefined)
-      await Promise.all([main.child.stop(), other.child.stop()].map((p) => p.catch(() => undefined)))
+      await Promise.all([main.child, other.child, ...added].map((c) => c.stop().catch(() => undefined)))
       await removeScopeAt(second.host, prefix)
       await removeScope(prefix)
     },

@@ -175,7 +175,7 @@ export async function killSecondEngine(): Promise<void> {
   }
 }
 
-/** Removes the containers of one scope (`sandbox-router.scope` label) from the engine at `host`. */
+/** Removes the containers, volumes and images of one scope (`sandbox-router.scope` label) from the engine at `host`. */
 export async function removeScopeAt(host: string, scope: string): Promise<void> {
   const { stdout } = await dockerAt(host, [
     'ps',
@@ -185,4 +185,11 @@ export async function removeScopeAt(host: string, scope: string): Promise<void> 
   ]).catch(() => ({ stdout: '' }))
   const ids = stdout.split('\n').filter(Boolean)
   if (ids.length) await dockerAt(host, ['rm', '-f', ...ids]).catch(() => undefined)
+  // Workspace and snapshot volumes, and snapshot and session images, carry the scope label too.
+  const list = async (args: string[]) =>
+    (await dockerAt(host, args).catch(() => ({ stdout: '' }))).stdout.split('\n').filter(Boolean)
+  const volumes = await list(['volume', 'ls', '-q', '--filter', `label=sandbox-router.scope=${scope}`])
+  if (volumes.length) await dockerAt(host, ['volume', 'rm', '-f', ...volumes]).catch(() => undefined)
+  const images = await list(['images', '-q', '--filter', `label=sandbox-router.scope=${scope}`])
+  if (images.length) await dockerAt(host, ['rmi', '-f', ...new Set(images)]).catch(() => undefined)
 }

@@ -93,7 +93,8 @@ export function registerTerminalRoutes(app: App, deps: AppDeps): void {
       'bytes both ways. Text messages are JSON: in, `{"type":"resize","cols":N,"rows":N}` and ' +
       '`{"type":"input","data":"..."}`; out, `{"type":"exit","exitCode":N}` (or `"exitCode":null,"signal":"SIGKILL"`) ' +
       'once the shell ended (the socket then closes with 1000) and `{"type":"error","message":"..."}` for a bad ' +
-      'control message. Closing the socket kills the terminal’s processes. Docker sessions in `sbx serve` only; ' +
+      'control message. Closing the socket kills the terminal’s processes. Docker sessions in `sbx serve`, or in ' +
+      '`sbx api` with engine routing (through the gateway of a worker of the session’s engine); ' +
       'refusals before the upgrade are plain HTTP statuses.',
     security: [{ bearer: [] }],
     request: {
@@ -114,7 +115,9 @@ export function registerTerminalRoutes(app: App, deps: AppDeps): void {
       400: err('not a WebSocket upgrade, or bad cols/rows'),
       401: err('no or unknown key'),
       404: err('no such session (or another tenant’s)'),
-      501: err('UNSUPPORTED: the session’s provider has no terminals, or this process is `sbx api`'),
+      501: err(
+        'UNSUPPORTED: the session’s provider has no terminals, or this process is `sbx api` without engine routing',
+      ),
     },
   })
 }

@@ -173,6 +173,9 @@ export async function startEngineConsumer(
           [...adopted.keys()].map((id) => engines.release(id, workerId).catch(() => undefined)),
         )
         adopted.clear()
+        // API processes stop sending calls here now, not once the entry is stale.
+        if (engine.gatewayUrl !== undefined)
+          await engines.dropGateway(engine.engineId, engine.gatewayUrl).catch(() => undefined)
       })()),
   }
 }

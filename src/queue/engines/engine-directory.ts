@@ -6,7 +6,8 @@ import { keyspace } from '../../redis/index.js'
 
 /**
  * What a worker reports about its engine every heartbeat. Several workers beside one engine write
- * the same record (the last writer wins; they see the same engine).
+ * the same record (the last writer wins; they see the same engine); each worker's gateway URL is
+ * also kept apart ({@link EngineDirectory.gateways}).
  */
 export const EngineRecordSchema = z.object({
   /** When a worker last reached the engine (ms since epoch). */
@@ -32,8 +33,9 @@ export const EngineRecordSchema = z.object({
   /** Why the last ping failed. */
   reason: z.string().optional(),
   /**
-   * The internal gateway of the worker that wrote the record (`fleet.gateway`), where API processes
-   * send the file, process and code calls of the engine's sessions. Absent: no gateway (no `fleet.secret`).
+   * The internal gateway of the worker that wrote the record (`fleet.gateway`). API processes send
+   * the engine's calls to any live worker's gateway ({@link EngineDirectory.gateways}); this one is
+   * the fallback when none renewed its own entry. Absent: no gateway (no `fleet.secret`).
    */
   gatewayUrl: z.string().optional(),
 })
@@ -149,7 +151,8 @@ export interface EngineDirectoryOptions {
  * session is placed and which lane each job went to. Keys: `<prefix>:engines` (hash of
  * {@link EngineRecord}s), `<prefix>:engines:drained` (set), `<prefix>:engines:place:<session>`,
  * `<prefix>:engines:pending:<engine>` (recent placements), `<prefix>:engines:job:<jobId>`,
- * `<prefix>:engines:adopt:<engine>` (the worker serving a down engine's lane).
+ * `<prefix>:engines:adopt:<engine>` (the worker serving a down engine's lane),
+ * `<prefix>:engines:gateways:<engine>` (sorted set: each worker's gateway URL by its last heartbeat).
  */
 export class EngineDirectory {
   readonly staleMs: number
@@ -183,6 +186,15 @@ export class EngineDirectory {
    */
   async place(session: SessionPlacement, now = Date.now(), wantBytes = 0): Promise<EngineRoute> {
     return this.run(placementOf(session), undefined, now, wantBytes)
+  }
+
+  /**
+   * Places a session on `engineId` (a session started from a snapshot, which is an image on that
+   * engine): its calls and jobs then go there while the engine is live and undrained, as for any
+   * placement.
+   */
+  async pin(session: SessionPlacement, engineId: string): Promise<void> {
+    await this.redis.set(`${this.k}:place:${placementOf(session)}`, engineId, 'PX', this.placeTtlMs)
   }
 
   /** One engine's record as its workers last wrote it, with its state; undefined when unknown. */
@@ -235,9 +247,38 @@ export class EngineDirectory {
     return (await this.redis.get(this.jobKey(jobId))) ?? undefined
   }
 
-  /** Writes a worker's heartbeat for its engine. */
+  /**
+   * Writes a worker's heartbeat for its engine; a healthy one with a gateway also renews that
+   * gateway's own entry (see {@link gateways}), so each worker of an engine is reachable by itself.
+   */
   async beat(engineId: string, record: EngineRecord): Promise<void> {
-    await this.redis.hset(this.k, engineId, JSON.stringify(record))
+    const m = this.redis.multi().hset(this.k, engineId, JSON.stringify(record))
+    if (record.gatewayUrl !== undefined && record.healthy) {
+      const key = this.gatewaysKey(engineId)
+      // Entries long past the staleness window go; the key goes with the engine's last worker.
+      const keepMs = Math.max(60_000, this.staleMs * 10)
+      m.zadd(key, record.seenAt, record.gatewayUrl)
+        .zremrangebyscore(key, '-inf', record.seenAt - keepMs)
+        .pexpire(key, keepMs)
+    }
+    await m.exec()
+  }
+
+  /**
+   * The gateways of the live workers of an engine: every URL a healthy heartbeat renewed within the
+   * staleness window, newest first. A worker that died drops out once its last heartbeat is stale.
+   */
+  async gateways(engineId: string, now = Date.now()): Promise<string[]> {
+    return this.redis.zrevrangebyscore(this.gatewaysKey(engineId), '+inf', now - this.staleMs)
+  }
+
+  /** Removes a gateway at once (its worker is stopping), before its entry goes stale. */
+  async dropGateway(engineId: string, url: string): Promise<void> {
+    await this.redis.zrem(this.gatewaysKey(engineId), url)
+  }
+
+  private gatewaysKey(engineId: string): string {
+    return `${this.k}:gateways:${engineId}`
   }
 
   /** Every engine known, with its state. */

@@ -134,6 +134,29 @@ describe('engine directory', () => {
     expect(await dir.adopt('x', 'w2', 5_000)).toBe(true)
   })
 
+  test('gateways: each worker of an engine keeps its own entry; a stale one drops out; pin places', async () => {
+    const now = Date.now()
+    const gw = (url: string, seenAt: number, healthy = true) =>
+      dir.beat('g', { seenAt, healthy, running: 0, workerId: url, gatewayUrl: url })
+    await gw('http://w1:1', now)
+    await gw('http://w2:2', now - 1_000)
+    // The record holds the last writer's URL only; the live set holds both.
+    expect((await dir.engine('g', now))?.gatewayUrl).toBe('http://w2:2')
+    expect(await dir.gateways('g', now)).toEqual(['http://w1:1', 'http://w2:2'])
+    // w2 stops beating: past the staleness window it is gone, w1 stays; an unhealthy beat renews nothing.
+    await gw('http://w1:1', now + 2_500)
+    await gw('http://w3:3', now + 2_500, false)
+    expect(await dir.gateways('g', now + 2_500 + 1)).toEqual(['http://w1:1'])
+    await dir.dropGateway('g', 'http://w1:1')
+    expect(await dir.gateways('g', now + 2_501)).toEqual([])
+    // A pinned session stays on its engine while that engine is live, even if another is emptier.
+    await beat('p1', 5, 10)
+    await beat('p2', 0, 10)
+    const s = { tenant: 't', sessionId: 'pinned', providerId: 'docker', profile: 'default' }
+    await dir.pin(s, 'p1')
+    expect(await dir.place(s)).toMatchObject({ engineId: 'p1', how: 'kept' })
+  })
+
   test('lane names hold no colon', () => {
     expect(laneName('sbx-exec', 'EJL4:67DC:JATX')).toBe('sbx-exec-ejl467dcjatx')
   })

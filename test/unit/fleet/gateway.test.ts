@@ -38,6 +38,7 @@ function target(): GatewayTarget & { calls: unknown[][] } {
         files.set(path, data)
         return {}
       },
+      delete: async (tenant, id) => (calls.push([tenant, id, 'delete']), mine(tenant, id)),
     },
     processes: {
       start: async () => {
@@ -112,8 +113,12 @@ describe('fleet gateway', () => {
       retryable: true,
       message: 'too many processes',
     })
-    // Methods outside the list are refused.
-    await expect(call(['a', 's1'], 'sessions', 'delete')).rejects.toMatchObject({ code: 'BAD_REQUEST' })
+    // A session's deletion runs on its engine, for the tenant named.
+    await expect(call(['b', 's1'], 'sessions', 'delete')).resolves.toBe(false)
+    await expect(call(['a', 's1'], 'sessions', 'delete')).resolves.toBe(true)
+    // Methods outside the list are refused; a worker without snapshots says so.
+    await expect(call(['a', 's1'], 'sessions', 'create')).rejects.toMatchObject({ code: 'BAD_REQUEST' })
+    await expect(call(['a', 's1'], 'snapshots', 'create')).rejects.toMatchObject({ code: 'UNSUPPORTED' })
     // A wrong or missing secret: 401 before the body is read, and the secret is never logged.
     await expect(
       callGateway(gw.url, 'x'.repeat(64), 'E1', {
@@ -127,7 +132,7 @@ describe('fleet gateway', () => {
     })
     const bare = await fetch(`${gw.url}/internal/v1/call`, { method: 'POST', body: 'x' })
     expect(bare.status).toBe(401)
-    expect(t.calls.map((c) => c[0])).toEqual(['a', 'a', 'b'])
+    expect(t.calls.map((c) => c[0])).toEqual(['a', 'a', 'b', 'b', 'a'])
     // Another engine's gateway: not delivered, safe to send again.
     await expect(
       callGateway(gw.url, SECRET, 'E2', { service: 'sessions', method: 'readFile', args: ['a', 's1', '/f'] }),
