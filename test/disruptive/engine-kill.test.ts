@@ -6,29 +6,17 @@
  * a fresh sandbox whose results say the files are gone. Disruptive (it kills an engine): runs alone,
  * after the main pass (vitest.disruptive.config.ts). host-kill.test.ts kills the worker too.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { startEngineFleet } from '../support/engine-fleet.js'
-import type { EngineFleet } from '../support/engine-fleet.js'
-import { execSettled, loadThrough, placeSessions, tally } from '../support/engine-load.js'
-import { killSecondEngine, removeScopeAt, startSecondEngine } from '../support/second-engine.js'
+import { describe, expect, test } from 'vitest'
+import { execSettled, killableFleet, loadThrough, placeSessions, tally } from '../support/engine-load.js'
+import { killSecondEngine } from '../support/second-engine.js'
 
 const SESSIONS = 16
 
-let fleet: EngineFleet
-
-beforeAll(async () => {
-  fleet = await startEngineFleet('engkill')
-}, 180_000)
-
-afterAll(async () => {
-  await fleet?.stop()
-  // The killed engine comes back for the next suite; this suite's containers there are removed.
-  const second = await startSecondEngine()
-  if (fleet) await removeScopeAt(second.host, fleet.prefix)
-}, 120_000)
+const fleetOf = killableFleet('engkill')
 
 describe('SIGKILL of one engine of two under load', () => {
   test("0 accepted jobs lost, 0 run twice, the lost engine's sessions rebind on the other", async () => {
+    const fleet = fleetOf()
     // 16 sessions, placed at once: the fleet spreads them evenly.
     const placed = await placeSessions(fleet, SESSIONS)
     console.log(

@@ -7,29 +7,17 @@
  * result (none lost), none ran twice, and the dead host's sessions continue on the main engine in a
  * fresh sandbox whose results say the files are gone. Disruptive: runs alone, after the main pass.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { startEngineFleet } from '../support/engine-fleet.js'
-import type { EngineFleet } from '../support/engine-fleet.js'
-import { execSettled, loadThrough, placeSessions, tally } from '../support/engine-load.js'
-import { killSecondEngine, removeScopeAt, startSecondEngine } from '../support/second-engine.js'
+import { describe, expect, test } from 'vitest'
+import { execSettled, killableFleet, loadThrough, placeSessions, tally } from '../support/engine-load.js'
+import { killSecondEngine } from '../support/second-engine.js'
 
 const SESSIONS = 16
 
-let fleet: EngineFleet
-
-beforeAll(async () => {
-  fleet = await startEngineFleet('hostkill')
-}, 180_000)
-
-afterAll(async () => {
-  await fleet?.stop()
-  // The killed engine comes back for the next suite; this suite's containers there are removed.
-  const second = await startSecondEngine()
-  if (fleet) await removeScopeAt(second.host, fleet.prefix)
-}, 120_000)
+const fleetOf = killableFleet('hostkill')
 
 describe('SIGKILL of a whole host (engine and worker) under load', () => {
   test("0 accepted jobs lost, 0 run twice, begun commands end interrupted, the host's sessions rebind", async () => {
+    const fleet = fleetOf()
     const placed = await placeSessions(fleet, SESSIONS)
     console.log(
       `placement: ${placed.main.length} sessions on the main engine, ${placed.second.length} on the second`,

@@ -6,7 +6,31 @@
  * the lost engine's sessions took to complete a command again. HTTP only.
  */
 import { performance } from 'node:perf_hooks'
+import { afterAll, beforeAll } from 'vitest'
+import { startEngineFleet } from './engine-fleet.js'
 import type { EngineFleet } from './engine-fleet.js'
+import { removeScopeAt, startSecondEngine } from './second-engine.js'
+
+/**
+ * A two-engine fleet for a suite that kills the second engine: started before the suite's tests,
+ * stopped after them, and the second engine started again for the next suite with this suite's
+ * containers removed from it. Returns a getter of the fleet.
+ */
+export function killableFleet(tag: string): () => EngineFleet {
+  let fleet: EngineFleet | undefined
+  beforeAll(async () => {
+    fleet = await startEngineFleet(tag)
+  }, 180_000)
+  afterAll(async () => {
+    await fleet?.stop()
+    const second = await startSecondEngine()
+    if (fleet) await removeScopeAt(second.host, fleet.prefix)
+  }, 120_000)
+  return () => {
+    if (!fleet) throw new Error(`the ${tag} fleet did not start`)
+    return fleet
+  }
+}
 
 /** A job as `GET /v1/jobs/:id` and `POST /v1/exec` show it (the fields these tests read). */
 export interface JobView {
