@@ -100,7 +100,8 @@ describe('the package root', () => {
 
 /**
  * The values of `sandbox-router/provider` (src/sandbox/index.ts), pinned the same way: what a provider
- * author writes against (src/sandbox/README.md), and nothing the service uses internally.
+ * author writes against (src/sandbox/README.md), and nothing the service uses internally. The built-in
+ * providers import nothing else of the service (eslint.config.js), so this is their kit too.
  */
 const PROVIDER_SPI_VALUES = [
   'AppError',
@@ -141,6 +142,25 @@ const PROVIDER_SPI_VALUES = [
   'scrubSecret',
   'secretSafeCause',
   'CODE_LANGUAGES',
+  // the optional capabilities' kit: persistent shell, agent processes, port preview, code probe
+  'PersistentShellRunner',
+  'shellInitScript',
+  'shellKillScript',
+  'AgentProcesses',
+  'uploadedAgentProcesses',
+  'connectPreview',
+  'jsonObject',
+  'probeLanguages',
+  // egress: the policy, its mapping onto remote providers, the TLS-intercept CA
+  'EgressPolicySchema',
+  'secretPlaceholder',
+  'EgressUnenforceableError',
+  'daytonaNetwork',
+  'e2bNetwork',
+  'SANDBOX_CA_BUNDLE_FILE',
+  'SANDBOX_CA_FILE',
+  'caBundle',
+  'createCa',
 ]
 
 describe('the provider SPI entry (sandbox-router/provider)', () => {
@@ -152,8 +172,9 @@ describe('the provider SPI entry (sandbox-router/provider)', () => {
     for (const internal of [
       'ProviderRegistry',
       'runProviderConformance',
-      'PersistentShellRunner',
-      'AgentProcesses',
+      'EgressProxy',
+      'createLeaf',
+      'compileEgress',
       'staticRouteTargets',
       'createSessionPool',
       'poolLabels',
