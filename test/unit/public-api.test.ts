@@ -196,3 +196,19 @@ describe('the provider SPI entry (sandbox-router/provider)', () => {
     })
   })
 })
+
+describe('the conformance entry (sandbox-router/conformance)', () => {
+  test('package.json publishes src/sandbox/conformance/index.ts, vitest an optional peer', () => {
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      exports: Record<string, { types: string; import: string }>
+      peerDependencies?: Record<string, string>
+      peerDependenciesMeta?: Record<string, { optional?: boolean }>
+    }
+    expect(manifest.exports['./conformance']).toEqual({
+      types: './dist/src/sandbox/conformance/index.d.ts',
+      import: './dist/src/sandbox/conformance/index.js',
+    })
+    expect(manifest.peerDependencies).toHaveProperty('vitest')
+    expect(manifest.peerDependenciesMeta?.['vitest']?.optional).toBe(true)
+  })
+})
