@@ -97,7 +97,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/**/*.ts', 'providers/**/*.ts'],
+    files: ['src/**/*.ts'],
     ignores: ['src/cli/**', 'src/runtime/**', 'src/services/**', 'src/http/**'],
     rules: {
       'no-restricted-imports': [
@@ -105,6 +105,26 @@ export default tseslint.config(
         {
           patterns: [
             { regex: '(^|/)runtime/', message: 'only the composition root (src/cli) imports src/runtime' },
+          ],
+        },
+      ],
+    },
+  },
+  // One execution-plane seam (src/sandbox/README.md, the aesthetics review §5.3): a provider imports
+  // the service only through the provider SPI entry, src/sandbox/index.ts (`sandbox-router/provider`),
+  // like a third-party provider would; everything else is its own folder or its SDK.
+  {
+    files: ['providers/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+src/(?!sandbox/index\\.js$)',
+              message:
+                "providers import the service only from '../../src/sandbox/index.js' (sandbox-router/provider)",
+            },
           ],
         },
       ],

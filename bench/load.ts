@@ -32,9 +32,9 @@ import type { DockerProvider } from '../providers/docker/index.js'
 import { AppError } from '../src/errors.js'
 import { createBullmqJobQueue } from '../src/queue/index.js'
 import type { JobQueue } from '../src/queue/index.js'
-import { JobInterruptedError, QueueRouteExecutor, staticRouteTargets } from '../src/routing/index.js'
+import { JobInterruptedError, QueueRouteExecutor } from '../src/routing/index.js'
 import type { RouteRequest } from '../src/routing/index.js'
-import { resolveProfile } from '../src/sandbox/profiles.js'
+import { ProfileCatalog, resolveProfile } from '../src/sandbox/profiles.js'
 import { POOL_LABELS } from '../src/sessions/index.js'
 import {
   deleteRunKeys,
@@ -238,7 +238,7 @@ async function run(label: string, kill: boolean, docker: DockerProvider, redis: 
     const profile = resolveProfile(LOAD_PROFILE, loadProfile(opts.sessions))
     const executor = new QueueRouteExecutor({
       queue: countingQueue(queue, accepted),
-      targets: staticRouteTargets(['docker'], [profile]),
+      targets: new ProfileCatalog(['docker'], [profile]),
       defaultTenant: TENANT,
       waitMarginMs: 20_000,
     })

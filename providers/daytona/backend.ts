@@ -1,9 +1,13 @@
 import { type Daytona, DaytonaRateLimitError, type Sandbox as RemoteSandbox } from '@daytonaio/sdk'
 import { randomUUID } from 'node:crypto'
-import { AppError } from '../../src/errors.js'
-import { type ListedSandbox, type ProviderBackend, raceAbort } from '../../src/sandbox/define-provider.js'
-import { PROVIDER_LABELS } from '../../src/sandbox/labels.js'
-import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
+import {
+  AppError,
+  type ListedSandbox,
+  PROVIDER_LABELS,
+  type ProviderBackend,
+  raceAbort,
+  type ResolvedProfile,
+} from '../../src/sandbox/index.js'
 import { buildCreateParams } from './create-params.js'
 import { isSandboxGone, mapCreateError, mapDaytonaError } from './errors.js'
 import type { Reviver } from './revive.js'

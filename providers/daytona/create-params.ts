@@ -1,7 +1,5 @@
 import type { CreateSandboxFromImageParams, CreateSandboxFromSnapshotParams } from '@daytonaio/sdk'
-import { daytonaNetwork } from '../../src/egress/remote.js'
-import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
-import type { Labels } from '../../src/sandbox/types.js'
+import { daytonaNetwork, type Labels, type ResolvedProfile } from '../../src/sandbox/index.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
 
 const MINUTE_MS = 60_000

@@ -15,9 +15,8 @@ import {
   DaytonaServiceUnavailableError,
   DaytonaTimeoutError,
 } from '@daytonaio/sdk'
-import { AppError, type ErrorCode } from '../../src/errors.js'
+import { AppError, type ErrorCode, scrubSecret, secretSafeCause } from '../../src/sandbox/index.js'
 import { API_KEY_ENV } from './options.js'
-import { scrubSecret, secretSafeCause } from '../../src/sandbox/secret-scrub.js'
 
 /** What the error mapper needs to word messages without leaking secrets. */
 export interface ErrorScope {

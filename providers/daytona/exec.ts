@@ -3,10 +3,14 @@ import { DaytonaTimeoutError } from '@daytonaio/sdk'
 import { randomBytes } from 'node:crypto'
 import { constants } from 'node:os'
 import { StringDecoder } from 'node:string_decoder'
-import { AppError } from '../../src/errors.js'
-import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
-import { joinHeadTail, outputSplit } from '../../src/sandbox/output-cap.js'
-import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
+import {
+  AppError,
+  type ExecOptions,
+  type ExecResult,
+  joinHeadTail,
+  outputSplit,
+  type ResolvedExec,
+} from '../../src/sandbox/index.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
 import {
   type DaemonCall,

@@ -1,6 +1,5 @@
 import type { Sandbox as RemoteSandbox } from '@daytonaio/sdk'
-import { connectPreview, jsonObject } from '../../src/sandbox/preview-connection.js'
-import type { PortStream } from '../../src/sandbox/types.js'
+import { connectPreview, jsonObject, type PortStream } from '../../src/sandbox/index.js'
 
 /** Header Daytona's preview proxy checks on a private sandbox (the token of `getPreviewLink`). */
 export const DAYTONA_PREVIEW_TOKEN_HEADER = 'x-daytona-preview-token'

@@ -1,8 +1,13 @@
 import { Daytona } from '@daytonaio/sdk'
 import { randomUUID } from 'node:crypto'
-import { defineProvider } from '../../src/sandbox/define-provider.js'
-import { LABELS, OWNER, PROVIDER_LABELS } from '../../src/sandbox/labels.js'
-import type { SandboxHealth, SandboxProvider } from '../../src/sandbox/types.js'
+import {
+  defineProvider,
+  LABELS,
+  OWNER,
+  PROVIDER_LABELS,
+  type SandboxHealth,
+  type SandboxProvider,
+} from '../../src/sandbox/index.js'
 import { daytonaBackend } from './backend.js'
 import { type ErrorScope, mapDaytonaError, redactUrl } from './errors.js'
 import { type DaytonaProviderOptions, DaytonaProviderOptionsSchema } from './options.js'

@@ -1,6 +1,5 @@
 import type { Daytona, Sandbox as RemoteSandbox } from '@daytonaio/sdk'
-import { AppError } from '../../src/errors.js'
-import { raceAbort } from '../../src/sandbox/define-provider.js'
+import { AppError, raceAbort } from '../../src/sandbox/index.js'
 import { type ErrorScope, isSandboxGone, mapDaytonaError } from './errors.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
 import { classifyState, lostError } from './states.js'

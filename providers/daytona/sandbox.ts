@@ -1,25 +1,26 @@
-import { resolveExecRequest, resolveSandboxPath } from '../../src/sandbox/exec-request.js'
+import {
+  AppError,
+  type ExecOptions,
+  type ExecRequest,
+  type ExecResult,
+  PersistentShellRunner,
+  type PortStream,
+  raceAbort,
+  resolveExecRequest,
+  resolveSandboxPath,
+  type Sandbox,
+  type SandboxHealth,
+  type SandboxProcesses,
+  type SandboxRef,
+  Semaphore,
+  uploadedAgentProcesses,
+} from '../../src/sandbox/index.js'
 import type { Sandbox as RemoteSandbox } from '@daytonaio/sdk'
 import { DaytonaError, DaytonaInvalidFilePathError, DaytonaNotFoundError } from '@daytonaio/sdk'
-import { AppError } from '../../src/errors.js'
-import type {
-  ExecOptions,
-  ExecRequest,
-  ExecResult,
-  PortStream,
-  Sandbox,
-  SandboxHealth,
-  SandboxProcesses,
-  SandboxRef,
-} from '../../src/sandbox/types.js'
-import { uploadedAgentProcesses } from '../../src/sandbox/agent-processes.js'
 import { type ErrorScope, isFileAccessDenied, mapDaytonaError, mayBeLost } from './errors.js'
 import { type ExecContext, startRun } from './exec.js'
 import type { ResolvedDaytonaProviderOptions } from './options.js'
-import { Semaphore } from '../../src/sandbox/semaphore.js'
 import { type DaemonCall, mkdirCall, probeCall } from './wrapper.js'
-import { raceAbort } from '../../src/sandbox/define-provider.js'
-import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
 import { type DaytonaShellSession, daytonaShellTransport } from './shell.js'
 import { openDaytonaPort } from './preview.js'
 

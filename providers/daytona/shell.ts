@@ -13,9 +13,14 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { Sandbox as RemoteSandbox } from '@daytonaio/sdk'
-import { AppError } from '../../src/errors.js'
-import type { RemoteShell, ShellSink, ShellTransport } from '../../src/sandbox/shell-runner.js'
-import { shellInitScript, shellKillScript } from '../../src/sandbox/shell-script.js'
+import {
+  AppError,
+  type RemoteShell,
+  shellInitScript,
+  shellKillScript,
+  type ShellSink,
+  type ShellTransport,
+} from '../../src/sandbox/index.js'
 
 /** After SIGTERM to the command's processes, SIGKILL follows this much later (ms). */
 const TERM_GRACE_MS = 200

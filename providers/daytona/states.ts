@@ -1,5 +1,5 @@
 import type { Sandbox as RemoteSandbox } from '@daytonaio/sdk'
-import { AppError } from '../../src/errors.js'
+import { AppError } from '../../src/sandbox/index.js'
 
 /** How the provider treats a Daytona sandbox state. */
 export type StateClass = 'running' | 'transient' | 'settling' | 'resumable' | 'lost'

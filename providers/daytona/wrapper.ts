@@ -1,4 +1,4 @@
-import { outputSplit } from '../../src/sandbox/output-cap.js'
+import { outputSplit } from '../../src/sandbox/index.js'
 
 /**
  * The in-sandbox side of exec. Daytona's `/process/execute` merges stdout and stderr, keeps no

@@ -1,5 +1,5 @@
 import type Docker from 'dockerode'
-import type { ProviderBackend } from '../../src/sandbox/define-provider.js'
+import type { ProviderBackend } from '../../src/sandbox/index.js'
 import type { AgentSupply } from './agent-source.js'
 import { dockerConnect } from './connect.js'
 import { WORKSPACE } from './container-spec.js'

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode'
 import type { Duplex } from 'node:stream'
-import { AppError } from '../../src/errors.js'
+import { AppError } from '../../src/sandbox/index.js'
 import { DockerStreamDemuxer } from './demux.js'
 import { SETUP_HINT, engineStatus, mapEngineError } from './errors.js'
 import {

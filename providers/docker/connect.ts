@@ -1,7 +1,5 @@
 import type Docker from 'dockerode'
-import { AppError } from '../../src/errors.js'
-import type { ProviderBackend } from '../../src/sandbox/define-provider.js'
-import { PROVIDER_LABELS } from '../../src/sandbox/labels.js'
+import { AppError, PROVIDER_LABELS, type ProviderBackend } from '../../src/sandbox/index.js'
 import type { DockerBackendDeps, DockerContainer } from './backend.js'
 import { engineStatus, mapEngineError, stoppedState } from './errors.js'
 import type { DockerSandbox } from './sandbox.js'

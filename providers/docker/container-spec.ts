@@ -1,10 +1,13 @@
 import type Docker from 'dockerode'
-import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
-import { PROVIDER_LABELS } from '../../src/sandbox/labels.js'
-import type { Labels } from '../../src/sandbox/types.js'
+import {
+  type Labels,
+  PROVIDER_LABELS,
+  type ResolvedProfile,
+  SANDBOX_CA_BUNDLE_FILE,
+  SANDBOX_CA_FILE,
+  secretPlaceholder,
+} from '../../src/sandbox/index.js'
 import type { ResolvedDockerProviderOptions } from './options.js'
-import { secretPlaceholder } from '../../src/egress/policy.js'
-import { SANDBOX_CA_BUNDLE_FILE, SANDBOX_CA_FILE } from '../../src/egress/tls-ca.js'
 
 /** Where a container's agent comes from: the image (`path` only) or the agent volume mounted read-only at `dir`. */
 export interface AgentSource {

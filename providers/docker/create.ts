@@ -1,5 +1,4 @@
-import { AppError } from '../../src/errors.js'
-import type { ProviderBackend } from '../../src/sandbox/define-provider.js'
+import { AppError, type ProviderBackend } from '../../src/sandbox/index.js'
 import type { DockerBackendDeps, DockerContainer } from './backend.js'
 import { WORKSPACE, buildContainerSpec, cwdNeedsMkdir } from './container-spec.js'
 import { egressPolicyOf } from './egress-host.js'

@@ -1,12 +1,12 @@
 import { chmod, readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import {
+  caBundle,
   type CaPair,
+  createCa,
   SANDBOX_CA_BUNDLE_FILE,
   SANDBOX_CA_FILE,
-  caBundle,
-  createCa,
-} from '../../src/egress/tls-ca.js'
+} from '../../src/sandbox/index.js'
 
 /** The CA key's file: beside the sandbox's egress folder, never inside it (the folder is mounted). */
 const keyPath = (socketDir: string, dir: string): string => join(socketDir, `${dir}.ca-key.pem`)

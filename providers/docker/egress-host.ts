@@ -1,10 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import { chmod, chown, mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { type EgressPolicy, EgressPolicySchema } from '../../src/egress/policy.js'
-import { AppError } from '../../src/errors.js'
-import { LABELS, type Labels, PROVIDER_LABELS } from '../../src/sandbox/labels.js'
-import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
+import {
+  AppError,
+  type EgressPolicy,
+  EgressPolicySchema,
+  LABELS,
+  type Labels,
+  PROVIDER_LABELS,
+  type ResolvedProfile,
+} from '../../src/sandbox/index.js'
 import { readSandboxCa, removeSandboxCa, writeSandboxCa } from './egress-ca.js'
 import type { DockerEgressOptions } from './options.js'
 

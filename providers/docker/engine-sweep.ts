@@ -1,6 +1,5 @@
 import type Docker from 'dockerode'
-import { AppError } from '../../src/errors.js'
-import { LABELS, OWNER, POOL_LABELS } from '../../src/sandbox/labels.js'
+import { AppError, LABELS, OWNER, POOL_LABELS } from '../../src/sandbox/index.js'
 import { IDLE_EXIT_CODE } from './container-spec.js'
 import { engineStatus, mapEngineError } from './errors.js'
 

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode'
 import { constants } from 'node:os'
-import { AppError } from '../../src/errors.js'
+import { AppError } from '../../src/sandbox/index.js'
 import { IDLE_EXIT_CODE } from './container-spec.js'
 import type { ErrFrame } from './protocol.js'
 

@@ -1,8 +1,11 @@
 import { StringDecoder } from 'node:string_decoder'
-import { AppError } from '../../src/errors.js'
-import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
-import { joinHeadTail } from '../../src/sandbox/output-cap.js'
-import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
+import {
+  AppError,
+  type ExecOptions,
+  type ExecResult,
+  joinHeadTail,
+  type ResolvedExec,
+} from '../../src/sandbox/index.js'
 import type { AgentChannel } from './channel.js'
 import { execError, signalName } from './errors.js'
 import { Frame, decodeErr, decodeExit, decodeTail, encodeEmpty, encodeExec } from './protocol.js'

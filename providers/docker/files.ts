@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { AppError } from '../../src/errors.js'
-import { raceAbort } from '../../src/sandbox/define-provider.js'
+import { AppError, raceAbort } from '../../src/sandbox/index.js'
 import type { AgentChannel } from './channel.js'
 import { fileError } from './errors.js'
 import { Frame, decodeErr, encodeEmpty, encodeRead, encodeWrite } from './protocol.js'

@@ -1,6 +1,5 @@
 import type Docker from 'dockerode'
-import { AppError } from '../../src/errors.js'
-import type { SandboxRef } from '../../src/sandbox/types.js'
+import { AppError, type SandboxRef } from '../../src/sandbox/index.js'
 import { engineStatus, mapEngineError } from './errors.js'
 
 /**

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode'
 import { z } from 'zod'
-import type { EgressProxy } from '../../src/egress/proxy.js'
+import type { EgressProxy } from '../../src/sandbox/index.js'
 
 /**
  * The image `scripts/setup.sh` builds: `SBX_BASE_IMAGE` when set (the same variable names the tag

@@ -1,7 +1,12 @@
 import Docker from 'dockerode'
-import { defineProvider } from '../../src/sandbox/define-provider.js'
-import type { ResolvedProfile } from '../../src/sandbox/profiles.js'
-import type { CreateOptions, SandboxHealth, SandboxProvider, SandboxRef } from '../../src/sandbox/types.js'
+import {
+  type CreateOptions,
+  defineProvider,
+  type ResolvedProfile,
+  type SandboxHealth,
+  type SandboxProvider,
+  type SandboxRef,
+} from '../../src/sandbox/index.js'
 import { agentSupply } from './agent-source.js'
 import { dockerBackend } from './backend.js'
 import { egressHost } from './egress-host.js'

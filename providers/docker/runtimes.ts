@@ -1,6 +1,5 @@
 import type Docker from 'dockerode'
-import { AppError } from '../../src/errors.js'
-import type { SandboxRuntime } from '../../src/sandbox/profiles.js'
+import { AppError, type SandboxRuntime } from '../../src/sandbox/index.js'
 import { mapEngineError } from './errors.js'
 
 /** How to give an engine the gVisor runtime (what `scripts/setup-gvisor.sh` does). */

@@ -1,28 +1,29 @@
 import type Docker from 'dockerode'
 import { posix } from 'node:path'
 import type { Duplex } from 'node:stream'
-import { AppError } from '../../src/errors.js'
-import type {
-  ExecOptions,
-  ExecRequest,
-  ExecResult,
-  Sandbox,
-  SandboxHealth,
-  SandboxProcesses,
-  SandboxRef,
-  SandboxTerminal,
-  TerminalOptions,
-} from '../../src/sandbox/types.js'
+import {
+  AgentProcesses,
+  AppError,
+  type ExecOptions,
+  type ExecRequest,
+  type ExecResult,
+  raceAbort,
+  resolveExecRequest,
+  resolveSandboxPath,
+  type Sandbox,
+  type SandboxHealth,
+  type SandboxProcesses,
+  type SandboxRef,
+  type SandboxTerminal,
+  Semaphore,
+  type TerminalOptions,
+} from '../../src/sandbox/index.js'
 import { AgentChannel } from './channel.js'
 import { SETUP_HINT, engineStatus, mapEngineError, stoppedState } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
 import { type ErrFrame, MAX_FRAME_BYTES, encodePortOpen, encodePtyOpen } from './protocol.js'
 import { agentTerminal, openAgentStream } from './streams.js'
-import { AgentProcesses } from '../../src/sandbox/agent-processes.js'
-import { Semaphore } from '../../src/sandbox/semaphore.js'
-import { resolveExecRequest, resolveSandboxPath } from '../../src/sandbox/exec-request.js'
-import { raceAbort } from '../../src/sandbox/define-provider.js'
 
 /** Env variables one command may carry: the agent refuses more (providers/docker/agent, `npairs`). */
 const MAX_ENV_VARS = 4096

@@ -1,13 +1,15 @@
 import type Docker from 'dockerode'
-import { AppError } from '../../src/errors.js'
-import type {
-  Labels,
-  ProviderSnapshots,
-  ProviderWorkspaces,
-  SandboxRef,
-  SnapshotCapture,
-} from '../../src/sandbox/types.js'
-import { LABELS, OWNER, PROVIDER_LABELS } from '../../src/sandbox/labels.js'
+import {
+  AppError,
+  type Labels,
+  LABELS,
+  OWNER,
+  PROVIDER_LABELS,
+  type ProviderSnapshots,
+  type ProviderWorkspaces,
+  type SandboxRef,
+  type SnapshotCapture,
+} from '../../src/sandbox/index.js'
 import { WORKSPACE } from './container-spec.js'
 import { engineStatus, mapEngineError } from './errors.js'
 import {

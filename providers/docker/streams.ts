@@ -1,7 +1,6 @@
 import { Duplex } from 'node:stream'
 import { constants } from 'node:os'
-import { AppError } from '../../src/errors.js'
-import type { SandboxTerminal, TerminalExit } from '../../src/sandbox/types.js'
+import { AppError, type SandboxTerminal, type TerminalExit } from '../../src/sandbox/index.js'
 import type { AgentChannel } from './channel.js'
 import {
   type AgentFrame,

@@ -1,5 +1,5 @@
 import type Docker from 'dockerode'
-import { LABELS, OWNER } from '../../src/sandbox/labels.js'
+import { LABELS, OWNER } from '../../src/sandbox/index.js'
 import { mapEngineError } from './errors.js'
 import { SESSION_IMAGE_REPO, VOLUME_LABELS, removeVolume } from './workspace.js'
 

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto'
 import type Docker from 'dockerode'
-import { AppError } from '../../src/errors.js'
-import { LABELS, OWNER, VOLUME_LABELS, type Labels } from '../../src/sandbox/labels.js'
+import { AppError, LABELS, type Labels, OWNER, VOLUME_LABELS } from '../../src/sandbox/index.js'
 import { engineStatus, mapEngineError } from './errors.js'
 
 /** Label keys of workspace and snapshot volumes (src/sandbox/labels.ts). */

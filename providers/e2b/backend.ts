@@ -1,9 +1,14 @@
 import type { E2B, Sandbox as E2BSdkSandbox } from 'e2b'
-import { e2bNetwork } from '../../src/egress/remote.js'
-import { AppError } from '../../src/errors.js'
-import type { ListedSandbox, ProviderBackend } from '../../src/sandbox/define-provider.js'
-import { type LabelSettings, PROVIDER_LABELS, positiveIntLabel } from '../../src/sandbox/labels.js'
-import type { SandboxRef } from '../../src/sandbox/types.js'
+import {
+  AppError,
+  e2bNetwork,
+  type LabelSettings,
+  type ListedSandbox,
+  positiveIntLabel,
+  PROVIDER_LABELS,
+  type ProviderBackend,
+  type SandboxRef,
+} from '../../src/sandbox/index.js'
 import { ensureCwd } from './ensure-cwd.js'
 import { type ErrorContext, mapE2BError } from './errors.js'
 import { Lifetime } from './lifetime.js'

@@ -1,8 +1,6 @@
 import { Sandbox as CodeSandbox, type Execution } from '@e2b/code-interpreter'
 import type { ConnectionOpts } from 'e2b'
-import type { CodeLanguage, CodeOutput, CodeResult } from '../../src/sandbox/code/types.js'
-import type { SandboxCode } from '../../src/sandbox/types.js'
-import type { AppError } from '../../src/errors.js'
+import type { AppError, CodeLanguage, CodeOutput, CodeResult, SandboxCode } from '../../src/sandbox/index.js'
 
 const FIELDS: [keyof Execution['results'][number], string][] = [
   ['text', 'text/plain'],

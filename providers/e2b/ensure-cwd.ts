@@ -1,5 +1,5 @@
 import { CommandExitError, type Sandbox as E2BSdkSandbox } from 'e2b'
-import { AppError } from '../../src/errors.js'
+import { AppError } from '../../src/sandbox/index.js'
 import { shellQuote } from './wrapper.js'
 
 /** How long the helper commands may take (the provider's options). */

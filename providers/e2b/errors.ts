@@ -15,8 +15,7 @@ import {
   TemplateError,
   TimeoutError,
 } from 'e2b'
-import { AppError } from '../../src/errors.js'
-import { scrubSecret, secretSafeCause } from '../../src/sandbox/secret-scrub.js'
+import { AppError, scrubSecret, secretSafeCause } from '../../src/sandbox/index.js'
 
 /** Where requests go, for messages (the key only to redact it). */
 export interface ErrorContext {

@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import { constants } from 'node:os'
 import { CommandExitError, type CommandHandle, type Sandbox as E2BSdkSandbox, TimeoutError } from 'e2b'
-import { AppError } from '../../src/errors.js'
-import type { ResolvedExec } from '../../src/sandbox/exec-request.js'
-import { HeadTailSink } from '../../src/sandbox/output-cap.js'
-import type { ExecOptions, ExecResult } from '../../src/sandbox/types.js'
+import {
+  AppError,
+  type ExecOptions,
+  type ExecResult,
+  HeadTailSink,
+  type ResolvedExec,
+} from '../../src/sandbox/index.js'
 import { type WrapperReport, TokenFilter, buildWrapper } from './wrapper.js'
 
 /** What a command needs from its sandbox handle. */

@@ -1,5 +1,5 @@
 import { ZodError, z } from 'zod'
-import { AppError } from '../../src/errors.js'
+import { AppError } from '../../src/sandbox/index.js'
 
 /** Template used when a profile names none. */
 export const DEFAULT_TEMPLATE = 'base'

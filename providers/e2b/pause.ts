@@ -1,6 +1,5 @@
 import { type E2B, NotFoundError, SandboxNotFoundError } from 'e2b'
-import { AppError } from '../../src/errors.js'
-import type { SandboxRef } from '../../src/sandbox/types.js'
+import { AppError, type SandboxRef } from '../../src/sandbox/index.js'
 import { type ErrorContext, mapE2BError } from './errors.js'
 
 /**

@@ -1,6 +1,5 @@
 import type { Sandbox as E2BSdkSandbox } from 'e2b'
-import { connectPreview, jsonObject } from '../../src/sandbox/preview-connection.js'
-import type { PortStream } from '../../src/sandbox/types.js'
+import { connectPreview, jsonObject, type PortStream } from '../../src/sandbox/index.js'
 
 /** Header E2B's sandbox proxy checks on a sandbox created with `allowPublicTraffic: false`. */
 export const E2B_TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token'

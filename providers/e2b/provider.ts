@@ -1,7 +1,11 @@
 import { ConnectionConfig, E2B, type Sandbox as E2BSdkSandbox } from 'e2b'
-import { defineProvider } from '../../src/sandbox/define-provider.js'
-import type { LabelSettings } from '../../src/sandbox/labels.js'
-import type { SandboxHealth, SandboxProvider, SandboxRef } from '../../src/sandbox/types.js'
+import {
+  defineProvider,
+  type LabelSettings,
+  type SandboxHealth,
+  type SandboxProvider,
+  type SandboxRef,
+} from '../../src/sandbox/index.js'
 import { e2bBackend } from './backend.js'
 import { type ErrorContext, mapE2BError } from './errors.js'
 import type { Lifetime } from './lifetime.js'

@@ -1,29 +1,30 @@
-import { resolveExecRequest, resolveSandboxPath } from '../../src/sandbox/exec-request.js'
+import {
+  AppError,
+  type ExecOptions,
+  type ExecRequest,
+  type ExecResult,
+  PersistentShellRunner,
+  type PortStream,
+  probeLanguages,
+  raceAbort,
+  resolveExecRequest,
+  resolveSandboxPath,
+  type Sandbox,
+  type SandboxCode,
+  type SandboxHealth,
+  type SandboxProcesses,
+  type SandboxRef,
+  Semaphore,
+  uploadedAgentProcesses,
+} from '../../src/sandbox/index.js'
 import { type Sandbox as E2BSdkSandbox, SandboxError, SandboxNotFoundError, TimeoutError } from 'e2b'
-import { AppError } from '../../src/errors.js'
-import type {
-  ExecOptions,
-  ExecRequest,
-  ExecResult,
-  PortStream,
-  Sandbox,
-  SandboxCode,
-  SandboxHealth,
-  SandboxProcesses,
-  SandboxRef,
-} from '../../src/sandbox/types.js'
-import { uploadedAgentProcesses } from '../../src/sandbox/agent-processes.js'
 import { type ErrorContext, type ErrorSite, mapE2BError, networkCode } from './errors.js'
 import { type ExecContext, startExec } from './exec.js'
 import type { Lifetime } from './lifetime.js'
 import type { ResolvedE2BProviderOptions } from './options.js'
-import { Semaphore } from '../../src/sandbox/semaphore.js'
-import { raceAbort } from '../../src/sandbox/define-provider.js'
 import { type E2BShellProcess, e2bShellTransport } from './shell.js'
-import { PersistentShellRunner } from '../../src/sandbox/shell-runner.js'
 import { openE2BPort } from './preview.js'
 import { e2bCode } from './code.js'
-import { probeLanguages } from '../../src/sandbox/code/sandbox-code.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {

@@ -6,9 +6,14 @@
  * killed with `commands.kill` (SIGKILL).
  */
 import { CommandExitError, type CommandHandle, type Sandbox as E2BSdkSandbox } from 'e2b'
-import type { AppError } from '../../src/errors.js'
-import type { RemoteShell, ShellSink, ShellTransport } from '../../src/sandbox/shell-runner.js'
-import { shellInitScript, shellKillScript } from '../../src/sandbox/shell-script.js'
+import {
+  type AppError,
+  type RemoteShell,
+  shellInitScript,
+  shellKillScript,
+  type ShellSink,
+  type ShellTransport,
+} from '../../src/sandbox/index.js'
 
 /** After SIGTERM to the command's processes, SIGKILL follows this much later (ms). */
 const TERM_GRACE_MS = 200

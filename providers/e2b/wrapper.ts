@@ -1,4 +1,4 @@
-import { outputSplit } from '../../src/sandbox/output-cap.js'
+import { outputSplit } from '../../src/sandbox/index.js'
 
 /**
  * The shell wrapper every command runs in. E2B starts commands as `/bin/bash -l -c <script>` and

@@ -2,8 +2,6 @@ export type { RouteContext, RouteExecutor, RouteRequest } from './types.js'
 export { formatBlocked, formatExecResult, formatToolError, noRouterError } from './tool-result.js'
 export { QueueRouteExecutor } from './queue-route-executor.js'
 export type { QueueRouteExecutorOptions } from './queue-route-executor.js'
-export { staticRouteTargets } from './route-targets.js'
-export type { RouteTargets } from './route-targets.js'
 export {
   JobInterruptedError,
   JobNotAcceptedError,

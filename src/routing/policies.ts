@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { AppError } from '../errors.js'
 import type { ResolvedProfile } from '../sandbox/profiles.js'
-import type { RouteTargets } from './route-targets.js'
+import type { ProfileResolver } from '../sandbox/resolver.js'
 
 /**
  * Routing policies: a name a `routeTo(name, profile, command)` verdict may give instead of one
@@ -67,7 +67,7 @@ export class RoutePolicies {
    */
   constructor(
     configs: Readonly<Record<string, RoutePolicyConfig>>,
-    targets: RouteTargets,
+    targets: ProfileResolver,
     providerIds: readonly string[],
   ) {
     const byName = new Map<string, RoutePolicy>()
@@ -151,10 +151,10 @@ export function policyProfile(
 }
 
 /**
- * {@link RouteTargets} that also resolve policy names: a policy resolves to {@link policyProfile},
+ * A {@link ProfileResolver} that also resolves policy names: a policy resolves to {@link policyProfile},
  * so a job built for it carries limits every candidate honours.
  */
-export function policyAwareTargets(targets: RouteTargets, policies: RoutePolicies): RouteTargets {
+export function policyAwareTargets(targets: ProfileResolver, policies: RoutePolicies): ProfileResolver {
   return {
     resolve(providerId, profile) {
       const policy = policies.get(providerId)

@@ -13,14 +13,14 @@ import {
 } from './job-errors.js'
 import { assertTenantMayRoute } from './policies.js'
 import type { TenantRouteAllowList } from './policies.js'
-import type { RouteTargets } from './route-targets.js'
+import type { ProfileResolver } from '../sandbox/resolver.js'
 import type { RouteContext, RouteExecutor, RouteRequest } from './types.js'
 
 /** Options of {@link QueueRouteExecutor}. */
 export interface QueueRouteExecutorOptions {
   queue: JobQueue
   /** Resolves providerId/profile (the `ProviderRegistry`). */
-  targets: RouteTargets
+  targets: ProfileResolver
   /** Tenant of routes that name none (embedded mode). @default 'default' */
   defaultTenant?: string
   /**

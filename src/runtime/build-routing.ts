@@ -7,7 +7,7 @@ import { MemoryCircuitBreaker, RedisCircuitBreaker } from '../routing/circuit-br
 import type { CircuitBreaker, CircuitTransition } from '../routing/circuit-breaker.js'
 import { circuitEvent } from '../routing/circuit-events.js'
 import { policyAwareTargets, RoutePolicies } from '../routing/policies.js'
-import type { RouteTargets } from '../routing/route-targets.js'
+import type { ProfileResolver } from '../sandbox/resolver.js'
 import { PolicyPool } from '../routing/policy-pool.js'
 import { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import type { ProviderRegistry } from '../sandbox/registry.js'
@@ -19,7 +19,7 @@ export interface Routing {
   /** The configured routing policies (config `routing.policies`). */
   readonly policies: RoutePolicies
   /** Providers and policies, resolved alike. */
-  readonly targets: RouteTargets
+  readonly targets: ProfileResolver
   /** Per-provider circuits (shared through Redis in fleet mode). */
   readonly breaker: CircuitBreaker
   /** The pool behind policies and circuits: it picks a policy's candidate (pinned per session). */

@@ -1,5 +1,7 @@
 import { z } from 'zod'
 import { EgressPolicySchema } from '../egress/policy.js'
+import { AppError } from '../errors.js'
+import type { ProfileResolver } from './resolver.js'
 
 /**
  * Container runtimes a profile may name: `runc` (the engine's default, a shared host kernel) and
@@ -134,6 +136,43 @@ export type ResolvedProfile = z.output<typeof ProfileSchema> & { name: string }
 /** Validates a profile and fills in defaults; throws a ZodError naming the failing field. */
 export function resolveProfile(name: string, input: ProfileInput): ResolvedProfile {
   return { ...ProfileSchema.parse(input), name }
+}
+
+const listOf = (names: Iterable<string>): string => [...names].sort().join(', ') || '(none)'
+
+/**
+ * Names → profiles, from a fixed list of provider ids and resolved profiles: a {@link ProfileResolver}
+ * that holds no providers (the worker-less router of a test or a remote-queue client that knows the
+ * fleet's profiles). Unknown names throw `UNKNOWN_PROVIDER` / `UNKNOWN_PROFILE` listing the known ones;
+ * a profile of another provider is not one of this provider's.
+ */
+export class ProfileCatalog implements ProfileResolver {
+  private readonly byName: Map<string, ResolvedProfile>
+
+  constructor(
+    private readonly providerIds: readonly string[],
+    private readonly profiles: readonly ResolvedProfile[],
+  ) {
+    this.byName = new Map(profiles.map((p) => [p.name, p]))
+  }
+
+  resolve(providerId: string, name: string): { readonly profile: ResolvedProfile } {
+    if (!this.providerIds.includes(providerId)) {
+      throw new AppError(
+        'UNKNOWN_PROVIDER',
+        `unknown sandbox provider '${providerId}'; known providers: ${listOf(this.providerIds)}`,
+      )
+    }
+    const profile = this.byName.get(name)
+    if (!profile || profile.provider !== providerId) {
+      const known = this.profiles.filter((p) => p.provider === providerId).map((p) => p.name)
+      throw new AppError(
+        'UNKNOWN_PROFILE',
+        `unknown sandbox profile '${name}' for provider '${providerId}'; known profiles: ${listOf(known)}`,
+      )
+    }
+    return { profile }
+  }
 }
 
 /**

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto'
 import { describe, expect, test } from 'vitest'
 import { createDaytonaProvider } from '../../providers/daytona/index.js'
-import { runProviderConformance } from '../../src/sandbox/conformance.js'
+import { runProviderConformance } from '../../src/sandbox/conformance/index.js'
 import { resolveProfile } from '../../src/sandbox/profiles.js'
 import { LABELS } from '../../src/sandbox/types.js'
 

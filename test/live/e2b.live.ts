@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { E2B } from 'e2b'
 import { describe, expect, test } from 'vitest'
 import { createE2BProvider } from '../../providers/e2b/index.js'
-import { runProviderConformance } from '../../src/sandbox/conformance.js'
+import { runProviderConformance } from '../../src/sandbox/conformance/index.js'
 import { resolveProfile } from '../../src/sandbox/profiles.js'
 import { LABELS } from '../../src/sandbox/types.js'
 

@@ -89,6 +89,7 @@ describe('the package root', () => {
       'AGENT_SPANS',
       'DEFAULT_BUDGET_INSTRUCTION',
       'staticRouteTargets',
+      'ProfileCatalog',
       'createApp',
       'QueueRouteExecutor',
       'executeRoutedToolCall',
@@ -100,7 +101,8 @@ describe('the package root', () => {
 
 /**
  * The values of `sandbox-router/provider` (src/sandbox/index.ts), pinned the same way: what a provider
- * author writes against (src/sandbox/README.md), and nothing the service uses internally.
+ * author writes against (src/sandbox/README.md), and nothing the service uses internally. The built-in
+ * providers import nothing else of the service (eslint.config.js), so this is their kit too.
  */
 const PROVIDER_SPI_VALUES = [
   'AppError',
@@ -141,6 +143,25 @@ const PROVIDER_SPI_VALUES = [
   'scrubSecret',
   'secretSafeCause',
   'CODE_LANGUAGES',
+  // the optional capabilities' kit: persistent shell, agent processes, port preview, code probe
+  'PersistentShellRunner',
+  'shellInitScript',
+  'shellKillScript',
+  'AgentProcesses',
+  'uploadedAgentProcesses',
+  'connectPreview',
+  'jsonObject',
+  'probeLanguages',
+  // egress: the policy, its mapping onto remote providers, the TLS-intercept CA
+  'EgressPolicySchema',
+  'secretPlaceholder',
+  'EgressUnenforceableError',
+  'daytonaNetwork',
+  'e2bNetwork',
+  'SANDBOX_CA_BUNDLE_FILE',
+  'SANDBOX_CA_FILE',
+  'caBundle',
+  'createCa',
 ]
 
 describe('the provider SPI entry (sandbox-router/provider)', () => {
@@ -152,9 +173,11 @@ describe('the provider SPI entry (sandbox-router/provider)', () => {
     for (const internal of [
       'ProviderRegistry',
       'runProviderConformance',
-      'PersistentShellRunner',
-      'AgentProcesses',
+      'EgressProxy',
+      'createLeaf',
+      'compileEgress',
       'staticRouteTargets',
+      'ProfileCatalog',
       'createSessionPool',
       'poolLabels',
       'scopeLabels',
@@ -171,5 +194,21 @@ describe('the provider SPI entry (sandbox-router/provider)', () => {
       types: './dist/src/sandbox/index.d.ts',
       import: './dist/src/sandbox/index.js',
     })
+  })
+})
+
+describe('the conformance entry (sandbox-router/conformance)', () => {
+  test('package.json publishes src/sandbox/conformance/index.ts, vitest an optional peer', () => {
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      exports: Record<string, { types: string; import: string }>
+      peerDependencies?: Record<string, string>
+      peerDependenciesMeta?: Record<string, { optional?: boolean }>
+    }
+    expect(manifest.exports['./conformance']).toEqual({
+      types: './dist/src/sandbox/conformance/index.d.ts',
+      import: './dist/src/sandbox/conformance/index.js',
+    })
+    expect(manifest.peerDependencies).toHaveProperty('vitest')
+    expect(manifest.peerDependenciesMeta?.['vitest']?.optional).toBe(true)
   })
 })

@@ -3,10 +3,10 @@ import { extractCodeCell, routeCodeTools, routeShellTools } from '../../../src/i
 import { ToolCallDecision, evaluateToolCall } from '../../../src/interceptors/index.js'
 import type { ToolCallRequest } from '../../../src/interceptors/index.js'
 import { ExecJobSchema, ExecResultSchema } from '../../../src/queue/schemas.js'
-import { QueueRouteExecutor, routeRequestOf, staticRouteTargets } from '../../../src/routing/index.js'
+import { QueueRouteExecutor, routeRequestOf } from '../../../src/routing/index.js'
 import { formatExecResult } from '../../../src/routing/tool-result.js'
 import { createInProcessJobQueue } from '../../../src/queue/index.js'
-import { resolveProfile } from '../../../src/sandbox/profiles.js'
+import { ProfileCatalog, resolveProfile } from '../../../src/sandbox/profiles.js'
 import { execResultOfCell } from '../../../src/worker/code-cell.js'
 
 const call = (name: string, args: unknown): ToolCallRequest => ({
@@ -116,7 +116,7 @@ describe('ToolCallDecision.routeCode', () => {
 })
 
 describe('a routed cell as a job', () => {
-  const targets = staticRouteTargets(
+  const targets = new ProfileCatalog(
     ['docker'],
     [resolveProfile('dev', { provider: 'docker', shell: 'persistent', defaultTimeoutMs: 2_000 })],
   )

@@ -7,12 +7,11 @@ import {
   JobNotAcceptedError,
   JobOutcomeUnknownError,
   QueueRouteExecutor,
-  staticRouteTargets,
 } from '../../../src/routing/index.js'
 import type { RouteRequest } from '../../../src/routing/index.js'
-import { resolveProfile } from '../../../src/sandbox/profiles.js'
+import { ProfileCatalog, resolveProfile } from '../../../src/sandbox/profiles.js'
 
-const targets = staticRouteTargets(
+const targets = new ProfileCatalog(
   ['docker'],
   [
     resolveProfile('default', {

@@ -2,12 +2,12 @@ import { describe, expect, test } from 'vitest'
 import { AppError } from '../../../src/errors.js'
 import { createInProcessJobQueue } from '../../../src/queue/index.js'
 import { ExecJobSchema } from '../../../src/queue/schemas.js'
-import { QueueRouteExecutor, staticRouteTargets } from '../../../src/routing/index.js'
+import { QueueRouteExecutor } from '../../../src/routing/index.js'
 import type { RouteRequest } from '../../../src/routing/index.js'
-import { resolveProfile } from '../../../src/sandbox/profiles.js'
+import { ProfileCatalog, resolveProfile } from '../../../src/sandbox/profiles.js'
 import { shellOfJob } from '../../../src/worker/exec-processor.js'
 
-const targets = staticRouteTargets(
+const targets = new ProfileCatalog(
   ['docker'],
   [
     resolveProfile('default', { provider: 'docker' }),

@@ -4,8 +4,7 @@ import { MemoryCircuitBreaker } from '../../../src/routing/circuit-breaker.js'
 import { RoutePolicies, RoutePolicySchema } from '../../../src/routing/policies.js'
 import { PolicyPool } from '../../../src/routing/policy-pool.js'
 import type { PolicyLease } from '../../../src/routing/policy-pool.js'
-import { staticRouteTargets } from '../../../src/routing/route-targets.js'
-import { resolveProfile } from '../../../src/sandbox/profiles.js'
+import { ProfileCatalog, resolveProfile } from '../../../src/sandbox/profiles.js'
 import { BoundReached } from '../../../src/sessions/bounds.js'
 import type { Lease, SessionKey, SessionPool, SessionState } from '../../../src/sessions/types.js'
 
@@ -19,7 +18,7 @@ const profiles = [
   resolveProfile('b', { provider: 'pb' }),
   resolveProfile('c', { provider: 'pc' }),
 ]
-const targets = staticRouteTargets(['pa', 'pb', 'pc'], profiles)
+const targets = new ProfileCatalog(['pa', 'pb', 'pc'], profiles)
 
 /** A pool whose acquire fails per provider as scripted, and which records every attempt. */
 function scriptedPool(failures: Record<string, unknown> = {}) {

@@ -35,7 +35,7 @@ import type {
   SandboxHealth,
   SandboxRef,
 } from '../../../src/sandbox/index.js'
-import { runProviderConformance } from '../../../src/sandbox/conformance.js'
+import { runProviderConformance } from '../../../src/sandbox/conformance/index.js'
 
 /** The "backend": sandboxes this process knows, shared by every provider instance (like a remote API). */
 const machine = new Map<string, { labels: Labels; env: Record<string, string> }>()

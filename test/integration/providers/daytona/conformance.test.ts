@@ -1,7 +1,7 @@
 import { resolve } from 'node:path'
 import { afterAll, beforeAll } from 'vitest'
 import { createDaytonaProvider } from '../../../../providers/daytona/index.js'
-import { runProviderConformance } from '../../../../src/sandbox/conformance.js'
+import { runProviderConformance } from '../../../../src/sandbox/conformance/index.js'
 import { resolveProfile } from '../../../../src/sandbox/profiles.js'
 import { type FakeDaytona, startFakeDaytona } from '../../../fakes/daytona/index.js'
 

@@ -6,7 +6,7 @@ import {
   type Sandbox as RemoteSandbox,
 } from '@daytonaio/sdk'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { rejectionOf } from '../../../../src/sandbox/conformance-io.js'
+import { rejectionOf } from '../../../../src/sandbox/conformance/io-cases.js'
 import { type FakeDaytona, startFakeDaytona } from '../../../fakes/daytona/index.js'
 
 // The fake's daemon behaviour the adapter relies on, checked through the bare SDK.

@@ -9,7 +9,7 @@ import {
   type Sandbox as RemoteSandbox,
 } from '@daytonaio/sdk'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { rejectionOf } from '../../../../src/sandbox/conformance-io.js'
+import { rejectionOf } from '../../../../src/sandbox/conformance/io-cases.js'
 import { type FakeDaytona, type FakeSandboxView, startFakeDaytona } from '../../../fakes/daytona/index.js'
 
 // The fake's lifecycle through the bare SDK, with a Daytona minute lasting MINUTE_MS.

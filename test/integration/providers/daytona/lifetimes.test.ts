@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type DaytonaProvider, createDaytonaProvider } from '../../../../providers/daytona/index.js'
-import { rejectionOf } from '../../../../src/sandbox/conformance-io.js'
+import { rejectionOf } from '../../../../src/sandbox/conformance/io-cases.js'
 import { resolveProfile } from '../../../../src/sandbox/profiles.js'
 import type { Sandbox } from '../../../../src/sandbox/types.js'
 import { type FakeDaytona, startFakeDaytona } from '../../../fakes/daytona/index.js'

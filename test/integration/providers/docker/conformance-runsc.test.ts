@@ -1,5 +1,5 @@
 import { createDockerProvider } from '../../../../providers/docker/index.js'
-import { runProviderConformance } from '../../../../src/sandbox/conformance.js'
+import { runProviderConformance } from '../../../../src/sandbox/conformance/index.js'
 import { resolveProfile } from '../../../../src/sandbox/profiles.js'
 
 // The same suite under gVisor (the engine runtime scripts/setup-gvisor.sh registers).

@@ -1,5 +1,5 @@
 import { createDockerProvider } from '../../../../providers/docker/index.js'
-import { runProviderConformance } from '../../../../src/sandbox/conformance.js'
+import { runProviderConformance } from '../../../../src/sandbox/conformance/index.js'
 import { resolveProfile } from '../../../../src/sandbox/profiles.js'
 
 runProviderConformance('docker', {

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path'
 import { afterAll, expect } from 'vitest'
 import { createE2BProvider } from '../../../../providers/e2b/index.js'
-import { runProviderConformance } from '../../../../src/sandbox/conformance.js'
+import { runProviderConformance } from '../../../../src/sandbox/conformance/index.js'
 import { resolveProfile } from '../../../../src/sandbox/profiles.js'
 import { startE2BEndpoint } from '../../../support/e2b-endpoint.js'
 

@@ -1,5 +1,5 @@
 import { createDockerProvider } from '../../../../providers/docker/index.js'
-import { runProviderConformance } from '../../../../src/sandbox/conformance.js'
+import { runProviderConformance } from '../../../../src/sandbox/conformance/index.js'
 import { DEV_IMAGE, resolveProfile } from '../../../../src/sandbox/profiles.js'
 
 /* The provider conformance suite on the dev image, where the code-interpreter case runs for real. */

@@ -3,21 +3,23 @@
  * file against a real backend:
  *
  * ```ts
- * import { runProviderConformance } from 'sandbox-router/dist/src/sandbox/conformance.js'
+ * import { runProviderConformance } from 'sandbox-router/conformance'
  * runProviderConformance('my-provider', { createProvider: () => createMyProvider(), profile })
  * ```
  *
- * It imports vitest, so it is not re-exported from `src/sandbox/index.ts`.
+ * It imports vitest, so it is an entry of its own (`sandbox-router/conformance`, vitest a peer
+ * dependency) and not re-exported from `src/sandbox/index.ts`. The cases live next to it: I/O
+ * (io-cases.ts), persistent shells (shell-cases.ts), processes (process-cases.ts), code (code-cases.ts).
  */
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { CONFORMANCE_RUN_LABEL } from './labels.js'
-import { registerIoCases, rejectionOf } from './conformance-io.js'
-import { registerCodeCases } from './conformance-code.js'
-import { registerProcessCases } from './conformance-processes.js'
-import { registerShellCases } from './conformance-shell.js'
-import type { ResolvedProfile } from './profiles.js'
-import type { ExecRequest, ExecResult, Labels, Sandbox, SandboxProvider } from './types.js'
+import { CONFORMANCE_RUN_LABEL } from '../labels.js'
+import { registerIoCases, rejectionOf } from './io-cases.js'
+import { registerCodeCases } from './code-cases.js'
+import { registerProcessCases } from './process-cases.js'
+import { registerShellCases } from './shell-cases.js'
+import type { ResolvedProfile } from '../profiles.js'
+import type { ExecRequest, ExecResult, Labels, Sandbox, SandboxProvider } from '../types.js'
 
 /** Options of {@link runProviderConformance}. */
 export interface ConformanceOptions {

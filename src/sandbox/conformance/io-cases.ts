@@ -1,12 +1,12 @@
 /**
  * The output, cancellation and file cases of the provider conformance suite (split from
- * `conformance.ts` to keep files small). Imports vitest: not re-exported from the sandbox index.
+ * `index.ts` to keep files small). Imports vitest: not re-exported from the sandbox index.
  */
 import { randomBytes } from 'node:crypto'
 import { expect, test } from 'vitest'
-import { droppedMarker, outputSplit } from './output-cap.js'
-import type { ResolvedProfile } from './profiles.js'
-import type { ExecRequest, ExecResult, Sandbox } from './types.js'
+import { droppedMarker, outputSplit } from '../output-cap.js'
+import type { ResolvedProfile } from '../profiles.js'
+import type { ExecRequest, ExecResult, Sandbox } from '../types.js'
 
 /** What the cases need from the suite that registers them. */
 export interface ConformanceContext {

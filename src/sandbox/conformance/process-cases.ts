@@ -6,9 +6,9 @@
  */
 import { randomUUID } from 'node:crypto'
 import { expect, test } from 'vitest'
-import { AppError } from '../errors.js'
-import { type ConformanceContext, rejectionOf } from './conformance-io.js'
-import type { ProcessOutput, SandboxProcesses } from './types.js'
+import { AppError } from '../../errors.js'
+import { type ConformanceContext, rejectionOf } from './io-cases.js'
+import type { ProcessOutput, SandboxProcesses } from '../types.js'
 
 /** Registers the background-process cases (gated on the `processes` capability). */
 export function registerProcessCases(ctx: ConformanceContext): void {

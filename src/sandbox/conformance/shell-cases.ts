@@ -5,10 +5,10 @@
  * vitest: not re-exported from the sandbox index.
  */
 import { expect, test } from 'vitest'
-import { AppError } from '../errors.js'
-import { type ConformanceContext, expectHeadAndTail, rejectionOf } from './conformance-io.js'
-import { droppedMarker } from './output-cap.js'
-import type { ExecRequest, ExecResult } from './types.js'
+import { AppError } from '../../errors.js'
+import { type ConformanceContext, expectHeadAndTail, rejectionOf } from './io-cases.js'
+import { droppedMarker } from '../output-cap.js'
+import type { ExecRequest, ExecResult } from '../types.js'
 
 /** Registers the persistent-shell cases (or, for a provider without persistent shells, the refusal). */
 export function registerShellCases(ctx: ConformanceContext): void {

@@ -6,8 +6,8 @@
  * Imports vitest: not re-exported from the sandbox index.
  */
 import { expect, test } from 'vitest'
-import { codeOf } from './code/sandbox-code.js'
-import type { ConformanceContext } from './conformance-io.js'
+import { codeOf } from '../code/sandbox-code.js'
+import type { ConformanceContext } from './io-cases.js'
 
 /** Registers the code-interpreter case (gated on the `code` capability and the image's languages). */
 export function registerCodeCases(ctx: ConformanceContext): void {
