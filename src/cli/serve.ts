@@ -5,6 +5,7 @@ import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { LoadedConfig } from '../config/load.js'
+import { isFleet } from '../config/schema.js'
 import { AppError } from '../errors.js'
 import { openDashboardQueues } from '../http/admin.js'
 import { createApp } from '../http/app.js'
@@ -54,10 +55,9 @@ export async function startServer(
       },
     },
   )
-  const dashboard =
-    config.queue.driver === 'bullmq'
-      ? await openDashboardQueues({ redisUrl: config.queue.redisUrl, prefix: runtime.prefix })
-      : undefined
+  const dashboard = isFleet(config)
+    ? await openDashboardQueues({ redisUrl: config.queue.redisUrl, prefix: runtime.prefix })
+    : undefined
   const app = createApp({
     keyring: new Keyring(opts.keys),
     logger: runtime.logger,

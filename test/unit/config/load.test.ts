@@ -130,6 +130,11 @@ describe('loadConfig', () => {
     expect(c.server.port).toBe(9999)
     const pinned = dirWith('sandbox-router.config.json', JSON.stringify({ queue: { driver: 'memory' } }))
     expect(loadConfig({ cwd: pinned, env: { REDIS_URL: 'redis://x' } }).config.queue.driver).toBe('memory')
+    const own = dirWith('sandbox-router.config.json', JSON.stringify({ queue: { driver: 'redis' } }))
+    expect(loadConfig({ cwd: own, env: { REDIS_URL: 'redis://x' } }).config.queue).toMatchObject({
+      driver: 'redis',
+      redisUrl: 'redis://x',
+    })
   })
 
   test('api keys need exactly one of key, keyEnv, sha256', () => {
