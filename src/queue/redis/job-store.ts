@@ -70,18 +70,14 @@ export class RedisJobStore {
     return added === 1
   }
 
-  /** The job's payload, state and result record; `undefined` when unknown or past retention. One round trip. */
+  /**
+   * The job's payload, state and result record; `undefined` when unknown or past retention (one
+   * command: the lookup of a new job's id before its submit costs no more).
+   */
   async read(jobId: string): Promise<StoredJob | undefined> {
-    const replies = await this.client
-      .pipeline()
-      .hmget(this.keys.job(jobId), 'data', 'state')
-      .get(this.fenceKeys.job(jobId)[0])
-      .exec()
-    const failed = replies?.find(([err]) => err)
-    if (failed?.[0]) throw failed[0]
-    const [data, state] = (replies?.[0]?.[1] ?? []) as (string | null)[]
-    const done = replies?.[1]?.[1] as string | null | undefined
+    const [data, state] = await this.client.hmget(this.keys.job(jobId), 'data', 'state')
     if (!data) return undefined
+    const done = await this.client.get(this.fenceKeys.job(jobId)[0])
     const result = done ? ExecJobResultSchema.parse(JSON.parse(done)) : undefined
     return {
       data,
@@ -102,7 +98,7 @@ export class RedisJobStore {
    * Stores the attempt's result through the fence (first writer wins; published to the waiters) and
    * ends the job: one script. Resolves with the stored result (another attempt's, when it came first).
    */
-  async finish(jobId: string, attempt: number, result: ExecJobResult): Promise<ExecJobResult> {
+  async finish(jobId: string, result: ExecJobResult): Promise<ExecJobResult> {
     const [done] = this.fenceKeys.job(jobId)
     const existing = (await this.cmd.sbxRqFinish(
       done,
@@ -114,7 +110,6 @@ export class RedisJobStore {
       this.fenceKeys.jobChannel(jobId),
       OUTPUT_LOG_LINGER_MS,
       jobId,
-      attempt,
     )) as string | null
     return existing === null ? result : ExecJobResultSchema.parse(JSON.parse(existing))
   }

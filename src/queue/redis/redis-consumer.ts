@@ -112,7 +112,7 @@ export async function startRedisConsumer(
       ...base,
       finish: async (result) => {
         try {
-          return await deps.store.finish(data.jobId, attempt, result)
+          return await deps.store.finish(data.jobId, result)
         } catch (err) {
           // Redis away: the result is kept and stored once Redis is back (see `run`).
           if (!isRedisUnreachable(err)) throw err
@@ -137,9 +137,9 @@ export async function startRedisConsumer(
   }
 
   /** Stores a result Redis could not take when it was reached (an outage touched the attempt). */
-  const storeLate = async (jobId: string, attempt: number, result: ExecJobResult): Promise<void> => {
+  const storeLate = async (jobId: string, result: ExecJobResult): Promise<void> => {
     await whenReady(deps.fenceClient, OUTAGE_HOLD_MS)
-    await deps.store.finish(jobId, attempt, result).catch((err: unknown) => {
+    await deps.store.finish(jobId, result).catch((err: unknown) => {
       // Left to the lease: the sweep puts the job back, and its redelivery here takes this result.
       onError(err, `storing the result of job ${jobId}`)
     })
@@ -148,7 +148,7 @@ export async function startRedisConsumer(
   const run = async (taken: TakenJob): Promise<void> => {
     const parsed = ExecJobSchema.safeParse(safeJson(taken.data))
     if (!parsed.success) {
-      await deps.store.finish(taken.jobId, taken.attempt, {
+      await deps.store.finish(taken.jobId, {
         status: 'failed',
         code: 'BAD_REQUEST',
         message: `Malformed job payload: ${parsed.error.message}`,
@@ -158,14 +158,14 @@ export async function startRedisConsumer(
     }
     const data = parsed.data
     if (taken.stalls > maxStalled) {
-      await deps.store.finish(data.jobId, taken.attempt, jobGaveUp('job stalled more than allowable limit'))
+      await deps.store.finish(data.jobId, jobGaveUp('job stalled more than allowable limit'))
       return
     }
     // An attempt here that an outage touched: take its result rather than judge it lost.
     const earlier = ledger.takeResult(data.jobId)
     const kept = earlier && (await earlier)
     if (kept) {
-      await deps.store.finish(data.jobId, taken.attempt, kept)
+      await deps.store.finish(data.jobId, kept)
       return
     }
     const controller = new AbortController()
@@ -217,7 +217,7 @@ export async function startRedisConsumer(
         // Redis went away during the job: its result record may not have landed. Keep it for a
         // redelivery here, and store it once Redis is back (first writer wins).
         tracked.keep(outcome.result)
-        await storeLate(data.jobId, taken.attempt, outcome.result)
+        await storeLate(data.jobId, outcome.result)
         return
       }
       await handBack(taken, controller.signal)
@@ -225,7 +225,7 @@ export async function startRedisConsumer(
       // Not a job outcome (a bug, or the fence refused): the job ends failed rather than hang.
       onError(err, `job ${data.jobId}`)
       await deps.store
-        .finish(data.jobId, taken.attempt, failedResult(err))
+        .finish(data.jobId, failedResult(err))
         .catch((e: unknown) => onError(e, `storing the result of job ${data.jobId}`))
     } finally {
       tracked.end()

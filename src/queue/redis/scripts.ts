@@ -15,11 +15,11 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 /**
  * KEYS: job wait index... ARGV: jobId dataJson submittedAt retentionMs trimBefore('' = no trim).
  * Returns 1 when added, 0 when a job of this id exists (waiting, running or finished within the
- * retention): a resubmission changes nothing.
+ * retention): a resubmission changes nothing. A new job's hash holds its payload only: no `state`
+ * means waiting, no `attempt` means 0.
  */
 const ADD = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'data', ARGV[2], 'state', 'waiting', 'attempt', 0)
+if redis.call('HSETNX', KEYS[1], 'data', ARGV[2]) == 0 then return 0 end
 redis.call('LPUSH', KEYS[2], ARGV[1])
 for i = 3, #KEYS do
   redis.call('ZADD', KEYS[i], 'NX', ARGV[3], ARGV[1])
@@ -39,21 +39,23 @@ const TAKE = `
 local id = redis.call('RPOP', KEYS[1])
 if not id then return false end
 local key = ARGV[1] .. id .. '}'
-local f = redis.call('HMGET', key, 'data', 'state', 'stalls')
+local f = redis.call('HMGET', key, 'data', 'state', 'stalls', 'attempt')
 if not f[1] or f[2] == 'finished' then return {id} end
 ${NOW}
-local attempt = redis.call('HINCRBY', key, 'attempt', 1)
-redis.call('HSET', key, 'state', 'active', 'worker', ARGV[2])
+local attempt = tonumber(f[4] or '0') + 1
+redis.call('HSET', key, 'state', 'active', 'worker', ARGV[2], 'attempt', attempt)
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), id)
 return {id, f[1], attempt, f[3] or '0'}
 `
 
 /**
- * KEYS: done log logmeta job leases. ARGV: resultJson ttlMs channel logLingerMs jobId attempt.
+ * KEYS: done log logmeta job leases. ARGV: resultJson ttlMs channel logLingerMs jobId.
  * The fence's finish (the first result is stored and published `d<result>` on the job's channel, the
- * retained output lingers) and the job's end in one: the lease goes and the job is finished unless a
- * later attempt holds it (that one finishes it, with the stored result). Returns the stored result
- * when another attempt finished first, else nil.
+ * retained output lingers) and the job's end in one: the lease goes (whoever holds it: once a result
+ * is stored, no attempt needs recovering; a later one still running finds it and returns it) and the
+ * job hash expires with the retention. A job with a result record is finished (see job-store.ts:
+ * its `state` field is left as it was). Returns the stored result when another attempt finished
+ * first, else nil.
  */
 const FINISH = `
 local stored = false
@@ -64,12 +66,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 else
   stored = redis.call('GET', KEYS[1])
 end
-local f = redis.call('HMGET', KEYS[4], 'attempt', 'state')
-if f[1] and (f[1] == ARGV[6] or f[2] ~= 'active') then
-  redis.call('ZREM', KEYS[5], ARGV[5])
-  redis.call('HSET', KEYS[4], 'state', 'finished')
-  redis.call('PEXPIRE', KEYS[4], ARGV[2])
-end
+redis.call('ZREM', KEYS[5], ARGV[5])
+redis.call('PEXPIRE', KEYS[4], ARGV[2])
 return stored
 `
 
