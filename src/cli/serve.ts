@@ -13,7 +13,7 @@ import { Keyring } from '../http/keyring.js'
 import { McpEndpoint } from '../http/mcp.js'
 import { chooseProtocol } from '../http/ws-protocols.js'
 import type { McpShellProfile } from '../http/mcp-schemas.js'
-import { redactUrl } from '../redis/index.js'
+import { QUEUE_NAMES, redactUrl } from '../redis/index.js'
 import { createRuntime } from '../runtime/create-runtime.js'
 import { e2bCommandPolicy } from '../runtime/e2b-policy.js'
 import { e2bPauseHooks } from '../runtime/e2b-pause.js'
@@ -55,8 +55,13 @@ export async function startServer(
       },
     },
   )
+  // The Bull Board dashboard shows BullMQ queues: under the `redis` driver only agent runs are there.
   const dashboard = isFleet(config)
-    ? await openDashboardQueues({ redisUrl: config.queue.redisUrl, prefix: runtime.prefix })
+    ? await openDashboardQueues({
+        redisUrl: config.queue.redisUrl,
+        prefix: runtime.prefix,
+        ...(config.queue.driver === 'redis' ? { queueNames: [QUEUE_NAMES.agentRuns] } : {}),
+      })
     : undefined
   const app = createApp({
     keyring: new Keyring(opts.keys),
