@@ -31,8 +31,8 @@ describe.each(['bullmq', 'redis'] as const)(
       writeFileSync(
         join(dir, 'sandbox-router.config.json'),
         JSON.stringify({
-          // bullmq: what REDIS_URL selects when the file names no driver; redis: named in the file.
-          ...(driver === 'redis' ? { queue: { driver } } : {}),
+          // redis: what REDIS_URL selects when the file names no driver; bullmq: named in the file.
+          ...(driver === 'bullmq' ? { queue: { driver } } : {}),
           models: {
             default: {
               kind: 'openai-compatible',
