@@ -291,10 +291,15 @@ export async function startRedisConsumer(
     closeRequested = true
     for (const f of [...slotFreed]) f()
     // The blocking pop returns at once (nil): the loop ends without taking more.
-    // Sent again until the loop ends: an UNBLOCK that arrives before the pop does is a no-op.
-    do {
-      await deps.fenceClient.client('UNBLOCK', blockingId).catch(() => blocking.disconnect())
-    } while (!(await settlesWithin(loop, 100)))
+    // Sent again until the loop ends: an UNBLOCK that arrives before the pop does is a no-op. Should
+    // it not end the pop (Redis away, or the connection came back under another client id), the
+    // connection is dropped: a job the pop moved meanwhile stays in the pending list, which
+    // releaseWorker below puts back, and one the take script leased goes back when its lease lapses.
+    for (let tries = 0; ; tries++) {
+      if (tries < 3) await deps.fenceClient.client('UNBLOCK', blockingId).catch(() => blocking.disconnect())
+      else blocking.disconnect()
+      if (await settlesWithin(loop, 100)) break
+    }
     if (!(await settlesWithin(whenNoneInFlight(), deadlineMs))) {
       shuttingDown = true
       for (const r of running.values()) r.controller.abort({ kind: 'shutdown' } satisfies JobAbortReason)
