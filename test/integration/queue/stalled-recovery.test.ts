@@ -124,3 +124,54 @@ describe('redis driver: the stalled sweep', () => {
     }
   })
 })
+
+/*
+ * handBackOn (the engine queue's "engine unreachable"): the processor's error hands the job back
+ * instead of ending it failed; the next delivery runs with a higher attempt, and the fence decides.
+ */
+describe.each([
+  ['bullmq', bullmqUnderTest],
+  ['redis', redisUnderTest],
+] as const satisfies ReadonlyArray<readonly [string, QueueFactory]>)(
+  'handBackOn (%s)',
+  (_driver, factory) => {
+    test('an error handBackOn accepts hands the job back; the idempotent job runs again and completes', async () => {
+      q = await factory(TUNING)
+      class EngineAway extends Error {}
+      const attempts: number[] = []
+      const errors: string[] = []
+      await q.queue.consume(
+        async (job, ctx) => {
+          attempts.push(ctx.attempt)
+          const early = await ctx.fence.begin({ sandboxId: 'sb' })
+          if (early.kind !== 'run') throw new Error(`fence said ${early.kind}`)
+          if (ctx.attempt === 1) throw new EngineAway('engine unreachable')
+          return {
+            status: 'completed',
+            attempt: ctx.attempt,
+            workerId: ctx.workerId,
+            result: {
+              exitCode: 0,
+              stdout: job.command,
+              stderr: '',
+              timedOut: false,
+              truncated: false,
+              durationMs: 1,
+              sandboxId: 'sb',
+            },
+          }
+        },
+        {
+          workerId: 'w1',
+          handBackOn: (err) => err instanceof EngineAway,
+          onError: (_err, context) => errors.push(context),
+        },
+      )
+      const job = makeJob('again', { idempotent: true })
+      await q.queue.submit(job)
+      expect(await q.queue.wait(job.jobId, WAIT)).toMatchObject({ status: 'completed', attempt: 2 })
+      expect(attempts).toEqual([1, 2])
+      expect(errors.some((c) => c.includes('handing the job back'))).toBe(true)
+    })
+  },
+)
