@@ -100,6 +100,8 @@ export async function startRedisConsumer(
   })
   let closeRequested = false
   let shuttingDown = false
+  // Aborted when close() gives up draining: ends the outage holds of jobs being handed back.
+  const stopping = new AbortController()
   const slotFreed = new Set<() => void>()
 
   /** The fence of one attempt: the queue's finish script stores its result and ends the job at once. */
@@ -123,9 +125,11 @@ export async function startRedisConsumer(
     })
   }
 
-  const handBack = async (taken: TakenJob, signal: AbortSignal): Promise<void> => {
+  const handBack = async (taken: TakenJob): Promise<void> => {
     // A Redis outage: hold the job until Redis is back, and a little longer each time (handing it
-    // back at once would have it taken again into the same outage).
+    // back at once would have it taken again into the same outage). Not the job's own signal: it is
+    // aborted already (that is how the processor was stopped).
+    const signal = stopping.signal
     if (!shuttingDown) {
       await whenReady(deps.fenceClient, OUTAGE_HOLD_MS, signal)
       await sleep(Math.min(250 * taken.attempt, 2_000), undefined, { signal }).catch(() => undefined)
@@ -138,7 +142,7 @@ export async function startRedisConsumer(
 
   /** Stores a result Redis could not take when it was reached (an outage touched the attempt). */
   const storeLate = async (jobId: string, result: ExecJobResult): Promise<void> => {
-    await whenReady(deps.fenceClient, OUTAGE_HOLD_MS)
+    await whenReady(deps.fenceClient, OUTAGE_HOLD_MS, stopping.signal)
     await deps.store.finish(jobId, result).catch((err: unknown) => {
       // Left to the lease: the sweep puts the job back, and its redelivery here takes this result.
       onError(err, `storing the result of job ${jobId}`)
@@ -220,7 +224,7 @@ export async function startRedisConsumer(
         await storeLate(data.jobId, outcome.result)
         return
       }
-      await handBack(taken, controller.signal)
+      await handBack(taken)
     } catch (err) {
       // Not a job outcome (a bug, or the fence refused): the job ends failed rather than hang.
       onError(err, `job ${data.jobId}`)
@@ -302,6 +306,7 @@ export async function startRedisConsumer(
     }
     if (!(await settlesWithin(whenNoneInFlight(), deadlineMs))) {
       shuttingDown = true
+      stopping.abort()
       for (const r of running.values()) r.controller.abort({ kind: 'shutdown' } satisfies JobAbortReason)
       // Processors that ignore the abort: their leases lapse and the sweep puts their jobs back.
       await settlesWithin(whenNoneInFlight(), abortGraceMs)
