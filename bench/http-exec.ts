@@ -3,7 +3,8 @@
  * (embedded) and `sbx api` + `sbx worker` (fleet, on Redis) — against a plain dockerode `exec` per
  * command in this process, and against the same routed path in-process (no HTTP, no child process).
  * Round robin, one process drives all paths, so a noisy neighbour slows each alike.
- * BENCH_ITERATIONS (default 300, at most 2000) samples per path.
+ * BENCH_ITERATIONS (default 300, at most 2000) samples per path. The fleet runs once per queue
+ * driver (bullmq, redis), each its own api + worker.
  *
  *   npx tsx bench/http-exec.ts            # needs the Docker engine and Redis (REDIS_URL)
  */
@@ -68,10 +69,14 @@ try {
   const quiet = { LOG_LEVEL: 'warn' }
   const serve = await startSbxServer('serve', { config: { queue: { prefix: `${tag}e` } }, env: quiet })
   procs.push(serve)
-  const fleet = { queue: { driver: 'bullmq' as const, redisUrl: REDIS_URL, prefix: `${tag}f` } }
-  const api = await startSbxServer('api', { config: fleet, env: quiet })
-  procs.push(api)
-  procs.push(await startSbxWorker({ config: fleet, env: quiet }))
+  const fleets: Record<string, typeof serve> = {}
+  for (const driver of ['bullmq', 'redis'] as const) {
+    const fleet = { queue: { driver, redisUrl: REDIS_URL, prefix: `${tag}${driver[0]}` } }
+    const api = await startSbxServer('api', { config: fleet, env: quiet })
+    procs.push(api)
+    procs.push(await startSbxWorker({ config: fleet, env: quiet }))
+    fleets[`HTTP POST /v1/exec → sbx api + sbx worker (${driver})`] = api
+  }
 
   const viaHttp = (p: typeof serve) => async (): Promise<void> => {
     const res = await p.post('/v1/exec', {
@@ -87,17 +92,15 @@ try {
     'baseline: dockerode exec per command': baseline,
     'routed in-process (no HTTP)': () => inProc.run('warm'),
     'HTTP POST /v1/exec → sbx serve (embedded)': viaHttp(serve),
-    'HTTP POST /v1/exec → sbx api + sbx worker': viaHttp(api),
+    ...Object.fromEntries(Object.entries(fleets).map(([k, api]) => [k, viaHttp(api)])),
   })
   const base = p50['baseline: dockerode exec per command'] ?? NaN
   const lib = p50['routed in-process (no HTTP)'] ?? NaN
-  for (const k of [
-    'HTTP POST /v1/exec → sbx serve (embedded)',
-    'HTTP POST /v1/exec → sbx api + sbx worker',
-  ]) {
+  const embedded = p50['HTTP POST /v1/exec → sbx serve (embedded)'] ?? NaN
+  for (const k of ['HTTP POST /v1/exec → sbx serve (embedded)', ...Object.keys(fleets)]) {
     const v = p50[k] ?? NaN
     console.log(
-      `${k.padEnd(46)} p50/baseline ${(v / base).toFixed(3)}   minus in-process ${(v - lib).toFixed(2)} ms`,
+      `${k.padEnd(56)} p50/baseline ${(v / base).toFixed(3)}   minus in-process ${(v - lib).toFixed(2)} ms   minus embedded ${(v - embedded).toFixed(2)} ms`,
     )
   }
 } finally {

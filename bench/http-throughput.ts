@@ -3,11 +3,13 @@
  * (embedded) against `sbx api` + `sbx worker` (fleet, separate processes on one Redis), both started
  * as child processes. `--sessions` warm sessions (default 24), one client loop per session, each
  * `POST /v1/exec` of `echo hi` (wait for the result) after the previous one answered, for `--seconds`
- * per phase; phases alternate between the two paths for `--rounds` rounds, so a noisy neighbour slows
- * each alike. Prints commands/s per phase and the fleet/embedded ratio.
+ * per phase; phases alternate between the paths for `--rounds` rounds, so a noisy neighbour slows
+ * each alike. The fleet runs once per queue driver of `--drivers` (each its own api + worker and
+ * prefix). Prints commands/s per phase and each fleet's ratio to embedded.
  *
  *   npx tsx bench/http-throughput.ts                        # needs the Docker engine and Redis (REDIS_URL)
  *   npx tsx bench/http-throughput.ts --sessions 24 --seconds 10 --rounds 3
+ *   npx tsx bench/http-throughput.ts --drivers redis        # one fleet driver (default: bullmq,redis)
  */
 import { parseArgs } from 'node:util'
 import { REDIS_URL } from './lib/routed-path.js'
@@ -20,7 +22,12 @@ const { values: flags } = parseArgs({
     sessions: { type: 'string', default: '24' },
     seconds: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '3' },
+    drivers: { type: 'string', default: 'bullmq,redis' },
   },
+})
+const drivers = flags.drivers.split(',').map((d) => {
+  if (d !== 'bullmq' && d !== 'redis') throw new Error(`--drivers: bullmq or redis, not ${d}`)
+  return d
 })
 const sessions = Math.max(1, Number(flags.sessions) || 24)
 const seconds = Math.max(1, Number(flags.seconds) || 10)
@@ -75,18 +82,17 @@ try {
     env: quiet,
   })
   procs.push(serve)
-  const fleet = {
-    ...base,
-    queue: { driver: 'bullmq' as const, redisUrl: REDIS_URL, prefix: `${tag}f`, concurrency: sessions },
-  } as ConfigInput
-  const api = await startSbxServer('api', { config: fleet, env: quiet })
-  procs.push(api)
-  procs.push(await startSbxWorker({ config: fleet, env: quiet }))
-
-  const paths: [string, Server][] = [
-    ['HTTP → sbx serve (embedded)', serve],
-    ['HTTP → sbx api + sbx worker (fleet)', api],
-  ]
+  const paths: [string, Server][] = [['HTTP → sbx serve (embedded)', serve]]
+  for (const driver of drivers) {
+    const fleet = {
+      ...base,
+      queue: { driver, redisUrl: REDIS_URL, prefix: `${tag}${driver[0]}`, concurrency: sessions },
+    } as ConfigInput
+    const api = await startSbxServer('api', { config: fleet, env: quiet })
+    procs.push(api)
+    procs.push(await startSbxWorker({ config: fleet, env: quiet }))
+    paths.push([`HTTP → sbx api + sbx worker (fleet, ${driver})`, api])
+  }
   // Warm: bind every session (sandbox created), then a short run to settle the processes.
   for (const [, server] of paths) {
     await Promise.all(Array.from({ length: sessions }, (_, i) => exec(server, `s${i}`)))
@@ -102,10 +108,15 @@ try {
       )
     }
   }
-  const [embedded, fleetRuns] = paths.map(([name]) => results.get(name) ?? [])
-  const ratios = (fleetRuns ?? []).map((v, i) => (v / (embedded?.[i] ?? NaN)).toFixed(2))
-  console.log(`${sessions} sessions, ${seconds} s per phase: fleet/embedded per round ${ratios.join(', ')}`)
+  const [embedded, ...fleets] = paths.map(([name]) => results.get(name) ?? [])
+  fleets.forEach((runs, k) => {
+    const ratios = runs.map((v, i) => (v / (embedded?.[i] ?? NaN)).toFixed(2))
+    console.log(
+      `${sessions} sessions, ${seconds} s per phase: fleet (${drivers[k]})/embedded per round ${ratios.join(', ')}`,
+    )
+  })
 } finally {
   for (const p of procs.reverse()) await p.stop()
-  for (const scope of [`${tag}e`, `${tag}f`]) await removeScopeContainers(scope).catch(() => undefined)
+  for (const scope of [`${tag}e`, ...drivers.map((d) => `${tag}${d[0]}`)])
+    await removeScopeContainers(scope).catch(() => undefined)
 }

@@ -9,13 +9,13 @@
  */
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
-import { FenceKeys, RedisFenceStore } from '../src/queue/bullmq/redis-fence.js'
+import { FenceKeys, RedisFenceStore } from '../src/queue/redis-common/redis-fence.js'
 
 const iterations = Math.min(Math.max(Number(process.env.BENCH_ITERATIONS ?? 3000) || 3000, 100), 50_000)
 const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
 const base = `bench-outlog-${randomUUID().slice(0, 8)}`
 
-// The baseline's chunk script (before the numbered log), as it was in src/queue/bullmq/redis-fence.ts.
+// The baseline's chunk script (before the numbered log), as it was in src/queue/redis-common/redis-fence.ts.
 redis.defineCommand('benchChunkBefore', {
   numberOfKeys: 1,
   lua: `

@@ -1,3 +1,4 @@
+import { isFleet } from '../config/schema.js'
 import { parseArgs } from 'node:util'
 import { EngineDirectory } from '../queue/engines/engine-directory.js'
 import type { EngineView } from '../queue/engines/engine-directory.js'
@@ -40,7 +41,7 @@ export async function engineCommand(verb: 'ls' | 'drain' | 'undrain', args: read
   if (verb !== 'ls' && (id === undefined || positionals.length > 1))
     throw new UsageError(`sbx engine ${verb} takes one engine id (see \`sbx engine ls\`)\n${USAGE}`)
   const { config } = loadFor(values)
-  if (config.queue.driver !== 'bullmq')
+  if (!isFleet(config))
     throw new UsageError('sbx engine talks to a fleet: pass --redis <url> or set REDIS_URL')
   const redis = createRedisClient(config.queue.redisUrl, 'store', 'sbx-cli')
   try {

@@ -2,6 +2,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadConfig } from '../config/load.js'
 import type { LoadedConfig } from '../config/load.js'
+import { isFleet } from '../config/schema.js'
 import { AppError } from '../errors.js'
 import { describeNetwork } from '../egress/policy.js'
 import { assertEgressEnforceable, describeEnforcement, egressCaps } from '../egress/providers.js'
@@ -97,7 +98,7 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
   )
   if (values.help) return (io.out(usage), 0)
   const loaded = loadFor(values)
-  if (role === 'api' && loaded.config.queue.driver !== 'bullmq') {
+  if (role === 'api' && !isFleet(loaded.config)) {
     throw new UsageError(
       'sbx api serves a fleet: pass --redis <url> or set REDIS_URL (or use `sbx serve` for one process)',
     )
@@ -114,10 +115,9 @@ export async function serveCommand(args: readonly string[], io: CliIO, role: Run
     ...(port !== undefined ? { port } : {}),
     ...(values.host ? { host: values.host } : {}),
   })
-  const mode =
-    loaded.config.queue.driver === 'bullmq'
-      ? `fleet mode (Redis ${redactUrl(loaded.config.queue.redisUrl)})`
-      : 'embedded mode (in-process queue)'
+  const mode = isFleet(loaded.config)
+    ? `fleet mode (Redis ${redactUrl(loaded.config.queue.redisUrl)})`
+    : 'embedded mode (in-process queue)'
   io.err(`sandbox-router listening on ${server.url} — ${mode}; API reference at ${server.url}/docs`)
   io.err(describeKeySource(keys.source))
   const signal = await untilSignal()
@@ -153,7 +153,7 @@ export async function workerCommand(args: readonly string[], io: CliIO): Promise
   )
   if (values.help) return (io.out(usage), 0)
   const loaded = loadFor(values)
-  if (loaded.config.queue.driver !== 'bullmq') {
+  if (!isFleet(loaded.config)) {
     throw new UsageError('sbx worker joins a fleet: pass --redis <url> or set REDIS_URL')
   }
   const metricsPort = values['metrics-port'] !== undefined ? Number(values['metrics-port']) : undefined
@@ -300,7 +300,7 @@ export async function execCommand(args: readonly string[], io: CliIO): Promise<n
     }
   }
   const loaded = loadFor(values)
-  const fleet = loaded.config.queue.driver === 'bullmq'
+  const fleet = isFleet(loaded.config)
   const runtime = await createRuntime(loaded, {
     role: fleet ? 'api' : 'all',
     logger: createLogger({ level: 'warn' }),

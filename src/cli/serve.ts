@@ -5,6 +5,7 @@ import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { LoadedConfig } from '../config/load.js'
+import { isFleet } from '../config/schema.js'
 import { AppError } from '../errors.js'
 import { openDashboardQueues } from '../http/admin.js'
 import { createApp } from '../http/app.js'
@@ -12,7 +13,7 @@ import { Keyring } from '../http/keyring.js'
 import { McpEndpoint } from '../http/mcp.js'
 import { chooseProtocol } from '../http/ws-protocols.js'
 import type { McpShellProfile } from '../http/mcp-schemas.js'
-import { redactUrl } from '../redis/index.js'
+import { QUEUE_NAMES, redactUrl } from '../redis/index.js'
 import { createRuntime } from '../runtime/create-runtime.js'
 import { noNetworkVariant } from '../runtime/build-providers.js'
 import { e2bCommandPolicy } from '../services/e2b/policy.js'
@@ -55,10 +56,14 @@ export async function startServer(
       },
     },
   )
-  const dashboard =
-    config.queue.driver === 'bullmq'
-      ? await openDashboardQueues({ redisUrl: config.queue.redisUrl, prefix: runtime.prefix })
-      : undefined
+  // The Bull Board dashboard shows BullMQ queues: under the `redis` driver only agent runs are there.
+  const dashboard = isFleet(config)
+    ? await openDashboardQueues({
+        redisUrl: config.queue.redisUrl,
+        prefix: runtime.prefix,
+        ...(config.queue.driver === 'redis' ? { queueNames: [QUEUE_NAMES.agentRuns] } : {}),
+      })
+    : undefined
   const app = createApp({
     keyring: new Keyring(opts.keys),
     logger: runtime.logger,

@@ -169,7 +169,7 @@ function readConfigFile(file: string): unknown {
 }
 
 /**
- * Env overrides: REDIS_URL (switches the queue to bullmq unless the file sets a driver), DOCKER_HOST,
+ * Env overrides: REDIS_URL (switches the queue to the `redis` driver unless the file sets a driver), DOCKER_HOST,
  * PORT, SBX_FLEET_SECRET (fleet.secret), SBX_GATEWAY_URL (fleet.gateway.advertiseUrl).
  */
 function applyEnv(raw: unknown, env: Readonly<Record<string, string | undefined>>): unknown {
@@ -186,7 +186,7 @@ function applyEnv(raw: unknown, env: Readonly<Record<string, string | undefined>
   if (env['REDIS_URL']) {
     const q = section('queue')
     q['redisUrl'] = env['REDIS_URL']
-    q['driver'] ??= 'bullmq'
+    q['driver'] ??= 'redis'
   }
   if (env['DOCKER_HOST']) {
     const p = section('providers')

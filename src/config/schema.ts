@@ -136,8 +136,12 @@ export const ConfigSchema = z
       }),
     queue: z
       .object({
-        /** `memory`: the embedded in-process queue; `bullmq`: the fleet on Redis. @default 'memory' */
-        driver: z.enum(['memory', 'bullmq']).default('memory'),
+        /**
+         * `memory`: the embedded in-process queue; `bullmq` or `redis`: the fleet on Redis (`redis` is
+         * the job lifecycle of our own, fewer Redis commands per job; see docs/redis-path.md).
+         * @default 'memory'
+         */
+        driver: z.enum(['memory', 'bullmq', 'redis']).default('memory'),
         /** @default 'redis://127.0.0.1:6379' (env REDIS_URL) */
         redisUrl: z.string().default('redis://127.0.0.1:6379'),
         /** Prefix of every Redis key. @default 'sbx' */
@@ -148,7 +152,7 @@ export const ConfigSchema = z
         /** Exec jobs run at once per worker. @default 16 */
         concurrency: z.number().int().positive().default(16),
         /**
-         * A fleet over many Docker engines (bullmq only): one queue lane per engine, sessions placed on
+         * A fleet over many Docker engines (a Redis driver only): one queue lane per engine, sessions placed on
          * the healthiest engine with room, jobs only to workers beside their session's engine (see
          * docs/deploy.md). @default false (every worker reaches the same engine)
          */
@@ -404,3 +408,8 @@ export const ConfigSchema = z
 export type ConfigInput = z.input<typeof ConfigSchema>
 /** Configuration with every default filled in. */
 export type Config = z.output<typeof ConfigSchema>
+
+/** Whether `config` runs a fleet: its queue is on Redis (`bullmq` or `redis`), not in-process. */
+export function isFleet(config: Pick<Config, 'queue'>): boolean {
+  return config.queue.driver !== 'memory'
+}

@@ -1,3 +1,4 @@
+import { isFleet } from '../config/schema.js'
 import type { Config } from '../config/schema.js'
 import type { Logger } from '../logger.js'
 import { listenGateway } from './gateway.js'
@@ -12,7 +13,7 @@ const CALL_OVERHEAD_BYTES = 2 * 1024 * 1024
  * services are given to it ({@link Gateway.serve}).
  */
 export async function openWorkerGateway(config: Config, logger: Logger): Promise<Gateway | undefined> {
-  if (config.queue.driver !== 'bullmq' || config.queue.engineRouting !== true) return undefined
+  if (!isFleet(config) || config.queue.engineRouting !== true) return undefined
   const secret = config.fleet.secret
   if (secret === undefined) return undefined
   const { host, port, advertiseUrl } = config.fleet.gateway

@@ -7,7 +7,7 @@ import type { FenceOutcome, JobFence } from './types.js'
  *   done   — the job's result; the first writer wins, so a job completes exactly once
  *   cancel — a cancel request, for a worker that picks the job up after the request was broadcast
  * plus a bounded tail of the live output, so an interrupted job reports what it had printed.
- * The Redis store (bullmq/redis-fence.ts) runs the same decision in a Lua script.
+ * The Redis store (redis-common/redis-fence.ts) runs the same decision in a Lua script.
  */
 
 /** Every record the fence decision reads. */

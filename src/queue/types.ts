@@ -1,7 +1,7 @@
 import type { ExecJob, ExecJobResult, FenceRecord, LoggedChunk, OutputChunk } from './schemas.js'
 
 /** Which backend a {@link JobQueue} runs on. */
-export type QueueDriver = 'bullmq' | 'in-process'
+export type QueueDriver = 'bullmq' | 'redis' | 'in-process'
 
 /** Why a job's signal was aborted. Drivers set this as `signal.reason`. */
 export type JobAbortReason =
@@ -69,7 +69,7 @@ export interface ConsumeOptions {
   onError?: (err: unknown, context: string) => void
   /**
    * Processor errors that hand the job back to the queue (as a Redis outage does) instead of ending it
-   * `failed`: another consumer runs it, and its fence decides (bullmq only). @default none
+   * `failed`: another consumer runs it, and its fence decides (Redis drivers only). @default none
    */
   handBackOn?: (err: unknown) => boolean
 }

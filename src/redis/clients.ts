@@ -15,7 +15,7 @@ export type RedisRole =
    * Redis is down (offline queue off, one retry per request).
    */
   | 'command'
-  /** BullMQ Worker (blocking commands): retry forever, as BullMQ requires. */
+  /** Blocking commands (BullMQ Worker, the `redis` queue driver's take): retry forever, as BullMQ requires. */
   | 'blocking'
   /** Pub/sub subscriber (live output, cancel broadcast): re-subscribes after reconnects. */
   | 'subscriber'

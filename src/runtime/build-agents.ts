@@ -107,5 +107,6 @@ function censusOf(config: Config, prefix: string, engines: EngineDirectory | und
     ? async () =>
         (await engines.list()).filter((e) => e.state === 'live').map((e) => laneName(EXEC_QUEUE, e.id))
     : undefined
-  return createWorkerCensus(config.queue.redisUrl, prefix, 1_000, lanes)
+  const execDriver = config.queue.driver === 'redis' ? 'redis' : 'bullmq'
+  return createWorkerCensus(config.queue.redisUrl, prefix, 1_000, lanes, execDriver)
 }

@@ -15,8 +15,8 @@ export interface Queue {
 }
 
 /**
- * The exec job queue of `queue.driver`: in-process, BullMQ, or (with `queue.engineRouting`) one
- * BullMQ lane per Docker engine, this process consuming the lane of `engineId` when it has one (its
+ * The exec job queue of `queue.driver`: in-process, on Redis (`bullmq` or `redis`), or (with
+ * `queue.engineRouting`) one lane of that driver per Docker engine, this process consuming the lane of `engineId` when it has one (its
  * heartbeat carries `gatewayUrl`, this worker's gateway, when given).
  */
 export async function buildQueue(
@@ -27,10 +27,11 @@ export async function buildQueue(
   cleanups: Cleanups,
   gatewayUrl?: string,
 ): Promise<Queue> {
-  const fleet = config.queue.driver === 'bullmq'
+  const driver = config.queue.driver
   const queue =
-    fleet && config.queue.engineRouting === true
+    driver !== 'memory' && config.queue.engineRouting === true
       ? await createEngineJobQueue({
+          driver,
           redisUrl: config.queue.redisUrl,
           prefix,
           ...(engineId === undefined
@@ -39,7 +40,9 @@ export async function buildQueue(
           memoryOf: (job) => sandboxMemoryEstimate(registry, job.providerId, job.profile),
         })
       : await createJobQueue(
-          fleet ? { driver: 'bullmq', redisUrl: config.queue.redisUrl, prefix } : { driver: 'in-process' },
+          driver !== 'memory'
+            ? { driver, redisUrl: config.queue.redisUrl, prefix }
+            : { driver: 'in-process' },
         )
   cleanups.add(() => queue.close())
   const engines = 'engines' in queue ? (queue as EngineJobQueue).engines : undefined

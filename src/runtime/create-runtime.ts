@@ -1,4 +1,5 @@
 import type { LoadedConfig } from '../config/load.js'
+import { isFleet } from '../config/schema.js'
 import type { InterceptorChains } from '../extensions/compose.js'
 import type { ServiceEventLog } from '../lifecycle/service-events.js'
 import type { Logger } from '../logger.js'
@@ -106,7 +107,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
   const role = opts.role ?? 'all'
   const logger = opts.logger ?? createLogger()
   const prefix = opts.prefix ?? config.queue.prefix
-  const fleet = config.queue.driver === 'bullmq'
+  const fleet = isFleet(config)
   const env = opts.env ?? process.env
 
   const { registry, egressProxy, countEgress: countEgressWith } = buildProviders(loaded, env, logger)

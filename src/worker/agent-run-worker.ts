@@ -1,6 +1,6 @@
 import { hostname } from 'node:os'
 import { Queue, Worker } from 'bullmq'
-import { STALL_DETECTION } from '../queue/bullmq/bullmq-consumer.js'
+import { STALL_DETECTION } from '../queue/redis-common/stall-detection.js'
 import { reconnectDelayMs } from '../redis/index.js'
 import { AGENT_RUN_QUEUE, noWorkerWarning } from './worker-census.js'
 import type { WorkerCensus } from './worker-census.js'

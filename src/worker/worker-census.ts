@@ -1,6 +1,8 @@
 import { Queue } from 'bullmq'
 import type { SandboxHealth } from '../sandbox/types.js'
-import { QUEUE_NAMES } from '../redis/index.js'
+import type { Redis } from 'ioredis'
+import { connectRedis, createRedisClient, keyspace, QUEUE_NAMES, quitRedis } from '../redis/index.js'
+import { RedisQueueKeys } from '../queue/redis/keys.js'
 
 /** The fleet's queue of routed commands (`sbx worker`): {@link QUEUE_NAMES}.exec. */
 export const EXEC_QUEUE = QUEUE_NAMES.exec
@@ -37,15 +39,31 @@ export function noWorkerWarning(queue: typeof EXEC_QUEUE | typeof AGENT_RUN_QUEU
 
 /**
  * A census of the workers on one fleet's queues. Counts are cached for `cacheMs` (a busy API polls
- * it on every queued run view) and each lookup costs one CLIENT LIST.
+ * it on every queued run view) and each lookup costs one CLIENT LIST; under the `redis` queue driver
+ * (`execDriver`) the exec queues' consumers are those whose heartbeat is live (one ZCOUNT).
  */
 export function createWorkerCensus(
   redisUrl: string,
   prefix: string,
   cacheMs = 1_000,
   execLanes?: () => Promise<string[]>,
+  execDriver: 'bullmq' | 'redis' = 'bullmq',
 ): WorkerCensus {
   const queues = new Map<string, Queue>()
+  let heartbeats: Promise<Redis> | undefined
+  const heartbeatClient = (): Promise<Redis> =>
+    (heartbeats ??= (async () => {
+      const client = createRedisClient(redisUrl, 'command', 'sbx-census')
+      await connectRedis(client, redisUrl, 5_000)
+      return client
+    })().catch((err: unknown) => {
+      heartbeats = undefined
+      throw err
+    }))
+  const liveConsumers = async (name: string): Promise<number> => {
+    const workers = new RedisQueueKeys(keyspace(prefix).jobs(name)).workers
+    return (await heartbeatClient()).zcount(workers, `(${Date.now()}`, '+inf')
+  }
   const cache = new Map<string, { at: number; count: Promise<number> }>()
   const queueOf = (name: string): Queue => {
     let q = queues.get(name)
@@ -60,11 +78,14 @@ export function createWorkerCensus(
   const countOne = (name: string): Promise<number> => {
     const hit = cache.get(name)
     if (hit && Date.now() - hit.at < cacheMs) return hit.count
-    const p = queueOf(name)
-      .getWorkers()
-      // BullMQ puts the queue's name in `name` and the client's own in `rawname`: a worker may hold more
-      // than one connection, so count distinct client names (else addresses).
-      .then((clients) => new Set(clients.map((c) => c['rawname'] || c['addr'])).size)
+    const p =
+      execDriver === 'redis' && name !== AGENT_RUN_QUEUE
+        ? liveConsumers(name)
+        : queueOf(name)
+            .getWorkers()
+            // BullMQ puts the queue's name in `name` and the client's own in `rawname`: a worker may hold
+            // more than one connection, so count distinct client names (else addresses).
+            .then((clients) => new Set(clients.map((c) => c['rawname'] || c['addr'])).size)
     // A failed lookup is not cached: the next caller asks Redis again.
     p.catch(() => cache.delete(name))
     cache.set(name, { at: Date.now(), count: p })
@@ -89,6 +110,8 @@ export function createWorkerCensus(
     },
     async close() {
       await Promise.all([...queues.values()].map((q) => q.close().catch(() => undefined)))
+      const client = await heartbeats?.catch(() => undefined)
+      if (client) await quitRedis(client)
     },
   }
 }

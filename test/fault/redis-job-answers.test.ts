@@ -15,6 +15,7 @@ import {
 } from '../support/sbx-cli.js'
 import type { LineChild, SbxServer } from '../support/sbx-cli.js'
 import { RedisServer } from '../support/redis-server.js'
+import { FLEET_DRIVER } from '../support/redis.js'
 
 /*
  * `sbx api` + `sbx worker` as child processes on the test's own redis-server, which the test SIGKILLs,
@@ -104,7 +105,7 @@ function liveAof(dir: string): string {
   return join(aofDir, incr[0])
 }
 
-describe('answers of accepted jobs through Redis faults', () => {
+describe(`answers of accepted jobs through Redis faults (queue driver ${FLEET_DRIVER})`, () => {
   test('a Redis SIGKILL while a POST waits: the answer is the job, completed once Redis is back', async () => {
     const server = redis as RedisServer
     const res = await srv().post('/v1/exec', run('echo begun; sleep 3; echo survived', 'blip'), { key: KEY })

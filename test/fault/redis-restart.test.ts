@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { createDockerProvider } from '../../providers/docker/index.js'
 import type { DockerProvider } from '../../providers/docker/index.js'
 import type { AppError } from '../../src/errors.js'
-import { createBullmqJobQueue } from '../../src/queue/index.js'
+import { createJobQueue } from '../../src/queue/index.js'
 import type { ExecJob, ExecJobResult, JobQueue } from '../../src/queue/index.js'
 import { QueueRouteExecutor } from '../../src/routing/index.js'
 import type { RouteRequest } from '../../src/routing/index.js'
@@ -14,6 +14,7 @@ import { POOL_LABELS } from '../../src/sessions/index.js'
 import { PROFILES } from '../support/queue-world.js'
 import { startWorkerProcess } from '../support/redis-child.js'
 import type { FaultNames, LineChild } from '../support/redis-child.js'
+import { FLEET_DRIVER } from '../support/redis.js'
 import { RedisServer } from '../support/redis-server.js'
 
 /*
@@ -90,9 +91,16 @@ beforeAll(async () => {
   docker = createDockerProvider({ instanceId: names.scope })
   const url = redis.url
   workers = await Promise.all(
-    ['wa', 'wb'].map((w) => startWorkerProcess(url, names, `${w}-${id}`, { SBX_CONCURRENCY: '4' })),
+    ['wa', 'wb'].map((w) =>
+      startWorkerProcess(url, names, `${w}-${id}`, { SBX_CONCURRENCY: '4', SBX_QUEUE_DRIVER: FLEET_DRIVER }),
+    ),
   )
-  queue = await createBullmqJobQueue({ redisUrl: url, prefix: names.queuePrefix, queueName: 'exec' })
+  queue = await createJobQueue({
+    driver: FLEET_DRIVER,
+    redisUrl: url,
+    prefix: names.queuePrefix,
+    queueName: 'exec',
+  })
 }, 180_000)
 
 afterAll(async () => {
@@ -113,7 +121,7 @@ afterAll(async () => {
   }
 }, 180_000)
 
-describe('Redis SIGKILLed and restarted with AOF under load', () => {
+describe(`Redis SIGKILLed and restarted with AOF under load (queue driver ${FLEET_DRIVER})`, () => {
   test('no accepted job is lost, duplicates stay bounded, workers and producers recover without a restart', async () => {
     const q = queue as JobQueue
     const server = redis as RedisServer

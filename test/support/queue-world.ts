@@ -50,8 +50,8 @@ export function worldNames(): WorldNames {
 
 /** Options of {@link createWorld}. */
 export interface WorldOptions {
-  readonly driver: 'in-process' | 'bullmq'
-  /** @default 'redis' for bullmq, 'memory' in-process */
+  readonly driver: 'in-process' | 'bullmq' | 'redis'
+  /** @default 'redis' for the Redis drivers, 'memory' in-process */
   readonly store?: 'redis' | 'memory'
   readonly names?: WorldNames
   /** Start an exec worker in this process. @default true */
@@ -82,7 +82,7 @@ export async function createWorld(opts: WorldOptions): Promise<World> {
   const names = opts.names ?? worldNames()
   const docker = createDockerProvider({ instanceId: names.scope })
   const registry = new ProviderRegistry().register(docker).addProfiles(PROFILES)
-  const storeKind = opts.store ?? (opts.driver === 'bullmq' ? 'redis' : 'memory')
+  const storeKind = opts.store ?? (opts.driver === 'in-process' ? 'memory' : 'redis')
   const store: SessionStore =
     storeKind === 'redis'
       ? new RedisSessionStore({ redis: REDIS_URL, prefix: names.sessionPrefix })
@@ -95,9 +95,9 @@ export async function createWorld(opts: WorldOptions): Promise<World> {
     reapIntervalMs: 0,
   })
   const queue = await createJobQueue(
-    opts.driver === 'bullmq'
-      ? { driver: 'bullmq', redisUrl: REDIS_URL, prefix: names.queuePrefix, queueName: 'exec' }
-      : { driver: 'in-process' },
+    opts.driver === 'in-process'
+      ? { driver: 'in-process' }
+      : { driver: opts.driver, redisUrl: REDIS_URL, prefix: names.queuePrefix, queueName: 'exec' },
   )
   const worker =
     opts.worker === false

@@ -4,6 +4,14 @@ import { Redis } from 'ioredis'
 export const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
 
 /**
+ * The Redis queue driver of the fleet tests that run one driver per run (the fault tests, fleet
+ * configs of test/support/sbx-cli.ts): `SBX_TEST_QUEUE_DRIVER=redis` runs them on the `redis` driver.
+ * @default 'bullmq'
+ */
+export const FLEET_DRIVER: 'bullmq' | 'redis' =
+  process.env['SBX_TEST_QUEUE_DRIVER'] === 'redis' ? 'redis' : 'bullmq'
+
+/**
  * Deletes every key matching `pattern` (a test's own namespace, e.g. `${prefix}*`), through `redis`
  * when given, else through a connection of its own.
  */

@@ -13,6 +13,7 @@ import { Redis } from 'ioredis'
 import type { ConfigInput } from '../../src/config/schema.js'
 import { LineChild, SBX } from './redis-child.js'
 import { freePort } from './redis-server.js'
+import { FLEET_DRIVER } from './redis.js'
 
 export { LineChild, SBX }
 export type { ChildLine } from './redis-child.js'
@@ -173,10 +174,10 @@ export async function scopeContainers(scope: string, all = false): Promise<strin
   return stdout.split('\n').filter(Boolean)
 }
 
-/** A fleet config on the shared Redis with its own prefix. */
+/** A fleet config on the shared Redis with its own prefix (queue driver {@link FLEET_DRIVER} unless `extra` sets one). */
 export function fleetConfig(prefix: string, extra: Partial<ConfigInput> = {}): ConfigInput {
   return {
     ...extra,
-    queue: { driver: 'bullmq', redisUrl: SHARED_REDIS, prefix, ...(extra.queue ?? {}) },
+    queue: { driver: FLEET_DRIVER, redisUrl: SHARED_REDIS, prefix, ...(extra.queue ?? {}) },
   } as ConfigInput
 }

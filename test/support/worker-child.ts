@@ -7,6 +7,8 @@ import { REDIS_URL } from './redis.js'
 import type { WorldNames } from './queue-world.js'
 
 const FIXTURE = fileURLToPath(new URL('./worker-process.ts', import.meta.url))
+/** A bare queue consumer with the scripted processor (no sandbox), for {@link WorkerChild.start}. */
+export const CONSUMER_FIXTURE = fileURLToPath(new URL('./queue-consumer-process.ts', import.meta.url))
 
 /** One line the worker child reported. */
 export interface WorkerLine {
@@ -40,13 +42,17 @@ export class WorkerChild {
     })
   }
 
-  /** Spawns a worker with tsx and resolves once it is consuming. */
+  /**
+   * Spawns a worker with tsx and resolves once it is consuming: the exec worker of
+   * worker-process.ts, or another `fixture` that reports the same lines ({@link CONSUMER_FIXTURE}).
+   */
   static async start(
-    names: WorldNames,
+    names: Pick<WorldNames, 'scope' | 'queuePrefix' | 'sessionPrefix'>,
     workerId: string,
     env: Record<string, string> = {},
+    fixture: string = FIXTURE,
   ): Promise<WorkerChild> {
-    const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE], {
+    const child = spawn(process.execPath, ['--import', 'tsx', fixture], {
       env: {
         ...process.env,
         REDIS_URL,

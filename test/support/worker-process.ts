@@ -1,7 +1,7 @@
 /*
  * A fleet exec worker in its own process, for the two-process and Redis fault tests (spawned with
- * tsx). It wires what `sbx worker` wires — Docker provider, Redis session store, session pool, BullMQ
- * queue, exec worker — on the Redis of REDIS_URL. It reports on stdout, one JSON object per line:
+ * tsx). It wires what `sbx worker` wires — Docker provider, Redis session store, session pool, queue
+ * (SBX_QUEUE_DRIVER `bullmq`, the default, or `redis`), exec worker — on the Redis of REDIS_URL. It reports on stdout, one JSON object per line:
  *   {"event":"ready"}  {"event":"start","jobId","attempt"}  {"event":"end","jobId","attempt","status"}
  *   {"event":"error","context","message"}  {"event":"closed"}
  * SIGTERM closes it gracefully (drain deadline SBX_DRAIN_MS).
@@ -9,7 +9,7 @@
 import { createDockerProvider } from '../../providers/docker/index.js'
 import { Redis } from 'ioredis'
 import { reconnectDelayMs } from '../../src/redis/index.js'
-import { createBullmqJobQueue } from '../../src/queue/index.js'
+import { createJobQueue } from '../../src/queue/index.js'
 import { ProviderRegistry } from '../../src/sandbox/registry.js'
 import { createSessionPool, RedisSessionStore } from '../../src/sessions/index.js'
 import { startExecWorker } from '../../src/worker/index.js'
@@ -45,7 +45,8 @@ const pool = createSessionPool({
   reapIntervalMs: 0,
   onError: (err, context) => say({ event: 'error', context, message: message(err) }),
 })
-const queue = await createBullmqJobQueue({ redisUrl, prefix: env('SBX_QUEUE_PREFIX'), queueName: 'exec' })
+const driver = process.env.SBX_QUEUE_DRIVER === 'redis' ? 'redis' : 'bullmq'
+const queue = await createJobQueue({ driver, redisUrl, prefix: env('SBX_QUEUE_PREFIX'), queueName: 'exec' })
 const worker = await startExecWorker({
   queue,
   pool,

@@ -22,16 +22,12 @@ import {
   quitRedis,
   whenReady,
 } from '../../redis/index.js'
-import { OutageLedger } from './outage-ledger.js'
-import type { RedisFenceStore } from './redis-fence.js'
-import type { Subscriber } from './subscriber.js'
+import { OutageLedger } from '../redis-common/outage-ledger.js'
+import { STALL_DETECTION } from '../redis-common/stall-detection.js'
+import type { RedisFenceStore } from '../redis-common/redis-fence.js'
+import type { Subscriber } from '../redis-common/subscriber.js'
 
-/**
- * How fast a dead worker's BullMQ job is found, for every consumer of the fleet (exec jobs, agent
- * runs): its lock lapses after `lockDurationMs` (a live worker renews it every half of that) and the
- * stalled check runs every `stalledIntervalMs`.
- */
-export const STALL_DETECTION = { lockDurationMs: 4_000, stalledIntervalMs: 1_500 } as const
+export { STALL_DETECTION } from '../redis-common/stall-detection.js'
 
 /** Stalled-job recovery and shutdown tuning of BullMQ consumers. */
 export interface BullmqConsumerTuning {

@@ -3,22 +3,21 @@ import { AppError } from '../../errors.js'
 import { OUTPUT_LOG_CAP_BYTES, parseLoggedMessage } from '../output-log.js'
 import { ExecJobResultSchema, ExecJobSchema } from '../schemas.js'
 import type { ExecJobResult } from '../schemas.js'
-import type { Consumer, JobInfo, JobQueue, Unsubscribe } from '../types.js'
-import { boundedWait } from '../wait-for.js'
+import type { Consumer, JobInfo, JobQueue } from '../types.js'
 import { queueGaveUp, startBullmqConsumer } from './bullmq-consumer.js'
 import type { BullmqConsumerTuning } from './bullmq-consumer.js'
 import {
   connectRedis,
   createRedisClient,
-  isRedisUnreachable,
   keyspace,
   QUEUE_NAMES,
   queueUnavailable,
   quitRedis,
 } from '../../redis/index.js'
-import { FenceKeys, RedisFenceStore } from './redis-fence.js'
-import { Subscriber } from './subscriber.js'
-import { TenantJobIndex } from './tenant-index.js'
+import { JobWatches } from '../redis-common/job-watches.js'
+import { FenceKeys, RedisFenceStore } from '../redis-common/redis-fence.js'
+import { Subscriber } from '../redis-common/subscriber.js'
+import { TenantJobIndex } from '../redis-common/tenant-index.js'
 import { trackedConsumer } from '../tracked-consumer.js'
 
 /** Options of {@link createBullmqJobQueue}. */
@@ -58,12 +57,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
 
   const command = createRedisClient(redisUrl, 'command', `sbx-queue:${queueName}`)
   await connectRedis(command, redisUrl, connectTimeoutMs)
-  // Pending waits check their job again whenever the connection comes back (after a Redis outage the
-  // pub/sub 'done' message may have been lost, and a wait may have started without listeners).
-  const rechecks = new Set<() => void>()
-  command.on('ready', () => {
-    for (const recheck of [...rechecks]) recheck()
-  })
   const fences = new RedisFenceStore(command, new FenceKeys(keys.fences(queueName)), {
     retentionMs,
     tailCapBytes: options.tailCapBytes ?? 65_536,
@@ -79,7 +72,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   })
   queue.on('error', () => undefined)
 
-  const watches = new Map<string, Watch>()
   // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
   let subscriber: Promise<Subscriber> | undefined
   let liveSubscriber: Subscriber | undefined
@@ -92,9 +84,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       liveSubscriber = sub
       // A result published while the subscription was away is lost: pending waits check their job
       // again once it is back (as they do when the command connection comes back).
-      sub.onResubscribed(() => {
-        for (const recheck of [...rechecks]) recheck()
-      })
+      sub.onResubscribed(() => watches.recheckAll())
       return sub
     })().catch((err: unknown) => {
       subscriber = undefined
@@ -116,6 +106,15 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
     return ExecJobResultSchema.parse(job.returnvalue)
   }
 
+  const watches = new JobWatches({
+    getSubscriber,
+    jobChannel: (jobId) => fences.keys.jobChannel(jobId),
+    finishedResult,
+  })
+  // Pending waits check their job again whenever the connection comes back (after a Redis outage the
+  // pub/sub 'done' message may have been lost, and a wait may have started without listeners).
+  command.on('ready', () => watches.recheckAll())
+
   const inspectJob = async (jobId: string): Promise<JobInfo | undefined> => {
     const job = await queue.getJob(jobId)
     if (!job) return undefined
@@ -135,95 +134,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   }
 
   const consumers = new Set<Consumer>()
-  const pendingWaits = new Set<(err: unknown) => void>()
-
-  /**
-   * Opens (or joins) the watch of a job: its result arrives as the fence's 'done' publish on the job
-   * channel (the process's one pattern subscription carries it; a job BullMQ gave up on is published
-   * the same way by the worker that failed it, see bullmq-consumer.ts). The listener is in place
-   * before the job is checked, since it may have finished before. While Redis is away it may not
-   * start: the watch goes on regardless (an accepted job runs once Redis is back) and the job is
-   * checked again each time the command connection or the subscription comes back (a publish made
-   * meanwhile is lost, the stored result is not), and once more when the wait ends without a result.
-   */
-  const openWatch = async (jobId: string, opts: { deferCheck?: boolean } = {}): Promise<Watch> => {
-    const open = watches.get(jobId)
-    if (open) {
-      open.refs += 1
-      await open.ready
-      return open
-    }
-    const followers = new Set<Follower>()
-    let outcome: Outcome | undefined
-    const settle = (o: Outcome): void => {
-      if (outcome) return
-      outcome = o
-      for (const f of [...followers]) f(o)
-    }
-    let offDone: Unsubscribe | undefined
-    const check = (): void => {
-      finishedResult(jobId).then(
-        (r) => {
-          if (r) settle({ result: r })
-        },
-        (err: unknown) => {
-          // Redis away: keep waiting; the job is checked again when the connection is back.
-          if (!isRedisUnreachable(err)) settle({ error: queueUnavailable(err, `Waiting for job ${jobId}`) })
-        },
-      )
-    }
-    const recheck = check
-    let stopped = false
-    let listening = false
-    const watch: Watch = {
-      refs: 1,
-      ready: (async () => {
-        const sub = await getSubscriber().catch(() => undefined)
-        const onDone = (message: string): void => {
-          if (message[0] !== 'd') return
-          let raw: unknown
-          try {
-            raw = JSON.parse(message.slice(1))
-          } catch {
-            return
-          }
-          const parsed = ExecJobResultSchema.safeParse(raw)
-          if (parsed.success) settle({ result: parsed.data })
-        }
-        offDone = await sub?.on(fences.keys.jobChannel(jobId), onDone).catch(() => undefined)
-        if (stopped) {
-          void offDone?.().catch(() => undefined)
-          return
-        }
-        listening = offDone !== undefined
-        rechecks.add(recheck)
-        if (!opts.deferCheck) check()
-      })(),
-      get listening() {
-        return listening
-      },
-      check,
-      follow(f) {
-        followers.add(f)
-        if (outcome) f(outcome)
-      },
-      unfollow(f) {
-        followers.delete(f)
-      },
-      release() {
-        watch.refs -= 1
-        if (watch.refs > 0) return
-        stopped = true
-        if (watches.get(jobId) === watch) watches.delete(jobId)
-        rechecks.delete(recheck)
-        // Off the caller's path: the result is already in hand.
-        offDone?.().catch(() => undefined)
-      },
-    }
-    watches.set(jobId, watch)
-    await watch.ready
-    return watch
-  }
   let closed = false
 
   return {
@@ -237,7 +147,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       // on the next turn of the event loop; a wait that comes later opens a watch that checks. Only
       // while Redis is connected: a submit never waits for a subscription (it fails fast instead).
       const connected = command.status === 'ready' && liveSubscriber?.connection.status === 'ready'
-      const watch = connected ? await openWatch(job.jobId, { deferCheck: true }) : undefined
+      const watch = connected ? await watches.open(job.jobId, { deferCheck: true }) : undefined
       let fresh = false
       let accepted = false
       try {
@@ -273,25 +183,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       return { jobId: job.jobId }
     },
 
-    async wait(jobId, opts) {
-      opts.signal?.throwIfAborted()
-      // Every wait of one job in this process shares one watch (listeners, the check, rechecks): the
-      // API's answer and the tenant's job-slot release cost Redis one check, not two.
-      const watch = await openWatch(jobId)
-      try {
-        return await boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
-          const follower: Follower = (o) => ('result' in o ? resolve(o.result) : reject(o.error))
-          pendingWaits.add(reject)
-          watch.follow(follower)
-          return () => {
-            watch.unfollow(follower)
-            pendingWaits.delete(reject)
-          }
-        })
-      } finally {
-        watch.release()
-      }
-    },
+    wait: (jobId, opts) => watches.wait(jobId, opts),
 
     getResult: (jobId) =>
       finishedResult(jobId).catch((err: unknown) => {
@@ -373,7 +265,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       closed = true
       await Promise.all([...consumers].map((c) => c.close({ deadlineMs: 0 })))
       const err = new AppError('QUEUE_UNAVAILABLE', 'The job queue closed before the job finished.')
-      for (const reject of pendingWaits) reject(err)
+      watches.rejectAll(err)
       // BullMQ leaves connections it was handed open: quit ours.
       const sub = await subscriber?.catch(() => undefined)
       if (sub) await quitRedis(sub.connection)
@@ -381,25 +273,6 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       await quitRedis(command)
     },
   }
-}
-
-type Outcome = { result: ExecJobResult } | { error: unknown }
-type Follower = (outcome: Outcome) => void
-
-/** The shared wait of one job in one process (see `openWatch`). */
-interface Watch {
-  refs: number
-  /** Resolves once the listeners are in place and the first check was sent (unless deferred). */
-  readonly ready: Promise<void>
-  /** Whether the job channel's subscription was confirmed when the watch opened. */
-  readonly listening: boolean
-  /** Reads the job's stored result (a deferred first check, or again). */
-  check(): void
-  /** Adds a follower; called at once when the outcome is already known. */
-  follow(f: Follower): void
-  unfollow(f: Follower): void
-  /** Drops one reference; the last one removes the listeners. */
-  release(): void
 }
 
 function messageOf(err: unknown): string {

@@ -1,6 +1,7 @@
 import { AppError } from '../../errors.js'
 import { createBullmqJobQueue } from '../bullmq/bullmq-queue.js'
 import type { BullmqQueueOptions } from '../bullmq/bullmq-queue.js'
+import { createRedisJobQueue } from '../redis/redis-queue.js'
 import {
   connectRedis,
   createRedisClient,
@@ -19,6 +20,8 @@ import { trackedConsumer } from '../tracked-consumer.js'
 
 /** Options of {@link createEngineJobQueue}. */
 export interface EngineJobQueueOptions extends BullmqQueueOptions {
+  /** The driver of every lane (both take the same options). @default 'bullmq' */
+  driver?: 'bullmq' | 'redis'
   /** An engine not reached for this long counts as down: no placements, and its lane is adopted (ms). @default 3000 */
   engineStaleMs?: number
   /** The engine beside this process, for {@link JobQueue.consume} (workers only). */
@@ -36,8 +39,8 @@ export interface EngineJobQueue extends JobQueue {
 const ROUTE_CACHE_SIZE = 10_000
 
 /**
- * The fleet queue over many Docker engines: one BullMQ lane (a full {@link createBullmqJobQueue},
- * queue `<queue>-<engine id>`) per engine, so fencing, cancel, redelivery, idempotent ids and the
+ * The fleet queue over many Docker engines: one lane (a full queue of `driver`,
+ * {@link createBullmqJobQueue} or {@link createRedisJobQueue}, queue `<queue>-<engine id>`) per engine, so fencing, cancel, redelivery, idempotent ids and the
  * Redis-outage handling hold per engine unchanged. `submit` routes each job in one Redis step (the
  * session's engine, else placement on the healthiest engine with room, see {@link EngineDirectory});
  * every other call finds the job's lane by its id. Workers consume their own engine's lane and adopt
@@ -47,7 +50,8 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
   const redisUrl = options.redisUrl ?? 'redis://127.0.0.1:6379'
   const queueName = options.queueName ?? QUEUE_NAMES.exec
   const prefix = options.prefix ?? 'sbx'
-  const { engine, engineStaleMs, memoryOf, ...laneOptions } = options
+  const { engine, engineStaleMs, memoryOf, driver = 'bullmq', ...laneOptions } = options
+  const createLane = driver === 'redis' ? createRedisJobQueue : createBullmqJobQueue
   const command = createRedisClient(redisUrl, 'command', `sbx-engines:${queueName}`)
   await connectRedis(command, redisUrl, options.connectTimeoutMs ?? 5_000)
   const engines = new EngineDirectory(command, {
@@ -59,7 +63,7 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
   const lane = (engineId: string): Promise<JobQueue> => {
     let q = lanes.get(engineId)
     if (!q) {
-      q = createBullmqJobQueue({ ...laneOptions, queueName: laneName(queueName, engineId) })
+      q = createLane({ ...laneOptions, queueName: laneName(queueName, engineId) })
       q.catch(() => lanes.delete(engineId))
       lanes.set(engineId, q)
     }
@@ -87,7 +91,7 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
   let closed = false
 
   return {
-    driver: 'bullmq',
+    driver,
     engines,
 
     async submit(input) {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, test } from 'vitest'
-import { FenceKeys, RedisFenceStore } from '../../../src/queue/bullmq/redis-fence.js'
+import { FenceKeys, RedisFenceStore } from '../../../src/queue/redis-common/redis-fence.js'
 import {
   createMemoryFenceStore,
   decideFence,

@@ -2,7 +2,7 @@ import { once } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterEach, expect, test } from 'vitest'
-import { Subscriber } from '../../../src/queue/bullmq/subscriber.js'
+import { Subscriber } from '../../../src/queue/redis-common/subscriber.js'
 import { REDIS_URL } from '../../support/redis.js'
 
 const opened: Redis[] = []

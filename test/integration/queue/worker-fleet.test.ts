@@ -11,7 +11,7 @@ import type { World } from '../../support/queue-world.js'
 /** The fleet's recovery target: a dead worker's job is picked up in under this. */
 const RECOVERY_TARGET_MS = 10_000
 
-describe('two worker processes on one Redis (BullMQ)', () => {
+describe.each(['bullmq', 'redis'] as const)('two worker processes on one Redis (%s driver)', (driver) => {
   let world: World | undefined
   let workers: WorkerChild[] = []
   afterEach(async () => {
@@ -27,8 +27,12 @@ describe('two worker processes on one Redis (BullMQ)', () => {
   /** A producer in this process (no worker) and two worker children. */
   async function setup(env: Record<string, string> = {}): Promise<[World, WorkerChild, WorkerChild]> {
     const names = worldNames()
-    world = await createWorld({ driver: 'bullmq', names, worker: false })
-    workers = await Promise.all([WorkerChild.start(names, 'wa', env), WorkerChild.start(names, 'wb', env)])
+    world = await createWorld({ driver, names, worker: false })
+    const childEnv = { SBX_QUEUE_DRIVER: driver, ...env }
+    workers = await Promise.all([
+      WorkerChild.start(names, 'wa', childEnv),
+      WorkerChild.start(names, 'wb', childEnv),
+    ])
     const [a, b] = workers as [WorkerChild, WorkerChild]
     return [world, a, b]
   }

@@ -119,17 +119,22 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ cwd: bad, file: 'c.toml', env: {} })).toThrow(/unsupported config format/)
   })
 
-  test('env overrides: REDIS_URL switches to bullmq unless the file sets a driver; DOCKER_HOST; PORT', () => {
+  test('env overrides: REDIS_URL switches to the redis driver unless the file sets one; DOCKER_HOST; PORT', () => {
     const empty = mkdtempSync(join(tmpdir(), 'sbx-empty-'))
     const c = loadConfig({
       cwd: empty,
       env: { REDIS_URL: 'redis://10.0.0.1:6380', DOCKER_HOST: 'unix:///x.sock', PORT: '9999' },
     }).config
-    expect(c.queue).toMatchObject({ driver: 'bullmq', redisUrl: 'redis://10.0.0.1:6380' })
+    expect(c.queue).toMatchObject({ driver: 'redis', redisUrl: 'redis://10.0.0.1:6380' })
     expect(c.providers.docker.host).toBe('unix:///x.sock')
     expect(c.server.port).toBe(9999)
     const pinned = dirWith('sandbox-router.config.json', JSON.stringify({ queue: { driver: 'memory' } }))
     expect(loadConfig({ cwd: pinned, env: { REDIS_URL: 'redis://x' } }).config.queue.driver).toBe('memory')
+    const own = dirWith('sandbox-router.config.json', JSON.stringify({ queue: { driver: 'bullmq' } }))
+    expect(loadConfig({ cwd: own, env: { REDIS_URL: 'redis://x' } }).config.queue).toMatchObject({
+      driver: 'bullmq',
+      redisUrl: 'redis://x',
+    })
   })
 
   test('api keys need exactly one of key, keyEnv, sha256', () => {

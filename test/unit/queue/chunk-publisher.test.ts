@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { ChunkPublisher } from '../../../src/queue/bullmq/chunk-publisher.js'
+import { ChunkPublisher } from '../../../src/queue/redis-common/chunk-publisher.js'
 import type { OutputChunk } from '../../../src/queue/schemas.js'
 
 const chunk = (data: string): OutputChunk => ({ stream: 'stdout', data })

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events'
 import { afterEach, describe, expect, test, vi } from 'vitest'
-import { OutageLedger } from '../../../src/queue/bullmq/outage-ledger.js'
+import { OutageLedger } from '../../../src/queue/redis-common/outage-ledger.js'
 import type { ExecJobResult } from '../../../src/queue/schemas.js'
 import type { FenceOutcome, JobFence } from '../../../src/queue/types.js'
 

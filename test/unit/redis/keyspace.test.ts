@@ -20,6 +20,7 @@ describe('src/redis', () => {
     ])
     expect(k.fences('sbx-exec')).toBe('sbx:sbx-exec:sbx')
     expect(k.jobIndex('sbx-exec')).toBe('sbx:sbx-exec:sbx:index')
+    expect(k.jobs('sbx-exec')).toBe('sbx:sbx-exec:rq')
   })
 
   test('each role has its option set', () => {

@@ -14,7 +14,8 @@ export class TenantJobIndex {
     private readonly retentionMs: number,
   ) {}
 
-  private keys(tenant: string, sessionId?: string): string[] {
+  /** The index keys a job of `tenant` (and `sessionId`) is listed under: the tenant's, then the session's. */
+  keys(tenant: string, sessionId?: string): string[] {
     const t = encodeURIComponent(tenant)
     const keys = [`${this.base}:t:${t}`]
     if (sessionId !== undefined) keys.push(`${this.base}:s:${t}:${encodeURIComponent(sessionId)}`)
@@ -33,7 +34,7 @@ export class TenantJobIndex {
   }): Promise<boolean> {
     // A pipeline, not MULTI: each write stands alone, and MULTI/EXEC would be two more commands.
     const pipeline = this.client.pipeline()
-    const trim = job.jobId.endsWith('0')
+    const trim = TenantJobIndex.trims(job.jobId)
     for (const key of this.keys(job.tenant, job.sessionId)) {
       pipeline.zadd(key, 'NX', job.submittedAt, job.jobId)
       if (trim) pipeline.zremrangebyscore(key, '-inf', `(${Date.now() - this.retentionMs}`)
@@ -43,6 +44,16 @@ export class TenantJobIndex {
     const failed = replies?.find(([err]) => err)
     if (failed?.[0]) throw failed[0]
     return replies?.[0]?.[1] === 1
+  }
+
+  /** Whether adding `jobId` also trims the indexes past the retention window (about one add in 16). */
+  static trims(jobId: string): boolean {
+    return jobId.endsWith('0')
+  }
+
+  /** How long an index entry is kept (ms). */
+  get retention(): number {
+    return this.retentionMs
   }
 
   /** Up to `limit` job ids of the tenant (or one of its sessions), newest first. */
