@@ -309,10 +309,22 @@ export interface ProcessStartRequest {
   cwd?: string
   /** Extra environment variables (merged over the profile's env). */
   env?: Record<string, string>
-  /** Bytes of stdout and of stderr kept per process; past it the oldest bytes are dropped. */
+  /**
+   * Bytes of stdout and of stderr kept per process; past it the oldest bytes are dropped (unless
+   * {@link backpressure}).
+   */
   outputBufferBytes: number
   /** Refuse (`QUOTA_EXCEEDED`) when this many of the sandbox's processes run already. */
   maxRunning: number
+  /**
+   * Slow the writer instead of dropping output: a stream's buffer never overwrites bytes no read has
+   * acknowledged (a read acknowledges everything below the offset it asks for), so a process that
+   * writes faster than it is read blocks on its full pipe until a read makes room. Only the reader
+   * furthest ahead holds it back: a reader behind another's acknowledgement can still see `dropped`.
+   * A process whose output nobody reads stays blocked (a signal or `remove` still ends it).
+   * @default false (the buffer drops the oldest bytes)
+   */
+  backpressure?: boolean
 }
 
 /** One background process of a sandbox, as every surface shows it. */
@@ -334,7 +346,11 @@ export interface ProcessInfo {
   endedAt: number | null
   /** Whether its stdin was closed (over the API). */
   stdinClosed: boolean
-  /** Bytes it wrote to each stream since it started (dropped ones included). */
+  /**
+   * Bytes it wrote to each stream since it started (dropped ones included). Once it exited, this
+   * includes the bytes its pipe still held at the exit, which reads return next: read until the
+   * offsets reach these counts to have all of its output.
+   */
   stdoutBytes: number
   stderrBytes: number
 }
