@@ -10,6 +10,7 @@ import type { ProcessInfo } from '../../sandbox/types.js'
 import { AppError } from '../../errors.js'
 import { ConnectRpcError, openStream, type ServerStream } from './connect.js'
 import type { E2BRouteDeps } from './deps.js'
+import { lossOf } from './output-loss.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
 type Json = Record<string, unknown>
@@ -125,7 +126,8 @@ function endEvent(p: ProcessInfo): Json {
 
 /**
  * Streams a process's output from the given offsets to its end (or until the stream ends). At its
- * end the process is forgotten (here at once, in the sandbox 30 s later).
+ * end the process is forgotten (here at once, in the sandbox 30 s later). Bytes lost before this
+ * stream read them end it with `data_loss` ({@link lossOf}).
  */
 async function pump(
   deps: E2BRouteDeps,
@@ -148,6 +150,8 @@ async function pump(
     // A killed sandbox drops the stream (its session is gone, so the read found nothing or failed).
     if (!out && (await store.gone(s.sandboxId))) return stream.drop()
     if (!out) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
+    const loss = lossOf(out, pid)
+    if (loss) throw loss
     if (out.stdout.data)
       stream.send({ data: { stdout: Buffer.from(out.stdout.data, 'utf8').toString('base64') } })
     if (out.stderr.data)
@@ -220,10 +224,13 @@ export async function startProcess(
   // Without `stdin: true` the command reads EOF, as under envd: redirected here rather than by a
   // second call that closes stdin (one agent round trip less per command).
   const stdin = message.stdin === true
+  // With backpressure, as envd: a command writing faster than the client reads waits for it
+  // instead of losing output (the stream's reads acknowledge what they consumed).
   const info = await svc.start(s.tenant, s.sandboxId, {
     command: stdin ? verdict.command : `{ ${verdict.command}\n} </dev/null`,
     env: { ...s.envVars, ...config.envs },
     ...(config.cwd ? { cwd: config.cwd } : {}),
+    backpressure: true,
   })
   if (!info) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
   const entry: Tracked = {
