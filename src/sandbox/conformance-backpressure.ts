@@ -2,11 +2,12 @@
  * The backpressure cases of the provider conformance suite (registered by the background-process
  * cases): with `backpressure`, a writer faster than its reader is held back and the reader gets every
  * byte in order; without it, the buffer drops the oldest bytes and says how many; a held-back
- * process nobody reads is still killable, and its end is recorded. Imports vitest: not re-exported
+ * process nobody reads is still killable, its end is recorded, and removing it leaves nothing behind. Imports vitest: not re-exported
  * from the sandbox index.
  */
 import { createHash, randomUUID } from 'node:crypto'
 import { expect, test } from 'vitest'
+import { PROCESS_ROOT, REMOTE_PROCESS_ROOT } from './agent-processes.js'
 import type { ConformanceContext } from './conformance-io.js'
 import type { ProcessInfo, SandboxProcesses } from './types.js'
 
@@ -18,7 +19,7 @@ const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex
 
 /** Registers the backpressure cases (gated on the `processes` capability). */
 export function registerBackpressureCases(ctx: ConformanceContext): void {
-  const { sandbox, timeout } = ctx
+  const { sandbox, run, processGone, timeout } = ctx
   const limits = { outputBufferBytes: RING, maxRunning: 8 }
   const newId = (): string => `p-bp-${randomUUID().slice(0, 8)}`
   const expected = Array.from({ length: LINES }, (_, i) => `${i + 1}\n`).join('')
@@ -121,5 +122,17 @@ export function registerBackpressureCases(ctx: ConformanceContext): void {
     )
     await p.remove(id)
     expect((await p.list()).map((x) => x.id)).not.toContain(id)
+  })
+
+  procTest('removing a held-back process nobody read ends its supervisor too', async (p) => {
+    const id = newId()
+    await p.start(id, { ...limits, backpressure: true, command: 'yes' })
+    await until(p, id, (info) => info.stdoutBytes >= RING || info.state !== 'running')
+    // The agent's supervisor (second field of its meta file; absent for another implementation).
+    const pidFile = `sup-${id}.pid`
+    const meta = `${PROCESS_ROOT}/${id}/meta ${REMOTE_PROCESS_ROOT}/${id}/meta`
+    const sup = (await run(`cat ${meta} 2>/dev/null | cut -d' ' -f2 | tee ${pidFile}`)).stdout.trim()
+    expect(await p.remove(id)).toMatchObject({ state: 'exited', signal: 'SIGKILL' })
+    if (sup) expect(await processGone(pidFile)).toBe('gone')
   })
 }
