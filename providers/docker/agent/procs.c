@@ -253,10 +253,28 @@ static uint64_t proc_ring_room(int fd) {
 }
 
 /*
- * Acknowledges the bytes of a ring below `offset` (at most what it holds); wakes the supervisor
- * `sup` when it was blocked and the acknowledgement grew. Nothing for a ring without backpressure.
+ * Whether `pid` is the supervisor of process `id` (its command line is the --proc-start that forked
+ * it): a supervisor killed from inside the sandbox leaves its pid to be reused, and SIGUSR2 would end
+ * whatever took it.
  */
-static void proc_ring_ack(const char *path, uint64_t offset, pid_t sup) {
+static int proc_is_supervisor(pid_t pid, const char *id) {
+  char path[64], argv[4096];
+  snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+  ssize_t n = proc_read_small(path, argv, sizeof argv);
+  int start = 0;
+  for (ssize_t at = 0; at < n; at += (ssize_t)strlen(argv + at) + 1) {
+    if (!strcmp(argv + at, "--proc-start")) start = 1;
+    else if (start && !strcmp(argv + at, id)) return 1;
+  }
+  return 0;
+}
+
+/*
+ * Acknowledges the bytes of a ring below `offset` (at most what it holds); wakes the supervisor
+ * `sup` of process `id` when it was blocked and the acknowledgement grew. Nothing for a ring
+ * without backpressure.
+ */
+static void proc_ring_ack(const char *path, uint64_t offset, pid_t sup, const char *id) {
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return; /* absent, or not ours to write: the read still works, acknowledging nothing */
   uint64_t hdr[2], tr[3];
@@ -272,7 +290,7 @@ static void proc_ring_ack(const char *path, uint64_t offset, pid_t sup) {
   }
   flock(fd, LOCK_UN);
   close(fd);
-  if (wake && sup > 0) kill(sup, SIGUSR2);
+  if (wake && sup > 0 && proc_is_supervisor(sup, id)) kill(sup, SIGUSR2);
 }
 
 static const char proc_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -614,9 +632,9 @@ static int proc_read_out(const char *root, const char *id, uint64_t out_off, uin
   char path[4096];
   /* Acknowledged before waiting: a supervisor blocked on this reader may then pump what it waits for. */
   snprintf(path, sizeof path, "%s/%s/out", root, id);
-  proc_ring_ack(path, out_off, p.sup);
+  proc_ring_ack(path, out_off, p.sup, id);
   snprintf(path, sizeof path, "%s/%s/err", root, id);
-  proc_ring_ack(path, err_off, p.sup);
+  proc_ring_ack(path, err_off, p.sup, id);
   proc_wait_output(root, id, &p, out_off, err_off, wait_ms);
   proc_need(root, id, &p);
   fputs("{\"process\":", stdout);
