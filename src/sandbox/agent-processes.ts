@@ -135,6 +135,8 @@ const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
  */
 export class AgentProcesses implements SandboxProcesses {
   private prepared: Promise<string> | undefined
+  /** The sandbox's agent refused the backpressure flag once: it predates it (see {@link start}). */
+  private agentLacksBackpressure = false
 
   constructor(
     private readonly run: (request: ExecRequest, opts?: ExecOptions) => Promise<ExecResult>,
@@ -212,26 +214,35 @@ export class AgentProcesses implements SandboxProcesses {
       throw new AppError('BAD_REQUEST', 'command is empty; give a shell command line')
     if (request.command.includes('\0'))
       throw new AppError('BAD_REQUEST', 'command must not contain NUL bytes')
-    // The backpressure flag is a fifth argument, only when asked for: an agent that predates it
-    // refuses the extra argument (said below) rather than starting the process without it.
-    const args = ['--proc-start', this.root, id, request.outputBufferBytes, request.maxRunning]
-    if (request.backpressure) args.push(1)
-    const raw = await this.op<RawProcess>(args, {
-      stdin: request.command,
-      signal: opts.signal,
-      ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
-      ...(request.env !== undefined ? { env: request.env } : {}),
-    }).catch((err: unknown) => {
-      if (request.backpressure && err instanceof AppError && /malformed --proc-start/.test(err.message))
-        throw new AppError(
-          'UNSUPPORTED',
-          `the agent in sandbox ${this.sandboxId} predates backpressure (${err.message}); ` +
-            'rebuild it with scripts/setup.sh (`sbx image build`) and start a new sandbox',
-          { cause: err },
-        )
-      throw err
-    })
-    return toInfo(raw)
+    const run = (backpressure: boolean): Promise<RawProcess> =>
+      this.op<RawProcess>(
+        [
+          '--proc-start',
+          this.root,
+          id,
+          request.outputBufferBytes,
+          request.maxRunning,
+          ...(backpressure ? [1] : []),
+        ],
+        {
+          stdin: request.command,
+          signal: opts.signal,
+          ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
+          ...(request.env !== undefined ? { env: request.env } : {}),
+        },
+      )
+    // The backpressure flag is a fifth argument, only when asked for. An agent that predates it (a
+    // sandbox that outlived an upgrade of the service keeps its agent) refuses the argument before
+    // it runs anything: the process then starts as before, without backpressure, and its readers
+    // see `dropped` should the buffer overflow (the E2B endpoint ends the stream with that count).
+    if (!request.backpressure || this.agentLacksBackpressure) return toInfo(await run(false))
+    try {
+      return toInfo(await run(true))
+    } catch (err) {
+      if (!(err instanceof AppError && /malformed --proc-start/.test(err.message))) throw err
+      this.agentLacksBackpressure = true
+      return toInfo(await run(false))
+    }
   }
 
   async list(opts: { signal?: AbortSignal } = {}): Promise<ProcessInfo[]> {

@@ -39,7 +39,9 @@ export function registerBackpressureCases(ctx: ConformanceContext): void {
       if (done(info)) return info
       await new Promise((r) => setTimeout(r, 25))
     }
-    throw new Error(`process ${id} never reached the awaited state; last: ${JSON.stringify(await stateOf(p, id))}`)
+    throw new Error(
+      `process ${id} never reached the awaited state; last: ${JSON.stringify(await stateOf(p, id))}`,
+    )
   }
 
   /** Reads both streams to the end in slices of `slice` bytes; fails on any dropped byte. */
@@ -60,7 +62,11 @@ export function registerBackpressureCases(ctx: ConformanceContext): void {
       at.stdoutOffset = o.stdout.nextOffset
       at.stderrOffset = o.stderr.nextOffset
       const info = o.process
-      if (info.state !== 'running' && at.stdoutOffset >= info.stdoutBytes && at.stderrOffset >= info.stderrBytes)
+      if (
+        info.state !== 'running' &&
+        at.stdoutOffset >= info.stdoutBytes &&
+        at.stderrOffset >= info.stderrBytes
+      )
         return { stdout, stderr, reads, last: info }
     }
     throw new Error(`no end in sight after 2000 reads of process ${id}`)
@@ -96,33 +102,39 @@ export function registerBackpressureCases(ctx: ConformanceContext): void {
     await p.remove(id)
   })
 
-  procTest('without backpressure the writer is not held back and the reader sees what was dropped', async (p) => {
-    const id = newId()
-    await p.start(id, { ...limits, command: `seq 1 ${LINES}` })
-    const end = await until(p, id, (info) => info.state !== 'running')
-    expect(end).toMatchObject({ state: 'exited', exitCode: 0, stdoutBytes: expected.length })
-    const o = await p.read(id, { stdoutOffset: 0, stderrOffset: 0, maxBytes: RING })
-    expect(o.stdout).toMatchObject({ offset: expected.length - RING, dropped: expected.length - RING })
-    expect(o.stdout.data).toBe(expected.slice(-RING))
-    await p.remove(id)
-  })
+  procTest(
+    'without backpressure the writer is not held back and the reader sees what was dropped',
+    async (p) => {
+      const id = newId()
+      await p.start(id, { ...limits, command: `seq 1 ${LINES}` })
+      const end = await until(p, id, (info) => info.state !== 'running')
+      expect(end).toMatchObject({ state: 'exited', exitCode: 0, stdoutBytes: expected.length })
+      const o = await p.read(id, { stdoutOffset: 0, stderrOffset: 0, maxBytes: RING })
+      expect(o.stdout).toMatchObject({ offset: expected.length - RING, dropped: expected.length - RING })
+      expect(o.stdout.data).toBe(expected.slice(-RING))
+      await p.remove(id)
+    },
+  )
 
-  procTest('a held-back process nobody reads is killable, and a reader still gets its last bytes', async (p) => {
-    const id = newId()
-    await p.start(id, { ...limits, backpressure: true, command: 'yes 0123456789abcdef' })
-    await until(p, id, (info) => info.stdoutBytes >= RING || info.state !== 'running')
-    const killed = await p.signal(id, 'SIGKILL', 5_000)
-    expect(killed).toMatchObject({ state: 'exited', signal: 'SIGKILL' })
-    // What its pipe held at the kill counts, and reads get it: whole lines up to the last one.
-    expect(killed.stdoutBytes).toBeGreaterThanOrEqual(RING)
-    const all = await readAll(p, id, RING)
-    expect(all.stdout.length).toBe(killed.stdoutBytes)
-    expect(all.stdout.replaceAll('0123456789abcdef\n', '')).toBe(
-      '0123456789abcdef\n'.slice(0, killed.stdoutBytes % 17),
-    )
-    await p.remove(id)
-    expect((await p.list()).map((x) => x.id)).not.toContain(id)
-  })
+  procTest(
+    'a held-back process nobody reads is killable, and a reader still gets its last bytes',
+    async (p) => {
+      const id = newId()
+      await p.start(id, { ...limits, backpressure: true, command: 'yes 0123456789abcdef' })
+      await until(p, id, (info) => info.stdoutBytes >= RING || info.state !== 'running')
+      const killed = await p.signal(id, 'SIGKILL', 5_000)
+      expect(killed).toMatchObject({ state: 'exited', signal: 'SIGKILL' })
+      // What its pipe held at the kill counts, and reads get it: whole lines up to the last one.
+      expect(killed.stdoutBytes).toBeGreaterThanOrEqual(RING)
+      const all = await readAll(p, id, RING)
+      expect(all.stdout.length).toBe(killed.stdoutBytes)
+      expect(all.stdout.replaceAll('0123456789abcdef\n', '')).toBe(
+        '0123456789abcdef\n'.slice(0, killed.stdoutBytes % 17),
+      )
+      await p.remove(id)
+      expect((await p.list()).map((x) => x.id)).not.toContain(id)
+    },
+  )
 
   procTest('removing a held-back process nobody read ends its supervisor too', async (p) => {
     const id = newId()

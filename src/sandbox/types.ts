@@ -321,7 +321,9 @@ export interface ProcessStartRequest {
    * acknowledged (a read acknowledges everything below the offset it asks for), so a process that
    * writes faster than it is read blocks on its full pipe until a read makes room. Only the reader
    * furthest ahead holds it back: a reader behind another's acknowledgement can still see `dropped`.
-   * A process whose output nobody reads stays blocked (a signal or `remove` still ends it).
+   * A process whose output nobody reads stays blocked (a signal or `remove` still ends it). A
+   * sandbox whose agent predates backpressure (one that outlived an upgrade of the service) starts
+   * the process without it: its readers see `dropped` if the buffer overflows.
    * @default false (the buffer drops the oldest bytes)
    */
   backpressure?: boolean

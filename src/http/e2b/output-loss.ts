@@ -9,7 +9,8 @@ import { ConnectRpcError } from './connect.js'
  * The error that ends a stream whose read found bytes gone (`dropped`): every command starts with
  * backpressure, so its buffer keeps what this stream has not read, unless another stream of the same
  * process read further (its reads acknowledge the bytes, and the buffer moves on), or the process
- * was started without backpressure. Never skipped silently: the client would get output with a hole.
+ * was started without backpressure (a sandbox whose agent predates it). Never skipped silently: the
+ * client would get output with a hole.
  */
 export function lossOf(out: ProcessOutput, pid: number): ConnectRpcError | undefined {
   const lost = [
@@ -21,7 +22,8 @@ export function lossOf(out: ProcessOutput, pid: number): ConnectRpcError | undef
     'data_loss',
     `${lost.join(' and ')} of process ${pid} were lost before this stream read them: the output buffer ` +
       '(quotas.processOutputBytes) no longer held them, because another stream of the same process ' +
-      '(commands.connect) read further, or the process was started without backpressure. Read each ' +
-      'process through one stream, or raise quotas.processOutputBytes',
+      '(commands.connect) read further, or the process was started without backpressure (the ' +
+      "sandbox's agent predates it: create a new sandbox). Read each process through one stream, " +
+      'or raise quotas.processOutputBytes',
   )
 }
