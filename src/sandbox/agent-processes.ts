@@ -24,6 +24,9 @@ export const PROCESS_ROOT = '/tmp/.sbx-proc'
  */
 export const REMOTE_PROCESS_ROOT = '/tmp/.sbx/proc'
 
+/** `ProcessStartRequest.backpressureIdleMs` by default: three of the E2B stream's 5-s long polls. */
+export const DEFAULT_BACKPRESSURE_IDLE_MS = 15_000
+
 /** One `--proc-*` run of the agent answers within this long (writes to a stuck stdin give up at 5 s). */
 const OP_TIMEOUT_MS = 30_000
 /** The longest a read waits for new output (below {@link OP_TIMEOUT_MS}). */
@@ -135,7 +138,7 @@ const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
  */
 export class AgentProcesses implements SandboxProcesses {
   private prepared: Promise<string> | undefined
-  /** The sandbox's agent refused the backpressure flag once: it predates it (see {@link start}). */
+  /** The sandbox's agent refused the backpressure argument once: it predates it (see {@link start}). */
   private agentLacksBackpressure = false
 
   constructor(
@@ -214,6 +217,7 @@ export class AgentProcesses implements SandboxProcesses {
       throw new AppError('BAD_REQUEST', 'command is empty; give a shell command line')
     if (request.command.includes('\0'))
       throw new AppError('BAD_REQUEST', 'command must not contain NUL bytes')
+    const idleMs = Math.max(1, Math.round(request.backpressureIdleMs ?? DEFAULT_BACKPRESSURE_IDLE_MS))
     const run = (backpressure: boolean): Promise<RawProcess> =>
       this.op<RawProcess>(
         [
@@ -222,7 +226,7 @@ export class AgentProcesses implements SandboxProcesses {
           id,
           request.outputBufferBytes,
           request.maxRunning,
-          ...(backpressure ? [1] : []),
+          ...(backpressure ? [idleMs] : []),
         ],
         {
           stdin: request.command,
@@ -231,7 +235,7 @@ export class AgentProcesses implements SandboxProcesses {
           ...(request.env !== undefined ? { env: request.env } : {}),
         },
       )
-    // The backpressure flag is a fifth argument, only when asked for. An agent that predates it (a
+    // Backpressure is a fifth argument (its idle time), only when asked for. An agent that predates it (a
     // sandbox that outlived an upgrade of the service keeps its agent) refuses the argument before
     // it runs anything: the process then starts as before, without backpressure, and its readers
     // see `dropped` should the buffer overflow (the E2B endpoint ends the stream with that count).

@@ -1,8 +1,9 @@
 /**
  * The backpressure cases of the provider conformance suite (registered by the background-process
  * cases): with `backpressure`, a writer faster than its reader is held back and the reader gets every
- * byte in order; without it, the buffer drops the oldest bytes and says how many; a held-back
- * process nobody reads is still killable, its end is recorded, and removing it leaves nothing behind. Imports vitest: not re-exported
+ * byte in order; without it, or once nobody read for the idle time, the buffer drops the oldest
+ * bytes and says how many; a held-back process nobody reads is still killable, its end is
+ * recorded, and removing it leaves nothing behind. Imports vitest: not re-exported
  * from the sandbox index.
  */
 import { createHash, randomUUID } from 'node:crypto'
@@ -24,9 +25,12 @@ export function registerBackpressureCases(ctx: ConformanceContext): void {
   const newId = (): string => `p-bp-${randomUUID().slice(0, 8)}`
   const expected = Array.from({ length: LINES }, (_, i) => `${i + 1}\n`).join('')
 
-  /** The process as a read that acknowledges nothing sees it (offsets 0, no bytes). */
-  const stateOf = async (p: SandboxProcesses, id: string): Promise<ProcessInfo> =>
-    (await p.read(id, { stdoutOffset: 0, stderrOffset: 0, maxBytes: 0 })).process
+  /** The process as the list shows it (not a read: a read would count as someone reading). */
+  const stateOf = async (p: SandboxProcesses, id: string): Promise<ProcessInfo> => {
+    const info = (await p.list()).find((x) => x.id === id)
+    if (!info) throw new Error(`process ${id} is not listed`)
+    return info
+  }
 
   /** Polls the process (bounded) until `done` holds; each poll is one round trip to the sandbox. */
   const until = async (
@@ -115,6 +119,22 @@ export function registerBackpressureCases(ctx: ConformanceContext): void {
       await p.remove(id)
     },
   )
+
+  procTest('once nobody reads for the idle time, the writer is no longer held back', async (p) => {
+    const id = newId()
+    await p.start(id, {
+      ...limits,
+      backpressure: true,
+      backpressureIdleMs: 1_000,
+      command: `seq 1 ${LINES}`,
+    })
+    // No read at all: after a second the ring drops the oldest bytes, and the writer finishes.
+    const end = await until(p, id, (info) => info.state !== 'running')
+    expect(end).toMatchObject({ state: 'exited', exitCode: 0, stdoutBytes: expected.length })
+    const o = await p.read(id, { stdoutOffset: 0, stderrOffset: 0, maxBytes: RING })
+    expect(o.stdout).toMatchObject({ offset: expected.length - RING, dropped: expected.length - RING })
+    await p.remove(id)
+  })
 
   procTest(
     'a held-back process nobody reads is killable, and a reader still gets its last bytes',

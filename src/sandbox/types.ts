@@ -321,12 +321,19 @@ export interface ProcessStartRequest {
    * acknowledged (a read acknowledges everything below the offset it asks for), so a process that
    * writes faster than it is read blocks on its full pipe until a read makes room. Only the reader
    * furthest ahead holds it back: a reader behind another's acknowledgement can still see `dropped`.
-   * A process whose output nobody reads stays blocked (a signal or `remove` still ends it). A
-   * sandbox whose agent predates backpressure (one that outlived an upgrade of the service) starts
-   * the process without it: its readers see `dropped` if the buffer overflows.
+   * Only while someone reads: once no read came for {@link backpressureIdleMs} (the reader went
+   * away), the buffer drops the oldest bytes again until a read comes (as envd holds a writer back
+   * for its connected streams only); before that, a held-back process still ends by a signal or
+   * `remove`. A sandbox whose agent predates backpressure (one that outlived an upgrade of the
+   * service) starts the process without it: its readers see `dropped` if the buffer overflows.
    * @default false (the buffer drops the oldest bytes)
    */
   backpressure?: boolean
+  /**
+   * With {@link backpressure}: how long without any read of the process before its writer is no
+   * longer held back. @default 15 000 (three of the E2B stream's 5-s long polls)
+   */
+  backpressureIdleMs?: number
 }
 
 /** One background process of a sandbox, as every surface shows it. */

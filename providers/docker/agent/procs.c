@@ -5,7 +5,7 @@
  * <root>/<id>/ (root is /tmp/.sbx-proc), so any channel of any worker can list, read, write or
  * signal it. Each mode is a short-lived run of the agent binary, started as an ordinary command:
  *
- *   sbx-agent --proc-start <root> <id> <ring-bytes> <max-running> [<backpressure 0|1>]
+ *   sbx-agent --proc-start <root> <id> <ring-bytes> <max-running> [<backpressure-idle-ms>]
  *                      (the command line on stdin)
  *   sbx-agent --proc-list <root>
  *   sbx-agent --proc-read <root> <id> <stdout-offset> <stderr-offset> <max-bytes> <wait-ms>
@@ -25,15 +25,19 @@
  * SIGUSR1, which closes stdin for good. At the leader's exit the supervisor writes `exit`; it ends
  * once both pipes reach EOF (background children of the command may hold them longer).
  *
- * Backpressure (--proc-start's fifth argument 1): each ring also has a 24-byte trailer after the
- * ring, at 16 + size (the file is sparse up to it, and readers of the ring ignore it): u64 magic,
- * u64 acknowledged offset, u64 blocked flag. A read acknowledges every byte below the offset it asks
- * for (the acknowledgement only grows; under an exclusive flock of the ring), and the supervisor
- * reads a pipe only while the ring holds fewer than `size` unacknowledged bytes, at most the room
- * left: a writer faster than its reader fills its pipe and blocks, and no byte a reader has not
- * acknowledged is overwritten. A blocked supervisor sets the blocked flag; a read that acknowledges
- * more wakes it with SIGUSR2 (and it looks again every PROC_BLOCKED_POLL_MS anyway). A ring without
- * the trailer (no backpressure, or written by an older agent) is read exactly as before.
+ * Backpressure (--proc-start's fifth argument, an idle time in ms; 0 or absent: none): each ring also
+ * has a 32-byte trailer after the ring, at 16 + size (the file is sparse up to it, and readers of
+ * the ring ignore it): u64 magic, u64 acknowledged offset, u64 blocked flag, u64 time of the last
+ * read (wall-clock ms). A read acknowledges every byte below the offset it asks for (the
+ * acknowledgement only grows; under an exclusive flock of the ring) and stamps the time, and the
+ * supervisor reads a pipe only while the ring holds fewer than `size` unacknowledged bytes, at most
+ * the room left: a writer faster than its reader fills its pipe and blocks, and no byte a reader has
+ * not acknowledged is overwritten. Only while someone reads, though: once no read came for the idle
+ * time (the reader went away), the ring drops the oldest bytes as without backpressure, until a
+ * read comes again (as envd holds a writer back for its subscribers only). A blocked supervisor
+ * sets the blocked flag; a read that acknowledges more wakes it with SIGUSR2 (and it looks again
+ * every PROC_BLOCKED_POLL_MS anyway). A ring without the trailer (no backpressure, or written by an
+ * older agent) is read exactly as before.
  *
  * Exit: at the leader's exit the supervisor records how far each stream will reach once the bytes
  * still in the pipe at that moment are pumped (ring total + FIONREAD), so a reader that sees the
@@ -237,14 +241,16 @@ static off_t proc_trailer_at(uint64_t cap) { return (off_t)(PROC_HDR + cap); }
  * The room a supervisor may fill without overwriting unacknowledged bytes: UINT64_MAX without
  * backpressure. Sets the trailer's blocked flag when there is none (clears it otherwise).
  */
-static uint64_t proc_ring_room(int fd) {
-  uint64_t hdr[2], tr[3], room = UINT64_MAX;
+static uint64_t proc_ring_room(int fd, int64_t idle_ms) {
+  uint64_t hdr[2], tr[4], room = UINT64_MAX;
   flock(fd, LOCK_EX);
   if (pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr && hdr[1] > 0 &&
       pread(fd, tr, sizeof tr, proc_trailer_at(hdr[1])) == (ssize_t)sizeof tr && tr[0] == PROC_BP_MAGIC) {
     uint64_t acked = tr[1] < hdr[0] ? tr[1] : hdr[0];
     uint64_t unread = hdr[0] - acked;
-    room = unread >= hdr[1] ? 0 : hdr[1] - unread;
+    /* Nobody read for the idle time: nobody holds the writer back. */
+    int idle = proc_wall_ms() - (int64_t)tr[3] > idle_ms;
+    room = idle ? UINT64_MAX : unread >= hdr[1] ? 0 : hdr[1] - unread;
     uint64_t blocked = room == 0;
     if (tr[2] != blocked) (void)!pwrite(fd, &blocked, sizeof blocked, proc_trailer_at(hdr[1]) + 16);
   }
@@ -277,16 +283,16 @@ static int proc_is_supervisor(pid_t pid, const char *id) {
 static void proc_ring_ack(const char *path, uint64_t offset, pid_t sup, const char *id) {
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return; /* absent, or not ours to write: the read still works, acknowledging nothing */
-  uint64_t hdr[2], tr[3];
+  uint64_t hdr[2], tr[4];
   int wake = 0;
   flock(fd, LOCK_EX);
   if (pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr && hdr[1] > 0 &&
       pread(fd, tr, sizeof tr, proc_trailer_at(hdr[1])) == (ssize_t)sizeof tr && tr[0] == PROC_BP_MAGIC) {
     uint64_t acked = offset < hdr[0] ? offset : hdr[0];
-    if (acked > tr[1]) {
-      (void)!pwrite(fd, &acked, sizeof acked, proc_trailer_at(hdr[1]) + 8);
-      wake = tr[2] != 0;
-    }
+    if (acked > tr[1]) tr[1] = acked, wake = tr[2] != 0;
+    tr[3] = (uint64_t)proc_wall_ms(); /* someone reads: the writer is held back for them */
+    (void)!pwrite(fd, tr + 1, sizeof tr[1], proc_trailer_at(hdr[1]) + 8);
+    (void)!pwrite(fd, tr + 3, sizeof tr[3], proc_trailer_at(hdr[1]) + 24);
   }
   flock(fd, LOCK_UN);
   close(fd);
@@ -341,7 +347,7 @@ static void proc_print_slice(const char *path, uint64_t offset, uint64_t max) {
 static int proc_make_ring(const char *path, uint64_t cap, int backpressure) {
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
-  uint64_t hdr[2] = {0, cap}, tr[3] = {PROC_BP_MAGIC, 0, 0};
+  uint64_t hdr[2] = {0, cap}, tr[4] = {PROC_BP_MAGIC, 0, 0, (uint64_t)proc_wall_ms()};
   if (write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr ||
       (backpressure && pwrite(fd, tr, sizeof tr, proc_trailer_at(cap)) != (ssize_t)sizeof tr)) {
     close(fd);
@@ -413,7 +419,7 @@ static uint64_t proc_stream_end(int ring, int pipe_fd) {
  * acknowledged), records the exit, closes stdin on SIGUSR1; SIGUSR2 only wakes it.
  */
 static void proc_supervise(const char *dir, pid_t child, int fd_out, int fd_err, int keeper, int ring_out,
-                           int ring_err, int backpressure) {
+                           int ring_err, int64_t idle_ms) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
@@ -428,9 +434,9 @@ static void proc_supervise(const char *dir, pid_t child, int fd_out, int fd_err,
                            {.fd = sig_fd, .events = POLLIN}};
     uint64_t room[2] = {sizeof buf, sizeof buf};
     int blocked = 0;
-    for (int s = 0; backpressure && s < 2; s++) {
+    for (int s = 0; idle_ms > 0 && s < 2; s++) {
       if (pf[s].fd < 0) continue;
-      uint64_t r = proc_ring_room(s ? ring_err : ring_out);
+      uint64_t r = proc_ring_room(s ? ring_err : ring_out, idle_ms);
       if (r < room[s]) room[s] = r;
       if (!room[s]) pf[s].fd = -1, blocked = 1; /* poll ignores it: the pipe fills, the writer waits */
     }
@@ -473,9 +479,10 @@ static void proc_supervise(const char *dir, pid_t child, int fd_out, int fd_err,
   _exit(0);
 }
 
-static int proc_start(const char *root, const char *id, uint64_t cap, int max_running, int backpressure) {
+static int proc_start(const char *root, const char *id, uint64_t cap, int max_running, int64_t idle_ms) {
   proc_check_id(id);
   if (cap < 1024 || cap > (1ull << 30)) proc_fail("BAD_REQUEST", "ring size must be 1 KiB to 1 GiB");
+  if (idle_ms < 0) proc_fail("BAD_REQUEST", "the backpressure idle time must be 0 (none) or more ms");
   static char cmd[PROC_MAX_CMD + 1];
   size_t len = 0;
   ssize_t n;
@@ -497,9 +504,9 @@ static int proc_start(const char *root, const char *id, uint64_t cap, int max_ru
   snprintf(path, sizeof path, "%s/cmd", dir);
   if (proc_write_atomic(path, cmd, len) < 0) proc_fail("NO_SPACE", "writing %s: %s", path, strerror(errno));
   snprintf(path, sizeof path, "%s/out", dir);
-  int ring_out = proc_make_ring(path, cap, backpressure);
+  int ring_out = proc_make_ring(path, cap, idle_ms > 0);
   snprintf(path, sizeof path, "%s/err", dir);
-  int ring_err = proc_make_ring(path, cap, backpressure);
+  int ring_err = proc_make_ring(path, cap, idle_ms > 0);
   snprintf(path, sizeof path, "%s/in", dir);
   if (ring_out < 0 || ring_err < 0 || mkfifo(path, 0600) < 0)
     proc_fail("INTERNAL", "creating the files of %s: %s", dir, strerror(errno));
@@ -560,7 +567,7 @@ static int proc_start(const char *root, const char *id, uint64_t cap, int max_ru
     close(report[1]);
     fcntl(po[0], F_SETFL, O_NONBLOCK);
     fcntl(pe[0], F_SETFL, O_NONBLOCK);
-    proc_supervise(dir, child, po[0], pe[0], keeper, ring_out, ring_err, backpressure);
+    proc_supervise(dir, child, po[0], pe[0], keeper, ring_out, ring_err, idle_ms);
   }
   close(report[1]);
   pid_t child = 0;
@@ -738,7 +745,8 @@ static int proc_main(int argc, char **argv) {
   const char *mode = argv[1];
   if (argc > 2 && strlen(argv[2]) > 1024) proc_fail("BAD_REQUEST", "process root over 1024 characters");
   if (!strcmp(mode, "--proc-start") && (argc == 6 || argc == 7))
-    return proc_start(argv[2], argv[3], strtoull(argv[4], NULL, 10), atoi(argv[5]), argc == 7 && !strcmp(argv[6], "1"));
+    return proc_start(argv[2], argv[3], strtoull(argv[4], NULL, 10), atoi(argv[5]),
+                      argc == 7 ? strtoll(argv[6], NULL, 10) : 0);
   if (!strcmp(mode, "--proc-list") && argc == 3) return proc_list(argv[2]);
   if (!strcmp(mode, "--proc-read") && argc == 8)
     return proc_read_out(argv[2], argv[3], strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10),

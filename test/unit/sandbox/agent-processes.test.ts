@@ -41,17 +41,19 @@ function fakeAgent(agent: (command: string) => unknown): {
 const start = { command: 'seq 1 9', outputBufferBytes: 65_536, maxRunning: 8 }
 
 describe('AgentProcesses: the backpressure flag of a start', () => {
-  test('is a fifth argument only when asked for', async () => {
+  test('is a fifth argument, its idle time, only when asked for', async () => {
     const { processes, commands } = fakeAgent(() => RAW)
     await processes.start('p-1', start)
     await processes.start('p-1', { ...start, backpressure: true })
+    await processes.start('p-1', { ...start, backpressure: true, backpressureIdleMs: 900 })
     expect(commands[0]).toMatch(/'--proc-start' '\S+' 'p-1' '65536' '8'$/)
-    expect(commands[1]).toMatch(/'--proc-start' '\S+' 'p-1' '65536' '8' '1'$/)
+    expect(commands[1]).toMatch(/'--proc-start' '\S+' 'p-1' '65536' '8' '15000'$/)
+    expect(commands[2]).toMatch(/'--proc-start' '\S+' 'p-1' '65536' '8' '900'$/)
   })
 
   test('an agent that predates it starts the process without it, and is not asked again', async () => {
     const { processes, commands } = fakeAgent((command) =>
-      command.endsWith(`'1'`)
+      command.endsWith(`'15000'`)
         ? { error: 'BAD_REQUEST', message: 'unknown or malformed --proc-start invocation (6 arguments)' }
         : RAW,
     )
@@ -60,7 +62,7 @@ describe('AgentProcesses: the backpressure flag of a start', () => {
       pid: 42,
     })
     expect(await processes.start('p-2', { ...start, backpressure: true })).toMatchObject({ id: 'p-1' })
-    expect(commands.map((c) => c.endsWith(`'1'`))).toEqual([true, false, false])
+    expect(commands.map((c) => c.endsWith(`'15000'`))).toEqual([true, false, false])
   })
 
   test('other errors of a start with it stay what they are', async () => {
