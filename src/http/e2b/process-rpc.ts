@@ -124,10 +124,15 @@ function endEvent(p: ProcessInfo): Json {
   }
 }
 
+/** The longest one read of the stream waits for output (and a slow client, between reads that keep its command held back). */
+const READ_WAIT_MS = 5_000
+
 /**
  * Streams a process's output from the given offsets to its end (or until the stream ends). At its
- * end the process is forgotten (here at once, in the sandbox 30 s later). Bytes lost before this
- * stream read them end it with `data_loss` ({@link lossOf}).
+ * end the process is forgotten (here at once, in the sandbox 30 s later). It reads no faster than
+ * the client takes the stream, so a slow client holds the command back (through the agent's
+ * backpressure) instead of queueing its output here. Bytes lost before this stream read them end it
+ * with `data_loss` ({@link lossOf}).
  */
 async function pump(
   deps: E2BRouteDeps,
@@ -141,11 +146,16 @@ async function pump(
   const svc = service(deps)
   let { stdout, stderr } = from
   while (!stream.ended) {
+    // No faster than the client reads: while it is behind, read nothing, but keep telling the
+    // sandbox someone reads (a read of no bytes), or the command would stop being held back for it.
+    while (!(await stream.ready(READ_WAIT_MS)) && !stream.ended)
+      await svc.read(s.tenant, s.sandboxId, id, { stdoutOffset: stdout, stderrOffset: stderr, maxBytes: 0 })
+    if (stream.ended) return
     const out = await svc.read(s.tenant, s.sandboxId, id, {
       stdoutOffset: stdout,
       stderrOffset: stderr,
       maxBytes: 65_536,
-      waitMs: 5_000,
+      waitMs: READ_WAIT_MS,
     })
     // A killed sandbox drops the stream (its session is gone, so the read found nothing or failed).
     if (!out && (await store.gone(s.sandboxId))) return stream.drop()
