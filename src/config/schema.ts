@@ -40,7 +40,10 @@ export const QuotaSchema = z
     requestsPerSecond: z.number().positive().default(50),
     /** Background processes one session may have running at once; one more is refused (429). @default 16 */
     maxProcessesPerSession: z.number().int().positive().default(16),
-    /** Bytes of stdout and of stderr kept per background process (the oldest are dropped). @default 1048576 */
+    /**
+     * Bytes of stdout and of stderr kept per background process: past it the oldest are dropped, except
+     * for E2B commands, whose writer waits for their stream instead (docs/e2b-endpoint.md). @default 1048576
+     */
     processOutputBytes: z.number().int().min(1024).max(268_435_456).default(1_048_576),
     /** Snapshots a tenant may hold at once (`POST /v1/sessions/{id}/snapshots`, kept forks). @default 32 */
     maxSnapshots: z.number().int().positive().default(32),

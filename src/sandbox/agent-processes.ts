@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { constants } from 'node:os'
 import { AppError, type ErrorCode } from '../errors.js'
@@ -22,6 +23,9 @@ export const PROCESS_ROOT = '/tmp/.sbx-proc'
  * sharing it would count those commands against the remote handle's `maxRunning`.
  */
 export const REMOTE_PROCESS_ROOT = '/tmp/.sbx/proc'
+
+/** `ProcessStartRequest.backpressureIdleMs` by default: three of the E2B stream's 5-s long polls. */
+export const DEFAULT_BACKPRESSURE_IDLE_MS = 15_000
 
 /** One `--proc-*` run of the agent answers within this long (writes to a stuck stdin give up at 5 s). */
 const OP_TIMEOUT_MS = 30_000
@@ -134,6 +138,8 @@ const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
  */
 export class AgentProcesses implements SandboxProcesses {
   private prepared: Promise<string> | undefined
+  /** The sandbox's agent refused the backpressure argument once: it predates it (see {@link start}). */
+  private agentLacksBackpressure = false
 
   constructor(
     private readonly run: (request: ExecRequest, opts?: ExecOptions) => Promise<ExecResult>,
@@ -211,16 +217,36 @@ export class AgentProcesses implements SandboxProcesses {
       throw new AppError('BAD_REQUEST', 'command is empty; give a shell command line')
     if (request.command.includes('\0'))
       throw new AppError('BAD_REQUEST', 'command must not contain NUL bytes')
-    const raw = await this.op<RawProcess>(
-      ['--proc-start', this.root, id, request.outputBufferBytes, request.maxRunning],
-      {
-        stdin: request.command,
-        signal: opts.signal,
-        ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
-        ...(request.env !== undefined ? { env: request.env } : {}),
-      },
-    )
-    return toInfo(raw)
+    const idleMs = Math.max(1, Math.round(request.backpressureIdleMs ?? DEFAULT_BACKPRESSURE_IDLE_MS))
+    const run = (backpressure: boolean): Promise<RawProcess> =>
+      this.op<RawProcess>(
+        [
+          '--proc-start',
+          this.root,
+          id,
+          request.outputBufferBytes,
+          request.maxRunning,
+          ...(backpressure ? [idleMs] : []),
+        ],
+        {
+          stdin: request.command,
+          signal: opts.signal,
+          ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
+          ...(request.env !== undefined ? { env: request.env } : {}),
+        },
+      )
+    // Backpressure is a fifth argument (its idle time), only when asked for. An agent that predates it (a
+    // sandbox that outlived an upgrade of the service keeps its agent) refuses the argument before
+    // it runs anything: the process then starts as before, without backpressure, and its readers
+    // see `dropped` should the buffer overflow (the E2B endpoint ends the stream with that count).
+    if (!request.backpressure || this.agentLacksBackpressure) return toInfo(await run(false))
+    try {
+      return toInfo(await run(true))
+    } catch (err) {
+      if (!(err instanceof AppError && /malformed --proc-start/.test(err.message))) throw err
+      this.agentLacksBackpressure = true
+      return toInfo(await run(false))
+    }
   }
 
   async list(opts: { signal?: AbortSignal } = {}): Promise<ProcessInfo[]> {
@@ -274,13 +300,24 @@ export class AgentProcesses implements SandboxProcesses {
   }
 }
 
-/** Where the uploaded agent binary lives in a remote sandbox. */
-const REMOTE_AGENT_PATH = '/tmp/.sbx/sbx-agent'
+/** Where an uploaded agent binary lives in a remote sandbox: one path per build (see {@link remoteAgentPath}). */
+const REMOTE_AGENT_DIR = '/tmp/.sbx'
+/** The handle's nominal agent path before the upload names the build's. */
+const REMOTE_AGENT_PATH = `${REMOTE_AGENT_DIR}/sbx-agent`
+
+/**
+ * The path of one agent build in a remote sandbox, named by a hash of its bytes: a sandbox that
+ * outlives a worker upgrade gets the new build beside the old one (whose supervisors keep running)
+ * instead of being driven by an old binary that lacks newer modes (e.g. backpressure).
+ */
+function remoteAgentPath(bytes: Uint8Array): string {
+  return `${REMOTE_AGENT_DIR}/sbx-agent-${createHash('sha256').update(bytes).digest('hex').slice(0, 12)}`
+}
 
 /** The agent binary's bytes, read once per host path. */
 const agentBytes = new Map<string, Promise<Buffer>>()
 
-/** Uploads the agent binary unless the sandbox has it already; resolves to its path there. */
+/** Uploads the agent binary unless the sandbox has this build already; resolves to its path there. */
 async function installAgent(
   sandbox: Sandbox,
   hostPath: string,
@@ -289,8 +326,6 @@ async function installAgent(
 ): Promise<string> {
   const base = { timeoutMs: 30_000, outputCapBytes: 4096 }
   const opts = signal ? { signal } : {}
-  const probe = `test -x ${REMOTE_AGENT_PATH} && ${REMOTE_AGENT_PATH} --proc-list ${REMOTE_PROCESS_ROOT} >/dev/null 2>&1 && echo ok`
-  if ((await sandbox.exec({ ...base, command: probe }, opts)).stdout.trim() === 'ok') return REMOTE_AGENT_PATH
   let bytes = agentBytes.get(hostPath)
   if (!bytes) {
     bytes = readFile(hostPath)
@@ -304,21 +339,24 @@ async function installAgent(
         `${(err as Error).message}; build it with scripts/setup.sh`,
     )
   })
-  await sandbox.writeFile(REMOTE_AGENT_PATH, data, opts)
-  const r = await sandbox.exec({ ...base, command: `chmod 700 ${REMOTE_AGENT_PATH} && ${probe}` }, opts)
+  const path = remoteAgentPath(data)
+  const probe = `test -x ${path} && ${path} --proc-list ${REMOTE_PROCESS_ROOT} >/dev/null 2>&1 && echo ok`
+  if ((await sandbox.exec({ ...base, command: probe }, opts)).stdout.trim() === 'ok') return path
+  await sandbox.writeFile(path, data, opts)
+  const r = await sandbox.exec({ ...base, command: `chmod 700 ${path} && ${probe}` }, opts)
   if (r.stdout.trim() !== 'ok')
     throw new AppError(
       'UNSUPPORTED',
       `the agent binary does not run in sandbox ${sandbox.ref.id} (${r.stderr.trim().slice(0, 200) || `exit ${r.exitCode}`}); ` +
         'background processes need an x86-64 Linux sandbox with a writable, executable /tmp',
     )
-  return REMOTE_AGENT_PATH
+  return path
 }
 
 /**
  * {@link AgentProcesses} for a sandbox that does not ship the agent (remote providers): before a
- * handle's first process call, the static binary at `hostPath` is uploaded to the sandbox (unless it
- * is there already, e.g. put by another worker). `configKey` names the provider's config section in
+ * handle's first process call, the static binary at `hostPath` is uploaded to the sandbox (unless
+ * this build is there already, e.g. put by another worker). `configKey` names the provider's config section in
  * errors.
  */
 export function uploadedAgentProcesses(

@@ -309,10 +309,31 @@ export interface ProcessStartRequest {
   cwd?: string
   /** Extra environment variables (merged over the profile's env). */
   env?: Record<string, string>
-  /** Bytes of stdout and of stderr kept per process; past it the oldest bytes are dropped. */
+  /**
+   * Bytes of stdout and of stderr kept per process; past it the oldest bytes are dropped (unless
+   * {@link backpressure}).
+   */
   outputBufferBytes: number
   /** Refuse (`QUOTA_EXCEEDED`) when this many of the sandbox's processes run already. */
   maxRunning: number
+  /**
+   * Slow the writer instead of dropping output: a stream's buffer never overwrites bytes no read has
+   * acknowledged (a read acknowledges everything below the offset it asks for), so a process that
+   * writes faster than it is read blocks on its full pipe until a read makes room. Only the reader
+   * furthest ahead holds it back: a reader behind another's acknowledgement can still see `dropped`.
+   * Only while someone reads: once no read came for {@link backpressureIdleMs} (the reader went
+   * away), the buffer drops the oldest bytes again until a read comes (as envd holds a writer back
+   * for its connected streams only); before that, a held-back process still ends by a signal or
+   * `remove`. A sandbox whose agent predates backpressure (one that outlived an upgrade of the
+   * service) starts the process without it: its readers see `dropped` if the buffer overflows.
+   * @default false (the buffer drops the oldest bytes)
+   */
+  backpressure?: boolean
+  /**
+   * With {@link backpressure}: how long without any read of the process before its writer is no
+   * longer held back. @default 15 000 (three of the E2B stream's 5-s long polls)
+   */
+  backpressureIdleMs?: number
 }
 
 /** One background process of a sandbox, as every surface shows it. */
@@ -334,7 +355,11 @@ export interface ProcessInfo {
   endedAt: number | null
   /** Whether its stdin was closed (over the API). */
   stdinClosed: boolean
-  /** Bytes it wrote to each stream since it started (dropped ones included). */
+  /**
+   * Bytes it wrote to each stream since it started (dropped ones included). Once it exited, this
+   * includes the bytes its pipe still held at the exit, which reads return next: read until the
+   * offsets reach these counts to have all of its output.
+   */
   stdoutBytes: number
   stderrBytes: number
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
-import type { ProcessService, ProcessStartInput } from './index.js'
+import type { ProcessService, ProcessStartOptions } from './index.js'
 import type { ProcessInfo, ProcessOutput, SandboxProcesses } from '../sandbox/types.js'
 import type { SessionPool } from '../sessions/types.js'
 import type { SessionDirectory, SessionRecord } from './session-directory.js'
@@ -28,7 +28,7 @@ export class PooledProcessService implements ProcessService {
     private readonly limits: ProcessLimits,
   ) {}
 
-  start(tenant: string, sessionId: string, input: ProcessStartInput): Promise<ProcessInfo | undefined> {
+  start(tenant: string, sessionId: string, input: ProcessStartOptions): Promise<ProcessInfo | undefined> {
     const id = `p-${randomBytes(6).toString('hex')}`
     return this.with(tenant, sessionId, (p) =>
       p
@@ -38,6 +38,7 @@ export class PooledProcessService implements ProcessService {
           ...(input.env !== undefined ? { env: input.env } : {}),
           outputBufferBytes: this.limits.outputBufferBytes,
           maxRunning: this.limits.maxRunning,
+          ...(input.backpressure ? { backpressure: true } : {}),
         })
         .catch((err: unknown) => {
           if (!(err instanceof AppError && err.code === 'QUOTA_EXCEEDED')) throw err

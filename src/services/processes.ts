@@ -22,12 +22,25 @@ export const ProcessStartInput = z
 export type ProcessStartInput = z.infer<typeof ProcessStartInput>
 
 /**
+ * What {@link ProcessService.start} takes: the API's input, plus options that surfaces set for their
+ * own callers rather than take from them (not part of the HTTP schema).
+ */
+export interface ProcessStartOptions extends ProcessStartInput {
+  /**
+   * Slow the writer instead of dropping output nobody read yet (see
+   * `ProcessStartRequest.backpressure`): the E2B endpoint sets it for every command, as envd does.
+   * @default false
+   */
+  backpressure?: boolean
+}
+
+/**
  * Tenant-scoped background processes of a session's sandbox. Every method answers `undefined` when
  * the session is not the tenant's (so another tenant's key gets 404); an unknown process id is
  * `NOT_FOUND`, a provider without processes `UNSUPPORTED`.
  */
 export interface ProcessService {
-  start(tenant: string, sessionId: string, input: ProcessStartInput): Promise<ProcessInfo | undefined>
+  start(tenant: string, sessionId: string, input: ProcessStartOptions): Promise<ProcessInfo | undefined>
   list(tenant: string, sessionId: string): Promise<ProcessInfo[] | undefined>
   get(tenant: string, sessionId: string, id: string): Promise<ProcessInfo | undefined>
   read(

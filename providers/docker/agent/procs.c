@@ -5,7 +5,8 @@
  * <root>/<id>/ (root is /tmp/.sbx-proc), so any channel of any worker can list, read, write or
  * signal it. Each mode is a short-lived run of the agent binary, started as an ordinary command:
  *
- *   sbx-agent --proc-start <root> <id> <ring-bytes> <max-running>   (the command line on stdin)
+ *   sbx-agent --proc-start <root> <id> <ring-bytes> <max-running> [<backpressure-idle-ms>]
+ *                      (the command line on stdin)
  *   sbx-agent --proc-list <root>
  *   sbx-agent --proc-read <root> <id> <stdout-offset> <stderr-offset> <max-bytes> <wait-ms>
  *                      (waits up to wait-ms, woken by inotify, for a byte past an offset or the end)
@@ -24,13 +25,39 @@
  * SIGUSR1, which closes stdin for good. At the leader's exit the supervisor writes `exit`; it ends
  * once both pipes reach EOF (background children of the command may hold them longer).
  *
+ * Backpressure (--proc-start's fifth argument, an idle time in ms; 0 or absent: none): each ring also
+ * has a 32-byte trailer after the ring, at 16 + size (the file is sparse up to it, and readers of
+ * the ring ignore it): u64 magic, u64 acknowledged offset, u64 blocked flag, u64 time of the last
+ * read (wall-clock ms). A read acknowledges every byte below the offset it asks for (the
+ * acknowledgement only grows; under an exclusive flock of the ring) and stamps the time, and the
+ * supervisor reads a pipe only while the ring holds fewer than `size` unacknowledged bytes, at most
+ * the room left: a writer faster than its reader fills its pipe and blocks, and no byte a reader has
+ * not acknowledged is overwritten. Only while someone reads, though: once no read came for the idle
+ * time (the reader went away), the ring drops the oldest bytes as without backpressure, until a
+ * read comes again (as envd holds a writer back for its subscribers only). A blocked supervisor
+ * sets the blocked flag; a read that acknowledges more wakes it with SIGUSR2 (and it looks again
+ * every PROC_BLOCKED_POLL_MS anyway). A ring without the trailer (no backpressure, or written by an
+ * older agent) is read exactly as before.
+ *
+ * Exit: at the leader's exit the supervisor records how far each stream will reach once the bytes
+ * still in the pipe at that moment are pumped (ring total + FIONREAD), so a reader that sees the
+ * exit reads on to those ends (`stdoutBytes` / `stderrBytes` report them) instead of stopping
+ * short; with backpressure those bytes may wait for reads. A blocked supervisor whose files were
+ * removed ends. The exit (and so a kill) is recorded whether or not anyone reads.
+ *
  * Files of <root>/<id>/: cmd, meta ("pid supervisor-pid started-ms"), out, err, in (FIFO),
- * in.closed, exit ("kind value ended-ms", kind 0 = exit code, 1 = signal).
+ * in.closed, exit ("kind value ended-ms out-end err-end", kind 0 = exit code, 1 = signal; an older
+ * agent writes the first three only).
  */
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 
 #define PROC_HDR 16
+/* The trailer of a ring with backpressure: "SBXBPRE1". */
+#define PROC_BP_MAGIC 0x3145525042584253ull
+/* How often a blocked supervisor looks at its rings without a wake-up. */
+#define PROC_BLOCKED_POLL_MS 200
 #define PROC_MAX_CMD (1024 * 1024)
 
 static void proc_fail(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -116,6 +143,8 @@ typedef struct {
   int exited, kind, value; /* kind 0: exit code, 1: signal */
   int lost, stdin_closed;
   uint64_t out_total, err_total;
+  /* Where each stream ends once the bytes in the pipe at the leader's exit are pumped (exited only). */
+  uint64_t out_end, err_end;
 } proc_info_t;
 
 static uint64_t proc_ring_total(const char *path) {
@@ -140,18 +169,24 @@ static int proc_load(const char *root, const char *id, proc_info_t *p) {
   if (sscanf(buf, "%lld %lld %lld", &pid, &sup, &started) != 3) return 0;
   p->pid = (pid_t)pid, p->sup = (pid_t)sup, p->started = started;
   snprintf(path, sizeof path, "%s/%s/exit", root, id);
+  unsigned long long out_end = 0, err_end = 0;
   if (proc_read_small(path, buf, sizeof buf) >= 0) {
     long long ended = 0;
-    if (sscanf(buf, "%d %d %lld", &p->kind, &p->value, &ended) == 3) p->exited = 1, p->ended = ended;
+    if (sscanf(buf, "%d %d %lld %llu %llu", &p->kind, &p->value, &ended, &out_end, &err_end) >= 3)
+      p->exited = 1, p->ended = ended;
   }
+  int sup_gone = kill(p->sup, 0) < 0 && errno == ESRCH;
   /* No exit status and no supervisor: it was killed from inside the sandbox (kill -9 -1). */
-  if (!p->exited && kill(p->sup, 0) < 0 && errno == ESRCH) p->lost = 1;
+  if (!p->exited && sup_gone) p->lost = 1;
   snprintf(path, sizeof path, "%s/%s/in.closed", root, id);
   p->stdin_closed = access(path, F_OK) == 0;
   snprintf(path, sizeof path, "%s/%s/out", root, id);
   p->out_total = proc_ring_total(path);
   snprintf(path, sizeof path, "%s/%s/err", root, id);
   p->err_total = proc_ring_total(path);
+  /* Ends past the rings only while a supervisor is there to pump the rest (else it is lost). */
+  p->out_end = sup_gone || out_end < p->out_total ? p->out_total : out_end;
+  p->err_end = sup_gone || err_end < p->err_total ? p->err_total : err_end;
   return 1;
 }
 
@@ -173,7 +208,7 @@ static void proc_print(FILE *f, const char *root, const proc_info_t *p) {
   if (p->exited) fprintf(f, "%lld", (long long)p->ended);
   else fputs("null", f);
   fprintf(f, ",\"stdinClosed\":%s,\"stdoutBytes\":%llu,\"stderrBytes\":%llu}", p->stdin_closed ? "true" : "false",
-          (unsigned long long)p->out_total, (unsigned long long)p->err_total);
+          (unsigned long long)p->out_end, (unsigned long long)p->err_end);
 }
 
 static void proc_need(const char *root, const char *id, proc_info_t *p) {
@@ -197,6 +232,71 @@ static void proc_ring_append(int fd, const uint8_t *data, size_t n) {
     (void)!pwrite(fd, hdr, sizeof hdr, 0);
   }
   flock(fd, LOCK_UN);
+}
+
+/* The trailer of a ring of `cap` bytes: {magic, acknowledged offset, blocked}. */
+static off_t proc_trailer_at(uint64_t cap) { return (off_t)(PROC_HDR + cap); }
+
+/*
+ * The room a supervisor may fill without overwriting unacknowledged bytes: UINT64_MAX without
+ * backpressure. Sets the trailer's blocked flag when there is none (clears it otherwise).
+ */
+static uint64_t proc_ring_room(int fd, int64_t idle_ms) {
+  uint64_t hdr[2], tr[4], room = UINT64_MAX;
+  flock(fd, LOCK_EX);
+  if (pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr && hdr[1] > 0 &&
+      pread(fd, tr, sizeof tr, proc_trailer_at(hdr[1])) == (ssize_t)sizeof tr && tr[0] == PROC_BP_MAGIC) {
+    uint64_t acked = tr[1] < hdr[0] ? tr[1] : hdr[0];
+    uint64_t unread = hdr[0] - acked;
+    /* Nobody read for the idle time: nobody holds the writer back. */
+    int idle = proc_wall_ms() - (int64_t)tr[3] > idle_ms;
+    room = idle ? UINT64_MAX : unread >= hdr[1] ? 0 : hdr[1] - unread;
+    uint64_t blocked = room == 0;
+    if (tr[2] != blocked) (void)!pwrite(fd, &blocked, sizeof blocked, proc_trailer_at(hdr[1]) + 16);
+  }
+  flock(fd, LOCK_UN);
+  return room;
+}
+
+/*
+ * Whether `pid` is the supervisor of process `id` (its command line is the --proc-start that forked
+ * it): a supervisor killed from inside the sandbox leaves its pid to be reused, and SIGUSR2 would end
+ * whatever took it.
+ */
+static int proc_is_supervisor(pid_t pid, const char *id) {
+  char path[64], argv[4096];
+  snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+  ssize_t n = proc_read_small(path, argv, sizeof argv);
+  int start = 0;
+  for (ssize_t at = 0; at < n; at += (ssize_t)strlen(argv + at) + 1) {
+    if (!strcmp(argv + at, "--proc-start")) start = 1;
+    else if (start && !strcmp(argv + at, id)) return 1;
+  }
+  return 0;
+}
+
+/*
+ * Acknowledges the bytes of a ring below `offset` (at most what it holds); wakes the supervisor
+ * `sup` of process `id` when it was blocked and the acknowledgement grew. Nothing for a ring
+ * without backpressure.
+ */
+static void proc_ring_ack(const char *path, uint64_t offset, pid_t sup, const char *id) {
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return; /* absent, or not ours to write: the read still works, acknowledging nothing */
+  uint64_t hdr[2], tr[4];
+  int wake = 0;
+  flock(fd, LOCK_EX);
+  if (pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr && hdr[1] > 0 &&
+      pread(fd, tr, sizeof tr, proc_trailer_at(hdr[1])) == (ssize_t)sizeof tr && tr[0] == PROC_BP_MAGIC) {
+    uint64_t acked = offset < hdr[0] ? offset : hdr[0];
+    if (acked > tr[1]) tr[1] = acked, wake = tr[2] != 0;
+    tr[3] = (uint64_t)proc_wall_ms(); /* someone reads: the writer is held back for them */
+    (void)!pwrite(fd, tr + 1, sizeof tr[1], proc_trailer_at(hdr[1]) + 8);
+    (void)!pwrite(fd, tr + 3, sizeof tr[3], proc_trailer_at(hdr[1]) + 24);
+  }
+  flock(fd, LOCK_UN);
+  close(fd);
+  if (wake && sup > 0 && proc_is_supervisor(sup, id)) kill(sup, SIGUSR2);
 }
 
 static const char proc_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -244,11 +344,12 @@ static void proc_print_slice(const char *path, uint64_t offset, uint64_t max) {
 
 /* ---------- start and the supervisor ---------- */
 
-static int proc_make_ring(const char *path, uint64_t cap) {
+static int proc_make_ring(const char *path, uint64_t cap, int backpressure) {
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
-  uint64_t hdr[2] = {0, cap};
-  if (write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
+  uint64_t hdr[2] = {0, cap}, tr[4] = {PROC_BP_MAGIC, 0, 0, (uint64_t)proc_wall_ms()};
+  if (write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr ||
+      (backpressure && pwrite(fd, tr, sizeof tr, proc_trailer_at(cap)) != (ssize_t)sizeof tr)) {
     close(fd);
     return -1;
   }
@@ -304,13 +405,26 @@ static int proc_count_running(const char *root) {
   return n;
 }
 
-/* The supervisor's loop: pumps the pipes into the rings, records the exit, closes stdin on SIGUSR1. */
+/* Where a stream ends once its pipe's bytes are pumped: the ring's total plus what the pipe holds. */
+static uint64_t proc_stream_end(int ring, int pipe_fd) {
+  uint64_t hdr[2] = {0, 0};
+  (void)!pread(ring, hdr, sizeof hdr, 0);
+  int queued = 0;
+  if (pipe_fd >= 0 && ioctl(pipe_fd, FIONREAD, &queued) < 0) queued = 0;
+  return hdr[0] + (uint64_t)(queued > 0 ? queued : 0);
+}
+
+/*
+ * The supervisor's loop: pumps the pipes into the rings (with backpressure, only into room readers
+ * acknowledged), records the exit, closes stdin on SIGUSR1; SIGUSR2 only wakes it.
+ */
 static void proc_supervise(const char *dir, pid_t child, int fd_out, int fd_err, int keeper, int ring_out,
-                           int ring_err) {
+                           int ring_err, int64_t idle_ms) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
   int sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   int exited = 0;
   char path[4096];
@@ -318,11 +432,24 @@ static void proc_supervise(const char *dir, pid_t child, int fd_out, int fd_err,
   while (fd_out >= 0 || fd_err >= 0 || !exited) {
     struct pollfd pf[3] = {{.fd = fd_out, .events = POLLIN}, {.fd = fd_err, .events = POLLIN},
                            {.fd = sig_fd, .events = POLLIN}};
-    if (poll(pf, 3, exited ? -1 : 1000) < 0 && errno != EINTR) break;
+    uint64_t room[2] = {sizeof buf, sizeof buf};
+    int blocked = 0;
+    for (int s = 0; idle_ms > 0 && s < 2; s++) {
+      if (pf[s].fd < 0) continue;
+      uint64_t r = proc_ring_room(s ? ring_err : ring_out, idle_ms);
+      if (r < room[s]) room[s] = r;
+      if (!room[s]) pf[s].fd = -1, blocked = 1; /* poll ignores it: the pipe fills, the writer waits */
+    }
+    if (blocked) {
+      /* Its files were removed (the process was deleted or forgotten): nobody will read on. */
+      struct stat st;
+      if (fstat(ring_out, &st) == 0 && st.st_nlink == 0) break;
+    }
+    if (poll(pf, 3, blocked ? PROC_BLOCKED_POLL_MS : exited ? -1 : 1000) < 0 && errno != EINTR) break;
     for (int s = 0; s < 2; s++) {
       int *fd = s ? &fd_err : &fd_out;
-      if (*fd < 0 || !pf[s].revents) continue;
-      ssize_t n = read(*fd, buf, sizeof buf);
+      if (*fd < 0 || pf[s].fd < 0 || !pf[s].revents) continue;
+      ssize_t n = read(*fd, buf, (size_t)room[s]);
       if (n > 0) proc_ring_append(s ? ring_err : ring_out, buf, (size_t)n);
       else if (n == 0 || (errno != EINTR && errno != EAGAIN)) close(*fd), *fd = -1;
     }
@@ -340,10 +467,11 @@ static void proc_supervise(const char *dir, pid_t child, int fd_out, int fd_err,
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
       if (pid != child || exited) continue;
       exited = 1;
-      char line[128];
+      char line[160];
       int sig = WIFSIGNALED(status);
-      int n = snprintf(line, sizeof line, "%d %d %lld\n", sig, sig ? WTERMSIG(status) : WEXITSTATUS(status),
-                       (long long)proc_wall_ms());
+      int n = snprintf(line, sizeof line, "%d %d %lld %llu %llu\n", sig, sig ? WTERMSIG(status) : WEXITSTATUS(status),
+                       (long long)proc_wall_ms(), (unsigned long long)proc_stream_end(ring_out, fd_out),
+                       (unsigned long long)proc_stream_end(ring_err, fd_err));
       snprintf(path, sizeof path, "%s/exit", dir);
       proc_write_atomic(path, line, (size_t)n);
     }
@@ -351,9 +479,10 @@ static void proc_supervise(const char *dir, pid_t child, int fd_out, int fd_err,
   _exit(0);
 }
 
-static int proc_start(const char *root, const char *id, uint64_t cap, int max_running) {
+static int proc_start(const char *root, const char *id, uint64_t cap, int max_running, int64_t idle_ms) {
   proc_check_id(id);
   if (cap < 1024 || cap > (1ull << 30)) proc_fail("BAD_REQUEST", "ring size must be 1 KiB to 1 GiB");
+  if (idle_ms < 0) proc_fail("BAD_REQUEST", "the backpressure idle time must be 0 (none) or more ms");
   static char cmd[PROC_MAX_CMD + 1];
   size_t len = 0;
   ssize_t n;
@@ -375,9 +504,9 @@ static int proc_start(const char *root, const char *id, uint64_t cap, int max_ru
   snprintf(path, sizeof path, "%s/cmd", dir);
   if (proc_write_atomic(path, cmd, len) < 0) proc_fail("NO_SPACE", "writing %s: %s", path, strerror(errno));
   snprintf(path, sizeof path, "%s/out", dir);
-  int ring_out = proc_make_ring(path, cap);
+  int ring_out = proc_make_ring(path, cap, idle_ms > 0);
   snprintf(path, sizeof path, "%s/err", dir);
-  int ring_err = proc_make_ring(path, cap);
+  int ring_err = proc_make_ring(path, cap, idle_ms > 0);
   snprintf(path, sizeof path, "%s/in", dir);
   if (ring_out < 0 || ring_err < 0 || mkfifo(path, 0600) < 0)
     proc_fail("INTERNAL", "creating the files of %s: %s", dir, strerror(errno));
@@ -396,6 +525,7 @@ static int proc_start(const char *root, const char *id, uint64_t cap, int max_ru
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
@@ -437,7 +567,7 @@ static int proc_start(const char *root, const char *id, uint64_t cap, int max_ru
     close(report[1]);
     fcntl(po[0], F_SETFL, O_NONBLOCK);
     fcntl(pe[0], F_SETFL, O_NONBLOCK);
-    proc_supervise(dir, child, po[0], pe[0], keeper, ring_out, ring_err);
+    proc_supervise(dir, child, po[0], pe[0], keeper, ring_out, ring_err, idle_ms);
   }
   close(report[1]);
   pid_t child = 0;
@@ -486,7 +616,9 @@ static void proc_wait_output(const char *root, const char *id, proc_info_t *p, u
   int64_t deadline = proc_wall_ms() + wait_ms;
   for (;;) {
     if (!proc_load(root, id, p)) break;
-    if (p->out_total > out_off || p->err_total > err_off || p->exited || p->lost) break;
+    if (p->out_total > out_off || p->err_total > err_off || p->lost) break;
+    /* Ended, and the rings hold all the supervisor will pump (the rest of the pipes comes first). */
+    if (p->exited && p->out_total >= p->out_end && p->err_total >= p->err_end) break;
     int64_t left = deadline - proc_wall_ms();
     if (left <= 0) break;
     struct pollfd pf = {.fd = in, .events = POLLIN};
@@ -504,9 +636,14 @@ static int proc_read_out(const char *root, const char *id, uint64_t out_off, uin
                          long wait_ms) {
   proc_info_t p;
   proc_need(root, id, &p);
+  char path[4096];
+  /* Acknowledged before waiting: a supervisor blocked on this reader may then pump what it waits for. */
+  snprintf(path, sizeof path, "%s/%s/out", root, id);
+  proc_ring_ack(path, out_off, p.sup, id);
+  snprintf(path, sizeof path, "%s/%s/err", root, id);
+  proc_ring_ack(path, err_off, p.sup, id);
   proc_wait_output(root, id, &p, out_off, err_off, wait_ms);
   proc_need(root, id, &p);
-  char path[4096];
   fputs("{\"process\":", stdout);
   proc_print(stdout, root, &p);
   fputs(",\"stdout\":", stdout);
@@ -607,8 +744,9 @@ static int proc_main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   const char *mode = argv[1];
   if (argc > 2 && strlen(argv[2]) > 1024) proc_fail("BAD_REQUEST", "process root over 1024 characters");
-  if (!strcmp(mode, "--proc-start") && argc == 6)
-    return proc_start(argv[2], argv[3], strtoull(argv[4], NULL, 10), atoi(argv[5]));
+  if (!strcmp(mode, "--proc-start") && (argc == 6 || argc == 7))
+    return proc_start(argv[2], argv[3], strtoull(argv[4], NULL, 10), atoi(argv[5]),
+                      argc == 7 ? strtoll(argv[6], NULL, 10) : 0);
   if (!strcmp(mode, "--proc-list") && argc == 3) return proc_list(argv[2]);
   if (!strcmp(mode, "--proc-read") && argc == 8)
     return proc_read_out(argv[2], argv[3], strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10),

@@ -106,23 +106,59 @@ export interface ServerStream {
   readonly ended: boolean
   /** Aborted when the stream ends for any reason (end(), client disconnect). */
   readonly signal: AbortSignal
+  /**
+   * Resolves true once the client has taken enough of what was sent that more may follow (less than
+   * {@link STREAM_HIGH_WATER_BYTES} waits to go out), or once the stream ended; false when that
+   * did not happen within `timeoutMs`. A sender that waits on it sends no faster than the client
+   * reads (the socket's own backpressure reaches the queue).
+   */
+  ready(timeoutMs: number): Promise<boolean>
 }
+
+/** Bytes a stream queues for a client that reads slower than the server sends, before {@link ServerStream.ready} waits. */
+export const STREAM_HIGH_WATER_BYTES = 1024 * 1024
 
 /** Opens a server-streaming answer: the response to return and the stream to write it through. */
 export function openStream(): { response: Response; stream: ServerStream } {
   const done = new AbortController()
   let controller!: ReadableStreamDefaultController<Uint8Array>
-  const body = new ReadableStream<Uint8Array>({
-    start: (c) => {
-      controller = c
+  /** Senders waiting for room in the queue (woken by `pull`, which runs once there is room). */
+  let waiting: (() => void)[] = []
+  const wake = (): void => {
+    const w = waiting
+    waiting = []
+    for (const f of w) f()
+  }
+  done.signal.addEventListener('abort', wake, { once: true })
+  const body = new ReadableStream<Uint8Array>(
+    {
+      start: (c) => {
+        controller = c
+      },
+      pull: wake,
+      cancel: () => done.abort(),
     },
-    cancel: () => done.abort(),
-  })
+    { highWaterMark: STREAM_HIGH_WATER_BYTES, size: (chunk) => chunk.byteLength },
+  )
   const stream: ServerStream = {
     get ended() {
       return done.signal.aborted
     },
     signal: done.signal,
+    ready(timeoutMs) {
+      if (done.signal.aborted || (controller.desiredSize ?? 1) > 0) return Promise.resolve(true)
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          waiting = waiting.filter((f) => f !== go)
+          resolve(false)
+        }, timeoutMs)
+        const go = (): void => {
+          clearTimeout(timer)
+          resolve(true)
+        }
+        waiting.push(go)
+      })
+    },
     send(message) {
       if (done.signal.aborted) return false
       controller.enqueue(envelope(0, { event: message }))

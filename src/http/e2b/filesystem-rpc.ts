@@ -6,6 +6,7 @@
  */
 import { posix } from 'node:path'
 import { ConnectRpcError } from './connect.js'
+import { lossOf } from './output-loss.js'
 import type { E2BRouteDeps } from './deps.js'
 import type { E2BSandbox } from './sandboxes.js'
 
@@ -26,7 +27,11 @@ async function runShort(
   const svc = deps.processes
   if (!svc) throw new ConnectRpcError('unimplemented', 'this server has no sandbox processes')
   const quoted = args.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ')
-  const info = await svc.start(s.tenant, s.sandboxId, { command: `set -- ${quoted}; ${script}` })
+  // With backpressure, as every E2B command: a listing longer than the output buffer is not cut.
+  const info = await svc.start(s.tenant, s.sandboxId, {
+    command: `set -- ${quoted}; ${script}`,
+    backpressure: true,
+  })
   if (!info) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
   let stdout = ''
   let stderr = ''
@@ -40,6 +45,8 @@ async function runShort(
         waitMs: 5_000,
       })
       if (!out) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
+      const loss = lossOf(out, info.pid)
+      if (loss) throw loss
       stdout += out.stdout.data
       stderr += out.stderr.data
       from = { stdoutOffset: out.stdout.nextOffset, stderrOffset: out.stderr.nextOffset }

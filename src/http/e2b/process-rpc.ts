@@ -10,6 +10,7 @@ import type { ProcessInfo } from '../../sandbox/types.js'
 import { AppError } from '../../errors.js'
 import { ConnectRpcError, openStream, type ServerStream } from './connect.js'
 import type { E2BRouteDeps } from './deps.js'
+import { lossOf } from './output-loss.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
 type Json = Record<string, unknown>
@@ -123,9 +124,15 @@ function endEvent(p: ProcessInfo): Json {
   }
 }
 
+/** The longest one read of the stream waits for output (and a slow client, between reads that keep its command held back). */
+const READ_WAIT_MS = 5_000
+
 /**
  * Streams a process's output from the given offsets to its end (or until the stream ends). At its
- * end the process is forgotten (here at once, in the sandbox 30 s later).
+ * end the process is forgotten (here at once, in the sandbox 30 s later). It reads no faster than
+ * the client takes the stream, so a slow client holds the command back (through the agent's
+ * backpressure) instead of queueing its output here. Bytes lost before this stream read them end it
+ * with `data_loss` ({@link lossOf}).
  */
 async function pump(
   deps: E2BRouteDeps,
@@ -139,15 +146,22 @@ async function pump(
   const svc = service(deps)
   let { stdout, stderr } = from
   while (!stream.ended) {
+    // No faster than the client reads: while it is behind, read nothing, but keep telling the
+    // sandbox someone reads (a read of no bytes), or the command would stop being held back for it.
+    while (!(await stream.ready(READ_WAIT_MS)) && !stream.ended)
+      await svc.read(s.tenant, s.sandboxId, id, { stdoutOffset: stdout, stderrOffset: stderr, maxBytes: 0 })
+    if (stream.ended) return
     const out = await svc.read(s.tenant, s.sandboxId, id, {
       stdoutOffset: stdout,
       stderrOffset: stderr,
       maxBytes: 65_536,
-      waitMs: 5_000,
+      waitMs: READ_WAIT_MS,
     })
     // A killed sandbox drops the stream (its session is gone, so the read found nothing or failed).
     if (!out && (await store.gone(s.sandboxId))) return stream.drop()
     if (!out) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
+    const loss = lossOf(out, pid)
+    if (loss) throw loss
     if (out.stdout.data)
       stream.send({ data: { stdout: Buffer.from(out.stdout.data, 'utf8').toString('base64') } })
     if (out.stderr.data)
@@ -220,10 +234,13 @@ export async function startProcess(
   // Without `stdin: true` the command reads EOF, as under envd: redirected here rather than by a
   // second call that closes stdin (one agent round trip less per command).
   const stdin = message.stdin === true
+  // With backpressure, as envd: a command writing faster than the client reads waits for it
+  // instead of losing output (the stream's reads acknowledge what they consumed).
   const info = await svc.start(s.tenant, s.sandboxId, {
     command: stdin ? verdict.command : `{ ${verdict.command}\n} </dev/null`,
     env: { ...s.envVars, ...config.envs },
     ...(config.cwd ? { cwd: config.cwd } : {}),
+    backpressure: true,
   })
   if (!info) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
   const entry: Tracked = {

@@ -1,12 +1,14 @@
 /**
  * The background-process cases of the provider conformance suite: what a provider whose handles
  * carry `processes` must do (start, list, output from offsets with a capped buffer, stdin, signals
- * to the whole group, remove). A provider without them has no `processes` and the cases pass
- * trivially (the service answers UNSUPPORTED). Imports vitest: not re-exported from the sandbox index.
+ * to the whole group, remove; backpressure in backpressure-cases.ts). A provider without them
+ * has no `processes` and the cases pass trivially (the service answers UNSUPPORTED). Imports
+ * vitest: not re-exported from the sandbox index.
  */
 import { randomUUID } from 'node:crypto'
 import { expect, test } from 'vitest'
 import { AppError } from '../../errors.js'
+import { registerBackpressureCases } from './backpressure-cases.js'
 import { type ConformanceContext, rejectionOf } from './io-cases.js'
 import type { ProcessOutput, SandboxProcesses } from '../types.js'
 
@@ -95,4 +97,6 @@ export function registerProcessCases(ctx: ConformanceContext): void {
     await p.remove(a)
     await p.remove(id)
   })
+
+  registerBackpressureCases(ctx)
 }

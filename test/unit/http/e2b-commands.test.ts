@@ -1,4 +1,6 @@
 import { describe, expect, test } from 'vitest'
+import { ConnectRpcError } from '../../../src/http/e2b/connect.js'
+import { lossOf } from '../../../src/http/e2b/output-loss.js'
 import { commandLineOf } from '../../../src/http/e2b/process-rpc.js'
 import { ToolCallDecision, type ToolCallInterceptor } from '../../../src/interceptors/index.js'
 import { routeShellTools } from '../../../src/interceptors/builtins/index.js'
@@ -49,5 +51,35 @@ describe('the tool-call policy of E2B commands', () => {
       kind: 'run',
       command: 'echo safe',
     })
+  })
+})
+
+describe('output a process stream did not get', () => {
+  const slice = (dropped: number) => ({ data: 'x', offset: dropped, nextOffset: dropped + 1, dropped })
+  const info = {
+    id: 'p-1',
+    command: 'seq 1 9',
+    pid: 7,
+    state: 'running' as const,
+    exitCode: null,
+    signal: null,
+    startedAt: 0,
+    endedAt: null,
+    stdinClosed: false,
+    stdoutBytes: 0,
+    stderrBytes: 0,
+  }
+
+  test('nothing dropped is no error', () => {
+    expect(lossOf({ process: info, stdout: slice(0), stderr: slice(0) }, 7)).toBeUndefined()
+  })
+
+  test('dropped bytes are a data_loss error that says how many, of which stream, and what to do', () => {
+    const err = lossOf({ process: info, stdout: slice(4096), stderr: slice(12) }, 7)
+    expect(err).toBeInstanceOf(ConnectRpcError)
+    expect(err?.code).toBe('data_loss')
+    expect(err?.message).toMatch(/^4096 bytes of stdout and 12 bytes of stderr of process 7 were lost/)
+    expect(err?.message).toMatch(/one stream/)
+    expect(err?.message).toMatch(/quotas\.processOutputBytes/)
   })
 })
