@@ -5,11 +5,12 @@ export const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
 
 /**
  * The Redis queue driver of the fleet tests that run one driver per run (the fault tests, fleet
- * configs of test/support/sbx-cli.ts): `SBX_TEST_QUEUE_DRIVER=redis` runs them on the `redis` driver.
- * @default 'bullmq'
+ * configs of test/support/sbx-cli.ts): the product's fleet default, `redis`, so they test what a user
+ * runs; `SBX_TEST_QUEUE_DRIVER=bullmq` runs them on BullMQ (suites that matter on both loop over both).
+ * @default 'redis'
  */
 export const FLEET_DRIVER: 'bullmq' | 'redis' =
-  process.env['SBX_TEST_QUEUE_DRIVER'] === 'redis' ? 'redis' : 'bullmq'
+  process.env['SBX_TEST_QUEUE_DRIVER'] === 'bullmq' ? 'bullmq' : 'redis'
 
 /**
  * Deletes every key matching `pattern` (a test's own namespace, e.g. `${prefix}*`), through `redis`
