@@ -26,6 +26,8 @@ export interface MetricsSources {
       reservedBytes?: number
       state: 'live' | 'down'
       draining: boolean
+      /** Live worker gateways of the engine (`fleet.gateway`). */
+      gateways?: number
     }[]
   >
 }
@@ -113,6 +115,11 @@ export class Metrics {
       'sbx_engine_memory_bytes',
       "Memory each Docker engine's sandboxes may reserve: providers.docker.memoryCapacityMb, else the engine's own memory",
       (e) => e.memoryBytes,
+    )
+    engineGauge(
+      'sbx_engine_gateways',
+      "Live worker gateways of each Docker engine (fleet.gateway): the workers through which the API reaches the engine's sessions",
+      (e) => e.gateways,
     )
     new Gauge({
       name: 'sbx_engine_up',

@@ -1,7 +1,8 @@
 import { isFleet } from '../config/schema.js'
 import { parseArgs } from 'node:util'
 import { EngineDirectory } from '../queue/engines/engine-directory.js'
-import type { EngineView } from '../queue/engines/engine-directory.js'
+import { engineViews } from '../fleet/engine-gateways.js'
+import type { EngineWithGateways } from '../fleet/engine-gateways.js'
 import { createRedisClient, redactUrl } from '../redis/index.js'
 import type { CliIO } from './output.js'
 import { UsageError } from './output.js'
@@ -52,8 +53,15 @@ export async function engineCommand(verb: 'ls' | 'drain' | 'undrain', args: read
     })
     const engines = new EngineDirectory(redis, { prefix: config.queue.prefix })
     if (verb === 'ls') {
-      const list = await engines.list()
-      if (values.json) io.out(JSON.stringify({ engines: list }, null, 2))
+      const list = await engineViews(engines)
+      if (values.json)
+        io.out(
+          JSON.stringify(
+            { engines: list.map((e) => ({ ...e, gateways: e.gatewayUrls.length, gatewayUrls: e.gatewayUrls })) },
+            null,
+            2,
+          ),
+        )
       else if (list.length === 0) io.out('no engines: no worker with queue.engineRouting has reported one')
       else for (const e of list) io.out(describe(e))
       return 0
@@ -76,7 +84,7 @@ export async function engineCommand(verb: 'ls' | 'drain' | 'undrain', args: read
   }
 }
 
-function describe(e: EngineView): string {
+function describe(e: EngineWithGateways): string {
   const cap = e.cap === undefined ? 'unbounded' : String(e.cap)
   const age = Math.max(0, Math.round((Date.now() - e.seenAt) / 1000))
   const GiB = 1024 ** 3
@@ -87,6 +95,7 @@ function describe(e: EngineView): string {
         `${e.memoryStrict ? '' : ' (engine memory, not a bound)'}  `
   return (
     `${e.id}  ${e.state}${e.draining ? ' (draining)' : ''}  running ${e.running}/${cap}  ${memory}` +
-    `seen ${age}s ago by ${e.workerId}${e.reason ? `  (${e.reason})` : ''}`
+    `seen ${age}s ago by ${e.workerId}${e.reason ? `  (${e.reason})` : ''}` +
+    `\n  gateways ${e.gatewayUrls.length}${e.gatewayUrls.length ? `: ${e.gatewayUrls.join(' ')}` : ' (no live worker serves one: set fleet.secret on its workers)'}`
   )
 }

@@ -11,6 +11,7 @@ import { assertSessionId } from '../sessions/session-id.js'
 import { createLogger } from '../logger.js'
 import { redactUrl } from '../redis/index.js'
 import { createRuntime } from '../runtime/create-runtime.js'
+import { engineIdOf } from '../runtime/engine-side.js'
 import type { RuntimeOptions, RuntimeRole } from '../runtime/create-runtime.js'
 import { describeKeySource, resolveApiKeys } from './api-keys.js'
 import { createRuntimeWithRetry, startServer } from './serve.js'
@@ -352,7 +353,11 @@ export async function reapCommand(args: readonly string[], io: CliIO): Promise<n
   try {
     const n = await runtime.pool.reap()
     // Snapshots a crashed capture left `creating` past the bound go too (their records and data).
-    const snaps = await runtime.snapshots.sweepFailed()
+    // With engine routing, only those taken on the engine this process reaches (DOCKER_HOST): the
+    // data of the others lives on their engines, whose workers sweep them.
+    const snaps = await runtime.snapshots.sweepFailed(
+      runtime.engines ? { engineId: await engineIdOf(runtime.registry, runtime.loaded.config) } : {},
+    )
     io.out(
       values.json
         ? JSON.stringify({ reaped: n, failedSnapshots: snaps })

@@ -22,6 +22,7 @@ import type { Runtime, RuntimeOptions } from '../runtime/create-runtime.js'
 import { describeNetwork } from '../egress/policy.js'
 import { egressSupport } from '../egress/providers.js'
 import { DOCKER_PROVIDER_ID } from '../../providers/docker/index.js'
+import { engineViews } from '../fleet/engine-gateways.js'
 
 /** A listening HTTP server of the service. */
 export interface RunningServer {
@@ -78,7 +79,7 @@ export async function startServer(
     serviceEvents: runtime.serviceEvents,
     mcp,
     ...(dashboard ? { admin: { queues: dashboard.queues } } : {}),
-    providers: async () =>
+    providers: async (view) =>
       Promise.all(
         runtime.registry.providerIds().map(async (id) => {
           const p = runtime.registry.get(id)
@@ -101,7 +102,7 @@ export async function startServer(
           const runtimes = p.runtimes ? await p.runtimes().catch(() => undefined) : undefined
           const engines =
             id === DOCKER_PROVIDER_ID && runtime.engines
-              ? (await runtime.engines.list().catch(() => [])).map((e) => ({
+              ? (await engineViews(runtime.engines)).map(({ gatewayUrls, ...e }) => ({
                   id: e.id,
                   state: e.state,
                   draining: e.draining,
@@ -113,6 +114,8 @@ export async function startServer(
                   ...(e.reservedBytes === undefined ? {} : { reservedBytes: e.reservedBytes }),
                   seenAt: e.seenAt,
                   ...(e.reason === undefined ? {} : { reason: e.reason }),
+                  gateways: gatewayUrls.length,
+                  ...(view?.admin === true ? { gatewayUrls } : {}),
                 }))
               : undefined
           return {

@@ -62,7 +62,11 @@ export interface AppDeps {
   /** Snapshots and forks (`/v1/snapshots`, `/v1/sessions/{id}/snapshots|fork`); absent: 501. */
   snapshots?: SnapshotService
   agentRuns: AgentRunsApi
-  providers(): Promise<ProviderView[]>
+  /**
+   * The providers as `GET /v1/providers` shows them. `view.admin` (an admin key): fleet internals
+   * such as each engine's worker gateway URLs are included; a tenant's key never sees them.
+   */
+  providers(view?: { admin: boolean }): Promise<ProviderView[]>
   /** The routing policies. @default none */
   policies?(): PolicyView[]
   /** The service's lifecycle events (circuit transitions) for `GET /v1/events`; absent: 501. */

@@ -1,6 +1,7 @@
 import type { EgressAuditEvent } from '../egress/proxy.js'
 import { Metrics } from '../metrics.js'
 import type { EngineDirectory } from '../queue/engines/engine-directory.js'
+import { engineViews } from '../fleet/engine-gateways.js'
 import type { JobQueue } from '../queue/types.js'
 import type { CircuitBreaker } from '../routing/circuit-breaker.js'
 import type { ProviderRegistry } from '../sandbox/registry.js'
@@ -21,7 +22,12 @@ export interface MetricsParts {
 export function buildMetrics({ queue, engines, registry, breaker, pool }: MetricsParts): Metrics {
   return new Metrics({
     queueDepth: () => queue.counts(),
-    ...(engines ? { engines: () => engines.list() } : {}),
+    ...(engines
+      ? {
+          engines: async () =>
+            (await engineViews(engines)).map(({ gatewayUrls, ...e }) => ({ ...e, gateways: gatewayUrls.length })),
+        }
+      : {}),
     circuits: async () =>
       Object.fromEntries(
         await Promise.all(

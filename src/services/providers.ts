@@ -39,6 +39,10 @@ export interface ProviderView {
     reservedBytes?: number
     seenAt: number
     reason?: string
+    /** Live worker gateways of the engine (`fleet.gateway`). */
+    gateways?: number
+    /** Their URLs: an admin key's view only (never a tenant's). */
+    gatewayUrls?: string[]
   }[]
   /** Which of persistent workspaces, snapshots and forks the provider supports (docs/workspaces.md). */
   workspaces?: { persistent: boolean; snapshots: boolean; fork: boolean }

@@ -96,12 +96,21 @@ export class PooledSnapshotService implements SnapshotService {
    * Removes every tenant's `failed` snapshots (records stuck in `creating` past the bound) with
    * whatever data the provider holds for them; resolves with how many went. The runtime runs it on
    * the pool's reap interval, and `sbx reap` runs it once.
+   *
+   * A record that names an engine (`queue.engineRouting`) is swept only by a process beside that
+   * engine — its image and volume exist there alone, so removing the record anywhere else would
+   * orphan them; it stays listed as `failed` until a worker of its engine (or `sbx reap` run with
+   * `DOCKER_HOST` at it) sweeps it.
+   *
+   * @param opts.engineId the engine this sweeper reaches; defaults to this service's own engine
    */
-  async sweepFailed(): Promise<number> {
+  async sweepFailed(opts: { engineId?: string } = {}): Promise<number> {
+    const here = opts.engineId ?? this.o.engineId
     let removed = 0
     for (const tenant of await this.o.snapshots.tenants()) {
       for (const r of await this.o.snapshots.list(tenant)) {
         if (this.settled(r).state !== 'failed') continue
+        if (r.engineId !== undefined && r.engineId !== here) continue
         if (!(await this.o.snapshots.delete(tenant, r.id))) continue
         removed++
         await this.removeData(r.provider, r.id)

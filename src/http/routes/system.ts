@@ -61,6 +61,10 @@ const ProvidersSchema = z
               reservedBytes: z.number().optional(),
               seenAt: z.number(),
               reason: z.string().optional(),
+              /** Live worker gateways of the engine (`fleet.gateway`): those that renewed their entry within `engineStaleMs`. */
+              gateways: z.number().optional(),
+              /** Their URLs; an admin key's view only. */
+              gatewayUrls: z.array(z.string()).optional(),
             }),
           )
           .optional(),
@@ -151,6 +155,10 @@ export function registerSystemRoutes(app: App, deps: AppDeps): void {
         401: { content: { 'application/json': { schema: ErrorSchema } }, description: 'no or unknown key' },
       },
     }),
-    async (c) => c.json({ providers: await deps.providers(), policies: deps.policies?.() ?? [] }, 200),
+    async (c) => {
+      // Fleet internals (the workers' gateway URLs) are admin scope (config `apiKeys[].admin`).
+      const { admin } = c.get('principal')
+      return c.json({ providers: await deps.providers({ admin }), policies: deps.policies?.() ?? [] }, 200)
+    },
   )
 }
