@@ -57,7 +57,13 @@ export async function engineCommand(verb: 'ls' | 'drain' | 'undrain', args: read
       if (values.json)
         io.out(
           JSON.stringify(
-            { engines: list.map((e) => ({ ...e, gateways: e.gatewayUrls.length, gatewayUrls: e.gatewayUrls })) },
+            {
+              engines: list.map((e) => ({
+                ...e,
+                gateways: e.gatewayUrls.length,
+                gatewayUrls: e.gatewayUrls,
+              })),
+            },
             null,
             2,
           ),

@@ -25,7 +25,10 @@ export function buildMetrics({ queue, engines, registry, breaker, pool }: Metric
     ...(engines
       ? {
           engines: async () =>
-            (await engineViews(engines)).map(({ gatewayUrls, ...e }) => ({ ...e, gateways: gatewayUrls.length })),
+            (await engineViews(engines)).map(({ gatewayUrls, ...e }) => ({
+              ...e,
+              gateways: gatewayUrls.length,
+            })),
         }
       : {}),
     circuits: async () =>

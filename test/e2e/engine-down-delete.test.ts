@@ -66,7 +66,11 @@ describe('a session deleted while its engine is down', () => {
 
     // The second engine's only worker stops: the engine reads as down.
     await fleet.workers.second.stop()
-    await until('the second engine to read as down', async () => (await stateOf(fleet.ids.second)) === 'down', 20_000)
+    await until(
+      'the second engine to read as down',
+      async () => (await stateOf(fleet.ids.second)) === 'down',
+      20_000,
+    )
 
     const del = await fleet.api.fetch('/v1/sessions/dead1', { method: 'DELETE' })
     expect(del.status, await del.clone().text()).toBe(200)

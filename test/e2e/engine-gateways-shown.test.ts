@@ -24,7 +24,9 @@ interface Providers {
 let fleet: EngineFleet
 let extra: LineChild | undefined
 const urlOf = (w: LineChild) =>
-  /gateway for engine \S+ at (http\S+)/.exec(w.lines.find((l) => /gateway for engine/.test(l.text))?.text ?? '')?.[1] ?? ''
+  /gateway for engine \S+ at (http\S+)/.exec(
+    w.lines.find((l) => /gateway for engine/.test(l.text))?.text ?? '',
+  )?.[1] ?? ''
 
 beforeAll(async () => {
   fleet = await startEngineFleet('enggwshow', {
