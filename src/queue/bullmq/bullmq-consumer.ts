@@ -26,6 +26,7 @@ import { OutageLedger } from '../redis-common/outage-ledger.js'
 import { STALL_DETECTION } from '../redis-common/stall-detection.js'
 import type { RedisFenceStore } from '../redis-common/redis-fence.js'
 import type { Subscriber } from '../redis-common/subscriber.js'
+import { settlesWithin } from '../redis-common/settles-within.js'
 
 export { STALL_DETECTION } from '../redis-common/stall-detection.js'
 
@@ -259,16 +260,6 @@ export async function startBullmqConsumer(
       return ledger.active
     },
     close: ({ deadlineMs = 30_000 } = {}) => (closing ??= close(deadlineMs)),
-  }
-}
-
-async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)))
-  try {
-    return await Promise.race([p.then(() => true), timeout])
-  } finally {
-    clearTimeout(timer)
   }
 }
 

@@ -27,6 +27,7 @@ import type { Subscriber } from '../redis-common/subscriber.js'
 import { JobTaker } from './job-store.js'
 import type { RedisJobStore, TakenJob } from './job-store.js'
 import { StalledSweep } from './stalled-sweep.js'
+import { settlesWithin } from '../redis-common/settles-within.js'
 
 /** Stalled-job recovery and shutdown tuning of `redis`-driver consumers (the BullMQ driver's names). */
 export interface RedisConsumerTuning {
@@ -324,16 +325,6 @@ export async function startRedisConsumer(
       return ledger.active
     },
     close: ({ deadlineMs = 30_000 } = {}) => (closing ??= close(deadlineMs)),
-  }
-}
-
-async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)))
-  try {
-    return await Promise.race([p.then(() => true), timeout])
-  } finally {
-    clearTimeout(timer)
   }
 }
 
