@@ -278,26 +278,26 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
     )
   }, 120_000)
 
-  test("a create's network rules: no internet is applied, a wider or per-sandbox rule is refused saying why", async () => {
+  test("a create's network rules: never more than asked nor than the profile; per-sandbox lists refused", async () => {
     const proxyOf = async (sbx: Sandbox): Promise<string> =>
       (await sbx.commands.run('echo "${HTTPS_PROXY:-none}"')).stdout.trim()
     // The template's profile reaches its allowlist through the egress proxy.
     const withNet = await Sandbox.create('net')
     expect(await proxyOf(withNet)).toBe('http://127.0.0.1:3128')
+    expect((await withNet.getInfo()).allowInternetAccess).toBe(true)
     await withNet.kill()
     // allowInternetAccess: false, or all traffic denied: the sandbox has no network at all.
     for (const opts of [{ allowInternetAccess: false }, { network: { denyOut: [ALL_TRAFFIC] } }]) {
       const offline = await Sandbox.create('net', opts)
       expect(await proxyOf(offline)).toBe('none')
+      expect((await offline.getInfo()).allowInternetAccess).toBe(false)
       await offline.kill()
     }
-    // A create never widens the profile's network, and per-sandbox lists are not applied: a 400 that says so.
-    await expect(Sandbox.create('base', { allowInternetAccess: true })).rejects.toThrow(
-      /allowInternetAccess cannot be honoured: template 'base' runs on profile 'e2b' \(network: none\)/,
-    )
-    await expect(Sandbox.create('base', { network: { allowOut: ['example.com'] } })).rejects.toThrow(
-      /network.allowOut cannot be honoured/,
-    )
+    // A profile without network stays without: less than asked, and getInfo says so.
+    const asked = await Sandbox.create('base', { allowInternetAccess: true })
+    expect((await asked.getInfo()).allowInternetAccess).toBe(false)
+    await asked.kill()
+    // Per-sandbox lists on a profile with a network would leave it more than asked: a 400 that says so.
     await expect(
       Sandbox.create('net', { network: { denyOut: [ALL_TRAFFIC], allowOut: ['example.com'] } }),
     ).rejects.toThrow(

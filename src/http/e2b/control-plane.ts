@@ -103,12 +103,12 @@ function listedJson(s: E2BSandbox) {
   }
 }
 
-function detailJson(s: E2BSandbox, domain: string) {
+function detailJson(s: E2BSandbox, domain: string, internet: boolean | null) {
   return {
     ...listedJson(s),
     envdAccessToken: s.accessToken,
     domain,
-    allowInternetAccess: null,
+    allowInternetAccess: internet,
     lifecycle: { onTimeout: 'kill', autoResume: false },
   }
 }
@@ -269,7 +269,17 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
   for (const prefix of ['/sandboxes/:id', '/v2/sandboxes/:id']) {
     app.get(
       prefix,
-      handle(async (c, p) => c.json(detailJson(await own(p, c.req.param('id') ?? ''), domainOf(c)))),
+      handle(async (c, p) => {
+        const s = await own(p, c.req.param('id') ?? '')
+        // Whether the sandbox has a network: its session's profile (the no-internet variant has none).
+        let internet: boolean | null = null
+        try {
+          internet = (deps.e2b.networkOf?.(s.profile) ?? 'none') !== 'none'
+        } catch {
+          // A profile no longer configured: unknown, as E2B's null says.
+        }
+        return c.json(detailJson(s, domainOf(c), internet))
+      }),
     )
     app.delete(
       prefix,

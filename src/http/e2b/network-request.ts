@@ -1,10 +1,12 @@
 /**
  * A create's network rules (`allow_internet_access`, `network.allowOut` / `denyOut`) against the
- * template's profile. The profile's network is the upper bound — this server never widens it for a
- * request — so a rule that narrows it to no network is applied (the session runs on the profile's
- * network-less variant), one that asks for more than the profile gives is a 400 saying so, and
- * per-sandbox allow/deny lists, which the profile cannot express, are a 400 naming what to do
- * instead. Nothing is silently ignored.
+ * template's profile. The profile's network is the ceiling, and a sandbox never gets more than the
+ * create asked for:
+ * - on a profile without network, every rule is met or exceeded by having none (the sandbox gets
+ *   less than asked, never more; `getInfo().allowInternetAccess` says `false`);
+ * - on a profile with a network, turning it off is applied (the session runs on the profile's
+ *   network-less variant), and per-sandbox allow/deny lists, which would otherwise leave the sandbox
+ *   more than it asked for, are a 400 naming what to do instead.
  */
 import { E2BApiError } from './errors.js'
 
@@ -45,32 +47,27 @@ export function networkRequestOf(body: Json, network: Json | null | undefined): 
 
 /**
  * Whether the sandbox must run without network (true), or on the profile as it is (false). Throws
- * a 400 for rules the profile cannot honour; `template` and `profile` name them in the message.
+ * a 400 for per-sandbox lists on a profile with a network; `template` and `profile` name them.
  */
 export function needsNoNetwork(
   req: NetworkRequest,
   network: ProfileNetwork,
   names: { template: string; profile: string },
 ): boolean {
+  // No network at all: less than any rule asks for, never more.
+  if (network === 'none') return false
   const where = `template '${names.template}' runs on profile '${names.profile}' (network: ${network})`
   const offAll = req.internet === false || (req.denyOut.includes(ALL_TRAFFIC) && req.allowOut.length === 0)
   if (req.allowOut.length > 0)
     throw new E2BApiError(
       400,
-      network === 'none'
-        ? `network.allowOut cannot be honoured: ${where}, which has no network, and a create never widens it; map the template to a profile with network.allow (config e2b.templates) for these destinations`
-        : `network.allowOut is not supported here: ${where}, and per-sandbox egress lists are not applied; put the destinations in the profile's network.allow and map the template to it (config e2b.templates)`,
+      `network.allowOut is not supported here: ${where}, and per-sandbox egress lists are not applied (the sandbox would reach more than the list); put the destinations in the profile's network.allow and map the template to it (config e2b.templates), or deny all traffic`,
     )
   const partialDeny = req.denyOut.filter((d) => d !== ALL_TRAFFIC)
-  if (partialDeny.length > 0 && network !== 'none')
+  if (partialDeny.length > 0)
     throw new E2BApiError(
       400,
       `network.denyOut ${JSON.stringify(partialDeny)} is not supported here: ${where}, and per-sandbox deny lists are not applied; deny all traffic (allowInternetAccess: false) or narrow the profile's network.allow`,
     )
-  if (req.internet === true && network === 'none')
-    throw new E2BApiError(
-      400,
-      `allowInternetAccess cannot be honoured: ${where}, which has no network, and a create never widens it; create without allowInternetAccess, or map the template to a profile with network: bridge or network.allow (config e2b.templates)`,
-    )
-  return offAll && network !== 'none'
+  return offAll
 }

@@ -20,17 +20,17 @@ describe("an E2B create's network rules against the profile", () => {
     expect(decide({ allow_internet_access: false }, 'none')).toBe(false)
     expect(decide({ network: { denyOut: ['10.0.0.0/8'] } }, 'none')).toBe(false)
   })
-  test('asking for more than the profile gives, or for per-sandbox lists, is a 400 naming the fix', () => {
-    expect(() => decide({ allow_internet_access: true }, 'none')).toThrow(
-      /allowInternetAccess cannot be honoured: template 'base' runs on profile 'p' \(network: none\).*e2b.templates/,
-    )
+  test('on a profile without network every rule is accepted: the sandbox gets less than asked, never more', () => {
+    expect(decide({ allow_internet_access: true }, 'none')).toBe(false)
+    expect(decide({ network: { allowOut: ['a.example'], denyOut: ['0.0.0.0/0'] } }, 'none')).toBe(false)
+  })
+  test('per-sandbox lists on a profile with a network are a 400 naming the fix', () => {
     expect(decide({ allow_internet_access: true }, 'bridge')).toBe(false)
-    expect(() => decide({ network: { allowOut: ['a.example'] } }, 'none')).toThrow(
-      /network.allowOut cannot be honoured/,
-    )
     expect(() =>
       decide({ network: { allowOut: ['a.example'], denyOut: ['0.0.0.0/0'] } }, 'allowlist'),
-    ).toThrow(/network.allowOut is not supported here/)
+    ).toThrow(
+      /network.allowOut is not supported here: template 'base' runs on profile 'p' \(network: allowlist\).*network.allow/,
+    )
     expect(() => decide({ network: { denyOut: ['10.0.0.0/8'] } }, 'bridge')).toThrow(
       /network.denyOut \["10.0.0.0\/8"\] is not supported here/,
     )
