@@ -83,7 +83,8 @@ describe('pages of the service without internet', () => {
     })
     // ?key= once: the dashboard trades it for a session cookie (a browser cannot send a bearer header).
     await page.goto(`${api.url}/admin/queues?key=${encodeURIComponent(api.key)}`)
-    await page.getByText('sbx-exec', { exact: false }).first().waitFor({ timeout: 60_000 })
+    // The agent-run queue is on the board under either fleet driver (exec jobs only under bullmq).
+    await page.getByText('sbx-agent-runs', { exact: false }).first().waitFor({ timeout: 60_000 })
     // Evaluated in the page (a string: this file is typed for Node, without the DOM's types).
     const loaded = (await page.evaluate(
       `document.fonts.ready.then(() => [...document.fonts].filter((f) => f.status === 'loaded').map((f) => f.family))`,
