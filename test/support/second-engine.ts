@@ -6,7 +6,7 @@
  * killed by a test: never the main engine at /var/run/docker.sock.
  */
 import { execFile, spawn } from 'node:child_process'
-import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
@@ -84,6 +84,10 @@ export async function startSecondEngine(
   if (process.getuid?.() !== 0) throw new Error('the second test engine needs root (dockerd)')
   if (!(pidOf() !== undefined && (await answers()))) {
     for (const dir of [SECOND_ENGINE.dataRoot, SECOND_ENGINE.execRoot]) mkdirSync(dir, { recursive: true })
+    // A killed dockerd leaves its pid file, and dockerd refuses to start while the pid in it shows
+    // in /proc — which a killed one whose parent is gone does, as a zombie nobody reaps, when the
+    // machine's pid 1 is not an init. Its pid is dead or a zombie here (pidOf): the file is stale.
+    if (pidOf() === undefined) rmSync(SECOND_ENGINE.pidFile, { force: true })
     // The main engine's runtimes (gVisor's runsc, when set up), so runsc profiles work there too.
     let runtimes: unknown
     try {
