@@ -23,7 +23,7 @@ import {
   whenReady,
 } from '../../redis/index.js'
 import { OutageLedger } from '../redis-common/outage-ledger.js'
-import { STALL_DETECTION } from '../redis-common/stall-detection.js'
+import { type ConsumerTuning, OUTAGE_HANDLING, STALL_DETECTION } from '../redis-common/stall-detection.js'
 import type { RedisFenceStore } from '../redis-common/redis-fence.js'
 import type { Subscriber } from '../redis-common/subscriber.js'
 import { settlesWithin } from '../redis-common/settles-within.js'
@@ -31,32 +31,7 @@ import { settlesWithin } from '../redis-common/settles-within.js'
 export { STALL_DETECTION } from '../redis-common/stall-detection.js'
 
 /** Stalled-job recovery and shutdown tuning of BullMQ consumers. */
-export interface BullmqConsumerTuning {
-  /**
-   * Lock TTL of a running job (ms). A dead worker's job is redelivered after its lock expires and the
-   * next stalled check runs: at most about lockDurationMs + stalledIntervalMs. @default 4000
-   */
-  lockDurationMs?: number
-  /** Period of the stalled-job check (ms). @default 1500 */
-  stalledIntervalMs?: number
-  /** Redeliveries of one job before BullMQ gives up on it (reported `interrupted`). @default 3 */
-  maxStalledCount?: number
-  /** After aborting jobs at shutdown, wait this long for them to be handed back (ms). @default 5000 */
-  abortGraceMs?: number
-}
-
-/**
- * Deliveries of one job after which a Redis outage no longer hands it back (it then ends `failed` with
- * the connection error), so a misclassified error cannot loop forever.
- */
-const MAX_UNREACHABLE_HANDBACKS = 10
-/** How long a job held during a Redis outage waits for Redis before it is handed back anyway (ms). */
-const OUTAGE_HOLD_MS = 60_000
-/**
- * BullMQ's pause before fetching again after a connection error (its default, 15 s, would keep a worker
- * idle that long after Redis is back).
- */
-const FETCH_RETRY_DELAY_MS = 1_000
+export type BullmqConsumerTuning = ConsumerTuning
 
 interface ConsumerDeps {
   readonly redisUrl: string
@@ -142,7 +117,7 @@ export async function startBullmqConsumer(
     // Redis went away under the job (the session store or the fence could not be reached): the job is
     // handed back rather than failed, to run once Redis is back; its fence decides (an attempt that
     // may have started the command is not run again unless the route is idempotent).
-    const handBackOnOutage = attempt < MAX_UNREACHABLE_HANDBACKS
+    const handBackOnOutage = attempt < OUTAGE_HANDLING.maxUnreachableHandbacks
     const guarded: JobProcessor = async (j, c) => {
       try {
         return await processor(j, c)
@@ -176,7 +151,7 @@ export async function startBullmqConsumer(
         // Redis went away during the job: the result record (sent without waiting) may have been
         // refused. Store it once Redis is back, before BullMQ's completion: if the job lock lapsed
         // meanwhile, the redelivery then returns this result instead of running or fencing the job.
-        await whenReady(deps.fenceClient, OUTAGE_HOLD_MS, signal)
+        await whenReady(deps.fenceClient, OUTAGE_HANDLING.holdMs, signal)
         return await deps.fences
           .fence(data, attempt, workerId)
           .finish(outcome.result)
@@ -185,7 +160,7 @@ export async function startBullmqConsumer(
       // A Redis outage: hold the job until Redis is back, and a little longer each time (handing it
       // back at once would have it redelivered into the same outage, again and again).
       if (!shuttingDown) {
-        await whenReady(deps.fenceClient, OUTAGE_HOLD_MS, signal)
+        await whenReady(deps.fenceClient, OUTAGE_HANDLING.holdMs, signal)
         await sleep(Math.min(250 * attempt, 2_000), undefined, signal ? { signal } : {}).catch(
           () => undefined,
         )
@@ -207,7 +182,7 @@ export async function startBullmqConsumer(
     lockDuration: deps.tuning.lockDurationMs ?? STALL_DETECTION.lockDurationMs,
     stalledInterval: deps.tuning.stalledIntervalMs ?? STALL_DETECTION.stalledIntervalMs,
     maxStalledCount: deps.tuning.maxStalledCount ?? 3,
-    runRetryDelay: FETCH_RETRY_DELAY_MS,
+    runRetryDelay: OUTAGE_HANDLING.fetchRetryDelayMs,
     autorun: true,
   })
   // Mostly transient connection problems BullMQ retries itself; an unhandled 'error' would crash.

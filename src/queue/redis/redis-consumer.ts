@@ -22,34 +22,16 @@ import {
 } from '../../redis/index.js'
 import { OutageLedger } from '../redis-common/outage-ledger.js'
 import type { RedisFenceStore } from '../redis-common/redis-fence.js'
-import { STALL_DETECTION } from '../redis-common/stall-detection.js'
+import { type ConsumerTuning, OUTAGE_HANDLING, STALL_DETECTION } from '../redis-common/stall-detection.js'
 import type { Subscriber } from '../redis-common/subscriber.js'
 import { JobTaker } from './job-store.js'
 import type { RedisJobStore, TakenJob } from './job-store.js'
 import { StalledSweep } from './stalled-sweep.js'
 import { settlesWithin } from '../redis-common/settles-within.js'
 
-/** Stalled-job recovery and shutdown tuning of `redis`-driver consumers (the BullMQ driver's names). */
-export interface RedisConsumerTuning {
-  /**
-   * Lease of a running job (ms). A dead worker's job is put back after its lease lapses and the next
-   * sweep runs: at most about lockDurationMs + stalledIntervalMs. @default 4000
-   */
-  lockDurationMs?: number
-  /** Period of the stalled-job sweep (ms). @default 1500 */
-  stalledIntervalMs?: number
-  /** Lapsed leases of one job after which it is given up (reported `interrupted`). @default 3 */
-  maxStalledCount?: number
-  /** After aborting jobs at shutdown, wait this long for them to be handed back (ms). @default 5000 */
-  abortGraceMs?: number
-}
+/** Stalled-job recovery and shutdown tuning of `redis`-driver consumers. */
+export type RedisConsumerTuning = ConsumerTuning
 
-/** Deliveries of one job after which a Redis outage no longer hands it back (it then ends `failed`). */
-const MAX_UNREACHABLE_HANDBACKS = 10
-/** How long a job held during a Redis outage waits for Redis before it is handed back anyway (ms). */
-const OUTAGE_HOLD_MS = 60_000
-/** Pause before taking again after a connection error (ms). */
-const FETCH_RETRY_DELAY_MS = 1_000
 /** How long one blocking pop waits before it is sent again (s); close unblocks it at once. */
 const BLOCK_SECONDS = 5
 
@@ -132,7 +114,7 @@ export async function startRedisConsumer(
     // aborted already (that is how the processor was stopped).
     const signal = stopping.signal
     if (!shuttingDown) {
-      await whenReady(deps.fenceClient, OUTAGE_HOLD_MS, signal)
+      await whenReady(deps.fenceClient, OUTAGE_HANDLING.holdMs, signal)
       await sleep(Math.min(250 * taken.attempt, 2_000), undefined, { signal }).catch(() => undefined)
     }
     // Should this fail, the lease lapses and the sweep puts the job back; its fence decides.
@@ -143,7 +125,7 @@ export async function startRedisConsumer(
 
   /** Stores a result Redis could not take when it was reached (an outage touched the attempt). */
   const storeLate = async (jobId: string, result: ExecJobResult): Promise<void> => {
-    await whenReady(deps.fenceClient, OUTAGE_HOLD_MS, stopping.signal)
+    await whenReady(deps.fenceClient, OUTAGE_HANDLING.holdMs, stopping.signal)
     await deps.store.finish(jobId, result).catch((err: unknown) => {
       // Left to the lease: the sweep puts the job back, and its redelivery here takes this result.
       onError(err, `storing the result of job ${jobId}`)
@@ -185,7 +167,7 @@ export async function startRedisConsumer(
     }
     // Redis went away under the job (the session store or the fence could not be reached): the job is
     // handed back rather than failed, to run once Redis is back; its fence decides.
-    const handBackOnOutage = taken.attempt < MAX_UNREACHABLE_HANDBACKS
+    const handBackOnOutage = taken.attempt < OUTAGE_HANDLING.maxUnreachableHandbacks
     const guarded: JobProcessor = async (j, c) => {
       try {
         return await processor(j, c)
@@ -286,7 +268,7 @@ export async function startRedisConsumer(
         if (closeRequested) break
         if (!isRedisUnreachable(err)) onError(err, `queue worker ${workerId}`)
         recover = true
-        await sleep(FETCH_RETRY_DELAY_MS)
+        await sleep(OUTAGE_HANDLING.fetchRetryDelayMs)
       }
     }
   })()
