@@ -7,9 +7,10 @@
  * from the sandbox index.
  */
 import { createHash, randomUUID } from 'node:crypto'
-import { expect, test } from 'vitest'
+import { expect } from 'vitest'
 import { PROCESS_ROOT, REMOTE_PROCESS_ROOT } from '../agent-processes.js'
 import type { ConformanceContext } from './io-cases.js'
+import type { ProcessTest } from './process-cases.js'
 import type { ProcessInfo, SandboxProcesses } from '../types.js'
 
 /** The ring of these cases: the writer writes several times as much. */
@@ -19,8 +20,8 @@ const LINES = 50_000
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex')
 
 /** Registers the backpressure cases (gated on the `processes` capability). */
-export function registerBackpressureCases(ctx: ConformanceContext): void {
-  const { sandbox, run, processGone, timeout } = ctx
+export function registerBackpressureCases(ctx: ConformanceContext, procTest: ProcessTest): void {
+  const { run, processGone } = ctx
   const limits = { outputBufferBytes: RING, maxRunning: 8 }
   const newId = (): string => `p-bp-${randomUUID().slice(0, 8)}`
   const expected = Array.from({ length: LINES }, (_, i) => `${i + 1}\n`).join('')
@@ -75,17 +76,6 @@ export function registerBackpressureCases(ctx: ConformanceContext): void {
     }
     throw new Error(`no end in sight after 2000 reads of process ${id}`)
   }
-
-  const procTest = (name: string, fn: (p: SandboxProcesses) => Promise<void>): void =>
-    test(
-      `background processes: ${name}`,
-      async () => {
-        const p = sandbox().processes
-        if (!p) return expect(p).toBeUndefined()
-        await fn(p)
-      },
-      timeout,
-    )
 
   procTest('backpressure holds the writer back and the reader gets every byte in order', async (p) => {
     const id = newId()

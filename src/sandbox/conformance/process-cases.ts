@@ -12,6 +12,9 @@ import { registerBackpressureCases } from './backpressure-cases.js'
 import { type ConformanceContext, rejectionOf } from './io-cases.js'
 import type { ProcessOutput, SandboxProcesses } from '../types.js'
 
+/** Registers one case of the background-process suite (skipped where the provider has no processes). */
+export type ProcessTest = (name: string, fn: (p: SandboxProcesses) => Promise<void>) => void
+
 /** Registers the background-process cases (gated on the `processes` capability). */
 export function registerProcessCases(ctx: ConformanceContext): void {
   const { sandbox, timeout } = ctx
@@ -36,7 +39,7 @@ export function registerProcessCases(ctx: ConformanceContext): void {
     }
     throw new Error(`no end in sight; stdout so far ${JSON.stringify(stdout)}`)
   }
-  const procTest = (name: string, fn: (p: SandboxProcesses) => Promise<void>): void =>
+  const procTest: ProcessTest = (name, fn) =>
     test(
       `background processes: ${name}`,
       async () => {
@@ -98,5 +101,5 @@ export function registerProcessCases(ctx: ConformanceContext): void {
     await p.remove(id)
   })
 
-  registerBackpressureCases(ctx)
+  registerBackpressureCases(ctx, procTest)
 }
