@@ -6,7 +6,7 @@
  * killed by a test: never the main engine at /var/run/docker.sock.
  */
 import { execFile, spawn } from 'node:child_process'
-import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
@@ -48,14 +48,27 @@ export async function engineIdAt(host: string): Promise<string> {
   return stdout.trim()
 }
 
+/**
+ * The pid of the running second engine's dockerd, from its pid file: undefined when the pid is dead, a
+ * zombie, or (pids wrap at 32768 on this machine) now some other process's.
+ */
 function pidOf(): number | undefined {
   try {
     const pid = Number(readFileSync(SECOND_ENGINE.pidFile, 'utf8').trim())
     if (!Number.isInteger(pid) || pid <= 0) return undefined
     process.kill(pid, 0)
-    return isZombie(pid) ? undefined : pid
+    return isZombie(pid) || !isSecondDockerd(pid) ? undefined : pid
   } catch {
     return undefined
+  }
+}
+
+function isSecondDockerd(pid: number): boolean {
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+    return cmdline.includes('dockerd') && cmdline.includes(SECOND_ENGINE.socket)
+  } catch {
+    return false
   }
 }
 
@@ -67,11 +80,68 @@ function isZombie(pid: number): boolean {
   }
 }
 
+/** The last lines of the engine's log, for an error a CI log shows in full. */
+function logTail(lines = 15): string {
+  try {
+    return readFileSync(SECOND_ENGINE.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n')
+  } catch {
+    return '(no log)'
+  }
+}
+
 async function answers(): Promise<boolean> {
   return engineIdAt(SECOND_ENGINE.host).then(
     () => true,
     () => false,
   )
+}
+
+/** Spawns the second engine's dockerd and resolves once it answers; throws with the end of its log when it exits or hangs. */
+async function launch(): Promise<void> {
+  const log = openSync(SECOND_ENGINE.logFile, 'a')
+  // In a network namespace of its own: a dockerd started with `--bridge none` deletes the host's
+  // `docker0` (it tidies the default bridge away), which would cut the main engine's bridge
+  // networks. Its sandboxes have no network anyway; its API is a unix socket.
+  const child = spawn(
+    'unshare',
+    [
+      '--net',
+      'dockerd',
+      '--host',
+      SECOND_ENGINE.host,
+      '--data-root',
+      SECOND_ENGINE.dataRoot,
+      '--exec-root',
+      SECOND_ENGINE.execRoot,
+      '--pidfile',
+      SECOND_ENGINE.pidFile,
+      '--config-file',
+      SECOND_ENGINE.configFile,
+      '--containerd-namespace',
+      'sbx-engine-2',
+      '--containerd-plugins-namespace',
+      'sbx-engine-2-plugins',
+      '--bridge',
+      'none',
+      '--iptables=false',
+      '--ip-masq=false',
+    ],
+    { detached: true, stdio: ['ignore', log, log] },
+  )
+  child.unref()
+  closeSync(log)
+  const deadline = performance.now() + 60_000
+  while (!(await answers())) {
+    if (child.exitCode !== null)
+      throw new Error(
+        `dockerd of the second engine exited (${child.exitCode}); the end of ${SECOND_ENGINE.logFile}:\n${logTail()}`,
+      )
+    if (performance.now() > deadline)
+      throw new Error(
+        `the second engine did not answer within 60 s; the end of ${SECOND_ENGINE.logFile}:\n${logTail()}`,
+      )
+    await sleep(100)
+  }
 }
 
 /**
@@ -86,7 +156,8 @@ export async function startSecondEngine(
     for (const dir of [SECOND_ENGINE.dataRoot, SECOND_ENGINE.execRoot]) mkdirSync(dir, { recursive: true })
     // A killed dockerd leaves its pid file, and dockerd refuses to start while the pid in it shows
     // in /proc — which a killed one whose parent is gone does, as a zombie nobody reaps, when the
-    // machine's pid 1 is not an init. Its pid is dead or a zombie here (pidOf): the file is stale.
+    // machine's pid 1 is not an init. Its pid is dead, a zombie or another process's here (pidOf): the file
+    // is stale.
     if (pidOf() === undefined) rmSync(SECOND_ENGINE.pidFile, { force: true })
     // The main engine's runtimes (gVisor's runsc, when set up), so runsc profiles work there too.
     let runtimes: unknown
@@ -101,46 +172,13 @@ export async function startSecondEngine(
       SECOND_ENGINE.configFile,
       JSON.stringify({ runtimes, 'deprecated-key-path': `${SECOND_ENGINE.dataRoot}/key.json` }),
     )
-    const log = openSync(SECOND_ENGINE.logFile, 'a')
-    // In a network namespace of its own: a dockerd started with `--bridge none` deletes the host's
-    // `docker0` (it tidies the default bridge away), which would cut the main engine's bridge
-    // networks. Its sandboxes have no network anyway; its API is a unix socket.
-    const child = spawn(
-      'unshare',
-      [
-        '--net',
-        'dockerd',
-        '--host',
-        SECOND_ENGINE.host,
-        '--data-root',
-        SECOND_ENGINE.dataRoot,
-        '--exec-root',
-        SECOND_ENGINE.execRoot,
-        '--pidfile',
-        SECOND_ENGINE.pidFile,
-        '--config-file',
-        SECOND_ENGINE.configFile,
-        '--containerd-namespace',
-        'sbx-engine-2',
-        '--containerd-plugins-namespace',
-        'sbx-engine-2-plugins',
-        '--bridge',
-        'none',
-        '--iptables=false',
-        '--ip-masq=false',
-      ],
-      { detached: true, stdio: ['ignore', log, log] },
-    )
-    child.unref()
-    const deadline = performance.now() + 60_000
-    while (!(await answers())) {
-      if (child.exitCode !== null)
-        throw new Error(
-          `dockerd of the second engine exited (${child.exitCode}); see ${SECOND_ENGINE.logFile}`,
-        )
-      if (performance.now() > deadline)
-        throw new Error(`the second engine did not answer within 60 s; see ${SECOND_ENGINE.logFile}`)
-      await sleep(100)
+    // One retry when the first start fails: the error of the first is printed, not hidden.
+    try {
+      await launch()
+    } catch (err) {
+      console.warn(`[second-engine] the first start failed, starting again: ${(err as Error).message}`)
+      if (pidOf() === undefined) rmSync(SECOND_ENGINE.pidFile, { force: true })
+      await launch()
     }
   }
   for (const image of images) {
@@ -166,11 +204,9 @@ export async function startSecondEngine(
  * be a dockerd serving the second socket) and resolves once it is gone.
  */
 export async function killSecondEngine(): Promise<void> {
+  // pidOf checked it is a dockerd serving the second socket: never another process.
   const pid = pidOf()
   if (pid === undefined) return
-  const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
-  if (!cmdline.includes('dockerd') || !cmdline.includes(SECOND_ENGINE.socket))
-    throw new Error(`pid ${pid} is not the second engine's dockerd; refusing to kill it`)
   process.kill(pid, 'SIGKILL')
   const deadline = performance.now() + 30_000
   while (pidOf() === pid) {
