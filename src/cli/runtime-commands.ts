@@ -355,13 +355,19 @@ export async function reapCommand(args: readonly string[], io: CliIO): Promise<n
     // Snapshots a crashed capture left `creating` past the bound go too (their records and data).
     // With engine routing, only those taken on the engine this process reaches (DOCKER_HOST): the
     // data of the others lives on their engines, whose workers sweep them.
-    const snaps = await runtime.snapshots.sweepFailed(
-      runtime.engines ? { engineId: await engineIdOf(runtime.registry, runtime.loaded.config) } : {},
-    )
+    // And the data of snapshots deleted while this engine was away.
+    const here = runtime.engines
+      ? { engineId: await engineIdOf(runtime.registry, runtime.loaded.config) }
+      : {}
+    const snaps = await runtime.snapshots.sweepFailed(here)
+    const left = await runtime.snapshots.sweepLeftovers(here)
     io.out(
       values.json
-        ? JSON.stringify({ reaped: n, failedSnapshots: snaps })
-        : `reaped ${n} sandbox${n === 1 ? '' : 'es'}; removed ${snaps} failed snapshot${snaps === 1 ? '' : 's'}`,
+        ? JSON.stringify({ reaped: n, failedSnapshots: snaps, deletedSnapshotData: left })
+        : `reaped ${n} sandbox${n === 1 ? '' : 'es'}; removed ${snaps} failed snapshot${snaps === 1 ? '' : 's'}` +
+            (left
+              ? `; removed the data of ${left} snapshot${left === 1 ? '' : 's'} deleted while this engine was away`
+              : ''),
     )
     return 0
   } finally {

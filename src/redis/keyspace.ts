@@ -13,7 +13,7 @@
  * | Engines (lanes)         | `p:engines`                  | hash, `:drained`, `:place:<session>`, `:pending:<engine>`, `:job:<job>`, `:adopt:<engine>`, `:gateways:<engine>` |
  * | Session store           | `p:sessions:`                | `bindings`, `closed:<ref>`, `replaced`, `idle`, `warm:<pool>`, `lock:<name>`, `slot:<name>`… (see sessions/store/redis-scripts.ts) |
  * | Session directory       | `p:`                         | `directory:<tenant>`                                               |
- * | Snapshot directory      | `p:`                         | `snapshots:<tenant>`                                               |
+ * | Snapshot directory      | `p:`                         | `snapshots:<tenant>`, `snapshot-leftovers:<engine>`                |
  * | Agent runs              | `p:`                         | `agent:run:<id>`, `agent:events:<id>`, channels `agent:changed:<id>`, `agent:cancel` |
  * | E2B compatibility state | `p:e2b:`                     | `sandboxes`, `ends`, `procs:<sandbox>`                             |
  * | Circuit breaker         | `p`                          | `p:circuit:<provider>`                                             |

@@ -118,7 +118,10 @@ export function buildServices(p: ServiceParts): Services {
   }
 }
 
-/** Sweeps snapshots a crash left `creating` every `everyMs` (0: never), until the runtime closes. */
+/**
+ * Sweeps snapshots a crash left `creating`, and the data of snapshots deleted while their engine was
+ * away (on this process's engine), every `everyMs` (0: never), until the runtime closes.
+ */
 export function sweepFailedSnapshots(
   snapshots: PooledSnapshotService,
   everyMs: number,
@@ -128,6 +131,9 @@ export function sweepFailedSnapshots(
   if (everyMs <= 0) return
   const sweeping = setInterval(() => {
     snapshots.sweepFailed().catch((err: unknown) => logger.warn({ err }, 'sweeping failed snapshots failed'))
+    snapshots
+      .sweepLeftovers()
+      .catch((err: unknown) => logger.warn({ err }, 'removing the data of deleted snapshots failed'))
   }, everyMs)
   sweeping.unref()
   cleanups.add(async () => clearInterval(sweeping))

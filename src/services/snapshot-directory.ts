@@ -41,6 +41,16 @@ export interface SnapshotDirectory {
   delete(tenant: string, id: string): Promise<boolean>
   /** Tenants that hold snapshot records (for the sweep of stale ones). */
   tenants(): Promise<string[]>
+  /**
+   * Deletes the tenant's record and, in the same step, notes its data as left on its engine
+   * (`record.engineId`): a process there removes it later ({@link leftovers}). Resolves `false`
+   * when the tenant held no such record.
+   */
+  leaveOnEngine(record: SnapshotRecord & { engineId: string }): Promise<boolean>
+  /** Snapshots deleted while their engine could not be reached: their data is still on `engineId`. */
+  leftovers(engineId: string): Promise<SnapshotRecord[]>
+  /** Forgets a leftover once its data is gone from its engine. */
+  forgetLeftover(engineId: string, id: string): Promise<void>
 }
 
 function quotaFull(tenant: string, max: number): AppError {
@@ -80,6 +90,20 @@ export class MemorySnapshotDirectory implements SnapshotDirectory {
   async tenants(): Promise<string[]> {
     return [...this.byTenant].filter(([, t]) => t.size > 0).map(([tenant]) => tenant)
   }
+  private readonly left = new Map<string, Map<string, SnapshotRecord>>()
+  async leaveOnEngine(record: SnapshotRecord & { engineId: string }): Promise<boolean> {
+    if (!(await this.delete(record.tenant, record.id))) return false
+    let onEngine = this.left.get(record.engineId)
+    if (!onEngine) this.left.set(record.engineId, (onEngine = new Map()))
+    onEngine.set(record.id, record)
+    return true
+  }
+  async leftovers(engineId: string): Promise<SnapshotRecord[]> {
+    return [...(this.left.get(engineId)?.values() ?? [])]
+  }
+  async forgetLeftover(engineId: string, id: string): Promise<void> {
+    this.left.get(engineId)?.delete(id)
+  }
 }
 
 /** Adds field ARGV[1] = ARGV[2] to hash KEYS[1] unless it has ARGV[3] fields already. */
@@ -93,7 +117,19 @@ const UPDATE_SCRIPT = `
 if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then redis.call('hset', KEYS[1], ARGV[1], ARGV[2]) end
 return 1`
 
-/** Redis directory: hash `<prefix>snapshots:<tenant>` of id → JSON record. */
+/**
+ * Moves field ARGV[1] of hash KEYS[1] (the tenant's records) to hash KEYS[2] (an engine's
+ * leftovers) with value ARGV[2]; returns 0 when KEYS[1] has no such field.
+ */
+const LEAVE_SCRIPT = `
+if redis.call('hdel', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('hset', KEYS[2], ARGV[1], ARGV[2])
+return 1`
+
+/**
+ * Redis directory: hash `<prefix>snapshots:<tenant>` of id → JSON record, and hash
+ * `<prefix>snapshot-leftovers:<engine>` of the records deleted while their engine was away.
+ */
 export class RedisSnapshotDirectory implements SnapshotDirectory {
   constructor(
     private readonly redis: Redis,
@@ -127,6 +163,26 @@ export class RedisSnapshotDirectory implements SnapshotDirectory {
   }
   async delete(tenant: string, id: string): Promise<boolean> {
     return (await this.redis.hdel(this.key(tenant), id)) === 1
+  }
+  private leftoverKey(engineId: string): string {
+    return `${this.prefix}snapshot-leftovers:${engineId}`
+  }
+  async leaveOnEngine(record: SnapshotRecord & { engineId: string }): Promise<boolean> {
+    const moved = await this.redis.eval(
+      LEAVE_SCRIPT,
+      2,
+      this.key(record.tenant),
+      this.leftoverKey(record.engineId),
+      record.id,
+      JSON.stringify(record),
+    )
+    return moved === 1
+  }
+  async leftovers(engineId: string): Promise<SnapshotRecord[]> {
+    return (await this.redis.hvals(this.leftoverKey(engineId))).map((r) => JSON.parse(r) as SnapshotRecord)
+  }
+  async forgetLeftover(engineId: string, id: string): Promise<void> {
+    await this.redis.hdel(this.leftoverKey(engineId), id)
   }
   async tenants(): Promise<string[]> {
     const head = `${this.prefix}snapshots:`

@@ -119,6 +119,25 @@ export class PooledSnapshotService implements SnapshotService {
     return removed
   }
 
+  /**
+   * Removes the data of snapshots deleted while their engine was away (see {@link delete}) from
+   * this process's engine; resolves with how many went. The runtime runs it with
+   * {@link sweepFailed}, and `sbx reap` once.
+   *
+   * @param opts.engineId the engine this sweeper reaches; defaults to this service's own engine
+   */
+  async sweepLeftovers(opts: { engineId?: string } = {}): Promise<number> {
+    const here = opts.engineId ?? this.o.engineId
+    if (here === undefined) return 0
+    let removed = 0
+    for (const r of await this.o.snapshots.leftovers(here)) {
+      await this.removeData(r.provider, r.id)
+      await this.o.snapshots.forgetLeftover(here, r.id)
+      removed++
+    }
+    return removed
+  }
+
   private async removeData(providerId: string, id: string): Promise<void> {
     let cap: ReturnType<PooledSnapshotService['capability']>
     try {
@@ -217,9 +236,17 @@ export class PooledSnapshotService implements SnapshotService {
     return r ? view(this.settled(r)) : undefined
   }
 
+  /**
+   * Deletes the record and the snapshot's data. Data on another engine than this process's (the
+   * fleet could not reach a worker there: the engine is down or gone) cannot be removed from here:
+   * the record goes at once and the data is noted as left on that engine, whose workers remove it
+   * on their next sweep ({@link sweepLeftovers}) once it is back.
+   */
   async delete(tenant: string, id: string): Promise<boolean> {
     const r = await this.o.snapshots.get(tenant, id)
     if (!r) return false
+    if (r.engineId !== undefined && r.engineId !== this.o.engineId)
+      return this.o.snapshots.leaveOnEngine({ ...r, engineId: r.engineId })
     if (!(await this.o.snapshots.delete(tenant, id))) return false
     // Sessions started from it keep their own copy (workspace and image tag).
     await this.removeData(r.provider, id)

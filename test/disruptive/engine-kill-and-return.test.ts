@@ -19,6 +19,8 @@ import { PWS } from '../support/workspaces.js'
 let fleet: EngineFleet
 /** The source session's sandbox, on the second engine. */
 let sandboxId = ''
+/** The snapshot taken of it there. */
+let snapshotId = ''
 
 beforeAll(async () => {
   fleet = await startEngineFleet('engkillsnap', {
@@ -41,6 +43,19 @@ async function until(what: string, check: () => Promise<boolean>, ms: number): P
     if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
     await new Promise((r) => setTimeout(r, 250))
   }
+}
+
+/** The image and workspace volume of snapshot `id` on the engine at `host` (empty: none). */
+async function snapshotDataAt(host: string, id: string): Promise<string> {
+  const image = await dockerAt(host, ['images', '-q', `sandbox-router/snapshot:${id}`])
+  const volume = await dockerAt(host, [
+    'volume',
+    'ls',
+    '-q',
+    '--filter',
+    `label=sandbox-router.snapshot=${id}`,
+  ])
+  return (image.stdout + volume.stdout).trim()
 }
 
 describe('an engine whose dockerd was killed, then comes back', () => {
@@ -71,6 +86,8 @@ describe('an engine whose dockerd was killed, then comes back', () => {
     expect(taken.status, await taken.clone().text()).toBe(201)
     const snap = (await taken.json()) as { id: string; state: string }
     expect(snap.state).toBe('ready')
+    snapshotId = snap.id
+    expect((await snapshotDataAt(fleet.second.host, snap.id)).split('\n')).toHaveLength(2)
 
     await killSecondEngine()
     const t0 = Date.now()
@@ -100,11 +117,18 @@ describe('an engine whose dockerd was killed, then comes back', () => {
     expect(list.sessions.map((s) => s.id)).toEqual(['snapsrc'])
   })
 
-  test('a session deleted while its engine is dead is reaped there once the engine is back', async () => {
+  test('a session and a snapshot deleted while their engine is dead are removed there once it is back', async () => {
     expect(sandboxId).not.toBe('')
+    expect(snapshotId).not.toBe('')
     const del = await fleet.api.fetch('/v1/sessions/snapsrc', { method: 'DELETE' })
     expect(del.status, await del.clone().text()).toBe(200)
     expect((await fleet.api.fetch('/v1/sessions/snapsrc')).status).toBe(404)
+    // The snapshot's record goes at once; its image and workspace copy wait for the engine.
+    const delSnap = await fleet.api.fetch(`/v1/snapshots/${snapshotId}`, { method: 'DELETE' })
+    expect(delSnap.status, await delSnap.clone().text()).toBe(200)
+    expect((await fleet.api.fetch(`/v1/snapshots/${snapshotId}`)).status).toBe(404)
+    const snaps = (await (await fleet.api.fetch('/v1/snapshots')).json()) as { snapshots: { id: string }[] }
+    expect(snaps.snapshots.map((x) => x.id)).not.toContain(snapshotId)
 
     const second = await startSecondEngine()
     const backAt = Date.now()
@@ -119,5 +143,14 @@ describe('an engine whose dockerd was killed, then comes back', () => {
       200_000,
     )
     console.log(`reaped ${((Date.now() - backAt) / 1000).toFixed(1)} s after the engine's dockerd came back`)
+    await until(
+      `snapshot ${snapshotId}'s image and volume to go from the returned engine`,
+      async () => (await snapshotDataAt(second.host, snapshotId)) === '',
+      // The workers' sweep runs on the reap interval (60 s) too.
+      200_000,
+    )
+    console.log(
+      `the deleted snapshot's data went ${((Date.now() - backAt) / 1000).toFixed(1)} s after the engine's dockerd came back`,
+    )
   })
 })

@@ -224,7 +224,7 @@ describe('a fleet API process: the dashboard and sbx reap', () => {
     const orphan = stdout.trim().slice(0, 12)
     const r = await runSbx(['reap', '--json'], { cwd: configDir(config) })
     expect(r.code).toBe(0)
-    expect(JSON.parse(r.stdout)).toEqual({ reaped: 1, failedSnapshots: 0 })
+    expect(JSON.parse(r.stdout)).toEqual({ reaped: 1, failedSnapshots: 0, deletedSnapshotData: 0 })
     const left = await scopeContainers(scope)
     expect(left).toEqual([kept])
     expect(left).not.toContain(orphan)

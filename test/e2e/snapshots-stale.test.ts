@@ -86,7 +86,7 @@ describe('a snapshot a crash left creating', () => {
 
     const r = await runSbx(['reap', '--json'], { cwd: configDir(config) })
     expect(r.code, r.stderr).toBe(0)
-    expect(JSON.parse(r.stdout)).toEqual({ reaped: 0, failedSnapshots: 1 })
+    expect(JSON.parse(r.stdout)).toEqual({ reaped: 0, failedSnapshots: 1, deletedSnapshotData: 0 })
     expect(await redis.hexists(hash, stale)).toBe(0)
     expect(await redis.hexists(hash, young)).toBe(1)
     expect((await docker('volume', 'ls', '-q', '--filter', `name=^${volume}$`)).trim()).toBe('')

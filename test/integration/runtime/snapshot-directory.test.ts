@@ -47,6 +47,22 @@ describe.each([
     expect(await d.get('ta', a.id)).toBeUndefined()
   })
 
+  test("a record left on its engine leaves the tenant's records and quota, and waits for that engine", async () => {
+    const d = make()
+    const a = { ...record('tl'), state: 'ready' as const, engineId: 'eng-a' }
+    await d.add(a, 1)
+    expect(await d.leaveOnEngine(a)).toBe(true)
+    expect(await d.get('tl', a.id)).toBeUndefined()
+    expect(await d.list('tl')).toEqual([])
+    await d.add(record('tl'), 1) // the quota counts it no more
+    expect(await d.leftovers('eng-b')).toEqual([])
+    expect(await d.leftovers('eng-a')).toEqual([a])
+    // Only once: a second delete finds no record.
+    expect(await d.leaveOnEngine(a)).toBe(false)
+    await d.forgetLeftover('eng-a', a.id)
+    expect(await d.leftovers('eng-a')).toEqual([])
+  })
+
   test('the quota holds when many adds race', async () => {
     const d = make()
     const results = await Promise.allSettled(Array.from({ length: 10 }, () => d.add(record('tq'), 3)))
