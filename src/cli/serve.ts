@@ -5,7 +5,6 @@ import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { LoadedConfig } from '../config/load.js'
-import { isFleet } from '../config/schema.js'
 import { AppError } from '../errors.js'
 import { openDashboardQueues } from '../http/admin.js'
 import { createApp } from '../http/app.js'
@@ -13,7 +12,7 @@ import { Keyring } from '../http/keyring.js'
 import { McpEndpoint } from '../http/mcp.js'
 import { chooseProtocol } from '../http/ws-protocols.js'
 import type { McpShellProfile } from '../http/mcp-schemas.js'
-import { QUEUE_NAMES, redactUrl } from '../redis/index.js'
+import { redactUrl } from '../redis/index.js'
 import { createRuntime } from '../runtime/create-runtime.js'
 import { noNetworkVariant } from '../runtime/build-providers.js'
 import { e2bCommandPolicy } from '../services/e2b/policy.js'
@@ -57,14 +56,12 @@ export async function startServer(
       },
     },
   )
-  // The Bull Board dashboard shows BullMQ queues: under the `redis` driver only agent runs are there.
-  const dashboard = isFleet(config)
-    ? await openDashboardQueues({
-        redisUrl: config.queue.redisUrl,
-        prefix: runtime.prefix,
-        ...(config.queue.driver === 'redis' ? { queueNames: [QUEUE_NAMES.agentRuns] } : {}),
-      })
-    : undefined
+  // The Bull Board dashboard shows BullMQ queues: only the `bullmq` driver has any (exec jobs and agent
+  // runs); under `redis`, as in embedded mode, there is no dashboard (docs/deploy.md).
+  const dashboard =
+    config.queue.driver === 'bullmq'
+      ? await openDashboardQueues({ redisUrl: config.queue.redisUrl, prefix: runtime.prefix })
+      : undefined
   const app = createApp({
     keyring: new Keyring(opts.keys),
     logger: runtime.logger,

@@ -190,7 +190,7 @@ class DashboardSessions {
   }
 }
 
-/** The service's BullMQ queues: routed commands, and agent runs (`sbx worker --agent`). */
+/** The fleet's BullMQ queues under the `bullmq` driver: routed commands, and agent runs (`sbx worker --agent`). */
 export const DASHBOARD_QUEUE_NAMES: readonly string[] = [QUEUE_NAMES.exec, QUEUE_NAMES.agentRuns]
 
 /** Queue handles for the dashboard and how to release them. */

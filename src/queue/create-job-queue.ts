@@ -4,7 +4,8 @@ import { createRedisJobQueue } from './redis/redis-queue.js'
 import type { RedisQueueOptions } from './redis/redis-queue.js'
 import { createInProcessJobQueue } from './in-process-queue.js'
 import type { InProcessQueueOptions } from './in-process-queue.js'
-import type { JobQueue } from './types.js'
+import type { ExecJob, ExecResult, QueueJob } from './schemas.js'
+import type { JobKind, JobQueue } from './types.js'
 
 /**
  * Which queue to build: the embedded default (`in-process`; `memory` is its name in the config file),
@@ -15,21 +16,31 @@ export type JobQueueConfig =
   | ({ driver: 'bullmq' } & BullmqQueueOptions)
   | ({ driver: 'redis' } & RedisQueueOptions)
 
-/** Builds the configured {@link JobQueue} (connecting to Redis for `bullmq` and `redis`; fails fast when it is down). */
-export async function createJobQueue(config: JobQueueConfig): Promise<JobQueue> {
+/**
+ * Builds the configured {@link JobQueue} (connecting to Redis for `bullmq` and `redis`; fails fast when
+ * it is down). With a `kind`, a queue of that job kind (give it a `queueName` of its own on Redis);
+ * without, of exec jobs.
+ */
+export async function createJobQueue(config: JobQueueConfig): Promise<JobQueue>
+export async function createJobQueue<TJob extends QueueJob, TValue>(
+  config: JobQueueConfig & { kind: JobKind<TJob, TValue> },
+): Promise<JobQueue<TJob, TValue>>
+export async function createJobQueue(
+  config: JobQueueConfig & { kind?: JobKind<QueueJob, unknown> },
+): Promise<JobQueue<QueueJob, unknown> | JobQueue<ExecJob, ExecResult>> {
   switch (config.driver) {
     case 'in-process':
     case 'memory': {
-      const { driver: _driver, ...options } = config
-      return createInProcessJobQueue(options)
+      const { driver: _driver, kind, ...options } = config
+      return kind ? createInProcessJobQueue({ ...options, kind }) : createInProcessJobQueue(options)
     }
     case 'bullmq': {
-      const { driver: _driver, ...options } = config
-      return createBullmqJobQueue(options)
+      const { driver: _driver, kind, ...options } = config
+      return kind ? createBullmqJobQueue({ ...options, kind }) : createBullmqJobQueue(options)
     }
     case 'redis': {
-      const { driver: _driver, ...options } = config
-      return createRedisJobQueue(options)
+      const { driver: _driver, kind, ...options } = config
+      return kind ? createRedisJobQueue({ ...options, kind }) : createRedisJobQueue(options)
     }
   }
 }

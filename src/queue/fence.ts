@@ -1,4 +1,4 @@
-import type { ExecJob, ExecJobResult, FenceRecord, OutputChunk } from './schemas.js'
+import type { FenceRecord, JobResult, OutputChunk, QueueJob } from './schemas.js'
 import type { FenceOutcome, JobFence } from './types.js'
 
 /*
@@ -12,7 +12,7 @@ import type { FenceOutcome, JobFence } from './types.js'
 
 /** Every record the fence decision reads. */
 export interface FenceSnapshot {
-  readonly done?: ExecJobResult
+  readonly done?: JobResult
   readonly cancel?: string
   readonly fence?: FenceRecord
   readonly stdout: string
@@ -23,7 +23,7 @@ export interface FenceSnapshot {
  * The fence verdict: a stored result wins, then a cancel request, then an earlier start of a
  * non-idempotent job; otherwise the command may run (again, for idempotent jobs).
  */
-export function decideFence(s: FenceSnapshot, idempotent: boolean): FenceOutcome {
+export function decideFence(s: FenceSnapshot, idempotent: boolean): FenceOutcome<unknown> {
   if (s.done) return { kind: 'done', result: s.done }
   if (s.cancel !== undefined) return { kind: 'cancelled', reason: s.cancel }
   if (s.fence && !idempotent) return { kind: 'fenced', previous: s.fence, stdout: s.stdout, stderr: s.stderr }
@@ -40,7 +40,7 @@ export interface InterruptedInfo {
 }
 
 /** The result reported for a job whose earlier attempt may have run the command. */
-export function interruptedResult(info: InterruptedInfo = {}): ExecJobResult {
+export function interruptedResult(info: InterruptedInfo = {}): JobResult<never> {
   const { previous } = info
   const where = previous
     ? `attempt ${previous.attempt} on worker ${previous.workerId} started it at ` +
@@ -61,7 +61,7 @@ export function interruptedResult(info: InterruptedInfo = {}): ExecJobResult {
 }
 
 /** The outcome of a fence verdict that ends the job without running it, or undefined for `run`. */
-export function resultOfOutcome(outcome: FenceOutcome): ExecJobResult | undefined {
+export function resultOfOutcome<TValue>(outcome: FenceOutcome<TValue>): JobResult<TValue> | undefined {
   switch (outcome.kind) {
     case 'run':
       return undefined
@@ -75,7 +75,7 @@ export function resultOfOutcome(outcome: FenceOutcome): ExecJobResult | undefine
 }
 
 interface MemoryRecords {
-  done?: ExecJobResult
+  done?: JobResult
   cancel?: string
   fence?: FenceRecord
   stdout: string
@@ -94,11 +94,11 @@ export interface MemoryFenceStoreOptions {
 
 /** Fence records in this process (the in-process queue driver). */
 export interface MemoryFenceStore {
-  fence(job: ExecJob, attempt: number, workerId: string): JobFence
+  fence(job: QueueJob, attempt: number, workerId: string): JobFence<unknown>
   /** Records a cancel request (kept until the job has a result). */
   requestCancel(jobId: string, reason: string): void
   appendTail(jobId: string, chunk: OutputChunk): void
-  result(jobId: string): ExecJobResult | undefined
+  result(jobId: string): JobResult | undefined
   /** Drops expired records. */
   sweep(): void
 }

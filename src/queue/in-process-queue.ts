@@ -2,10 +2,10 @@ import { AppError } from '../errors.js'
 import { createMemoryFenceStore } from './fence.js'
 import { OUTPUT_LOG_CAP_BYTES, OUTPUT_LOG_LINGER_MS, OutputLog } from './output-log.js'
 import { checkConcurrency, defaultWorkerId, failedResult, runJob } from './run-job.js'
-import type { RunOutcome } from './run-job.js'
-import { ExecJobSchema } from './schemas.js'
-import type { ExecJob, ExecJobResult, LoggedChunk, OutputChunk } from './schemas.js'
-import type { Consumer, ConsumeOptions, JobAbortReason, JobInfo, JobProcessor, JobQueue } from './types.js'
+import type { AnyJobProcessor, RunOutcome } from './run-job.js'
+import type { ExecJob, ExecResult, JobResult, LoggedChunk, OutputChunk, QueueJob } from './schemas.js'
+import { anyKind, EXEC_JOBS } from './job-kind.js'
+import type { Consumer, ConsumeOptions, JobAbortReason, JobInfo, JobKind, JobQueue } from './types.js'
 import { boundedWait } from './wait-for.js'
 
 /** Options of {@link createInProcessJobQueue}. */
@@ -20,28 +20,36 @@ export interface InProcessQueueOptions {
   abortGraceMs?: number
 }
 
+/** Options of {@link createInProcessJobQueue} for a queue of another job kind than exec jobs. */
+export interface InProcessKindOptions<TJob extends QueueJob, TValue> extends InProcessQueueOptions {
+  /** What the queue carries. @default EXEC_JOBS */
+  kind: JobKind<TJob, TValue>
+}
+
 interface Entry {
-  readonly job: ExecJob
+  readonly job: QueueJob
   state: 'waiting' | 'active' | 'done'
   attempt: number
-  result?: ExecJobResult
+  result?: JobResult
   doneAt?: number
   controller?: AbortController
   /** Numbered live output for resuming readers; dropped a minute after the job finished. */
   log?: OutputLog
-  readonly waiters: Set<(r: ExecJobResult) => void>
+  readonly waiters: Set<(r: JobResult) => void>
 }
 
 interface LocalConsumer {
   readonly workerId: string
   readonly concurrency: number
-  readonly processor: JobProcessor
+  readonly processor: AnyJobProcessor
+  readonly onSkipped?: ((job: QueueJob, result: JobResult) => Promise<void>) | undefined
+  readonly onError: (err: unknown, context: string) => void
   readonly active: Set<Entry>
   closing: boolean
   onIdle?: () => void
 }
 
-function infoOf(e: Entry): JobInfo {
+function infoOf(e: Entry): JobInfo<QueueJob, unknown> {
   const state = e.state === 'done' ? 'finished' : e.state
   return { job: e.job, state, ...(e.result ? { result: e.result } : {}) }
 }
@@ -59,7 +67,14 @@ function deliverSafely(listener: (chunk: LoggedChunk) => void, chunk: LoggedChun
  * The embedded single-process queue: no Redis, same semantics as the BullMQ driver (job ids, retention,
  * fencing, cancellation, hand-back on shutdown). Jobs live only as long as the process.
  */
-export function createInProcessJobQueue(options: InProcessQueueOptions = {}): JobQueue {
+export function createInProcessJobQueue(options?: InProcessQueueOptions): JobQueue
+export function createInProcessJobQueue<TJob extends QueueJob, TValue>(
+  options: InProcessKindOptions<TJob, TValue>,
+): JobQueue<TJob, TValue>
+export function createInProcessJobQueue(
+  options: InProcessQueueOptions & { kind?: JobKind<QueueJob, unknown> } = {},
+): JobQueue<QueueJob, unknown> {
+  const kind = options.kind ?? anyKind<ExecJob, ExecResult>(EXEC_JOBS)
   const retentionMs = options.retentionMs ?? 3_600_000
   const abortGraceMs = options.abortGraceMs ?? 5_000
   const fences = createMemoryFenceStore({ retentionMs, tailCapBytes: options.tailCapBytes ?? 65_536 })
@@ -81,7 +96,7 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
     fences.sweep()
   }
 
-  const complete = (entry: Entry, result: ExecJobResult): void => {
+  const complete = (entry: Entry, result: JobResult): void => {
     if (entry.state === 'done') return
     const i = waiting.indexOf(entry)
     if (i >= 0) waiting.splice(i, 1)
@@ -128,7 +143,12 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
         if (ls) for (const l of ls) deliverSafely(l, logged)
       },
     }
-    runJob(c.processor, entry.job, ctx).then(
+    const onSkipped = c.onSkipped
+    const skipped = onSkipped
+      ? (job: QueueJob, result: JobResult): Promise<void> =>
+          onSkipped(job, result).catch((err: unknown) => c.onError(err, `job ${job.jobId}`))
+      : undefined
+    runJob(c.processor, entry.job, ctx, skipped).then(
       (outcome) => settle(c, entry, attempt, outcome),
       (err: unknown) => settle(c, entry, attempt, { kind: 'result', result: failedResult(err) }),
     )
@@ -170,7 +190,7 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
 
     submit(input) {
       if (closed) return Promise.reject(new AppError('QUEUE_UNAVAILABLE', 'The job queue is closed.'))
-      const job = ExecJobSchema.parse(input)
+      const job = kind.payload.parse(input)
       sweep()
       const existing = entries.get(job.jobId)
       if (existing) return Promise.resolve({ jobId: job.jobId })
@@ -190,7 +210,7 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
         )
         return Promise.reject(err)
       }
-      return boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
+      return boundedWait<JobResult>(jobId, opts, (resolve, reject) => {
         if (entry.result) {
           resolve(entry.result)
           return () => {}
@@ -213,7 +233,7 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
 
     list(tenant, opts) {
       sweep()
-      const found: JobInfo[] = []
+      const found: JobInfo<QueueJob, unknown>[] = []
       // Map order is insertion (submission) order: walk it backwards for newest first.
       for (const e of [...entries.values()].reverse()) {
         if (found.length >= opts.limit) break
@@ -261,12 +281,14 @@ export function createInProcessJobQueue(options: InProcessQueueOptions = {}): Jo
       entry.controller?.abort(abort)
     },
 
-    consume(processor, opts: ConsumeOptions = {}) {
+    consume(processor, opts: ConsumeOptions<QueueJob, unknown> = {}) {
       if (closed) return Promise.reject(new AppError('QUEUE_UNAVAILABLE', 'The job queue is closed.'))
       const c: LocalConsumer = {
         workerId: opts.workerId ?? defaultWorkerId(),
         concurrency: checkConcurrency(opts.concurrency, 8),
         processor,
+        onSkipped: opts.onSkipped,
+        onError: opts.onError ?? ((): void => undefined),
         active: new Set(),
         closing: false,
       }

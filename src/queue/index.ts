@@ -6,6 +6,7 @@ export type {
   JobAbortReason,
   JobContext,
   JobFence,
+  JobKind,
   JobProcessor,
   JobQueue,
   QueueDriver,
@@ -18,8 +19,19 @@ export {
   ExecJobSchema,
   ExecResultSchema,
   FenceRecordSchema,
+  JobResultSchema,
+  jobResultSchema,
 } from './schemas.js'
-export type { ExecJob, ExecJobResult, FenceRecord, LoggedChunk, OutputChunk } from './schemas.js'
+export type {
+  ExecJob,
+  ExecJobResult,
+  FenceRecord,
+  JobResult,
+  LoggedChunk,
+  OutputChunk,
+  QueueJob,
+} from './schemas.js'
+export { EXEC_JOBS } from './job-kind.js'
 export { deriveJobId, isJobId } from './job-id.js'
 export { createMemoryFenceStore, decideFence, interruptedResult, resultOfOutcome } from './fence.js'
 export type { FenceSnapshot, InterruptedInfo, MemoryFenceStore, MemoryFenceStoreOptions } from './fence.js'

@@ -2,12 +2,15 @@ import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
 import { resultOfOutcome } from './fence.js'
-import type { ExecJob, ExecJobResult } from './schemas.js'
+import type { JobResult, QueueJob } from './schemas.js'
 import type { JobAbortReason, JobContext, JobProcessor } from './types.js'
+
+/** A processor as the drivers hold it: the job kind's payload is parsed before it is called. */
+export type AnyJobProcessor = JobProcessor<QueueJob, unknown>
 
 /** How a driver must settle a job after running its processor. */
 export type RunOutcome =
-  | { readonly kind: 'result'; readonly result: ExecJobResult }
+  | { readonly kind: 'result'; readonly result: JobResult }
   /** Aborted for shutdown: put the job back on the queue for another consumer. */
   | { readonly kind: 'handback' }
 
@@ -17,12 +20,21 @@ export type RunOutcome =
  * processor); processor errors become results; the result is stored through the fence, so a job that
  * two attempts finish still completes exactly once.
  */
-export async function runJob(processor: JobProcessor, job: ExecJob, ctx: JobContext): Promise<RunOutcome> {
+export async function runJob(
+  processor: AnyJobProcessor,
+  job: QueueJob,
+  ctx: JobContext<unknown>,
+  onSkipped?: (job: QueueJob, result: JobResult) => Promise<void>,
+): Promise<RunOutcome> {
   if (ctx.attempt > 1) {
     const early = resultOfOutcome(await ctx.fence.inspect())
-    if (early) return { kind: 'result', result: await ctx.fence.finish(early) }
+    if (early) {
+      const result = await ctx.fence.finish(early)
+      await onSkipped?.(job, result)
+      return { kind: 'result', result }
+    }
   }
-  let result: ExecJobResult
+  let result: JobResult
   try {
     result = await processor(job, ctx)
   } catch (err) {
@@ -47,7 +59,7 @@ export function abortReasonOf(signal: AbortSignal): JobAbortReason | undefined {
 }
 
 /** A `failed` job result for an error thrown while processing. */
-export function failedResult(err: unknown): ExecJobResult {
+export function failedResult(err: unknown): JobResult<never> {
   if (err instanceof AppError)
     return { status: 'failed', code: err.code, message: err.message, retryable: err.retryable }
   const message = err instanceof Error ? err.message : String(err)

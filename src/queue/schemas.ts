@@ -158,34 +158,79 @@ export const FenceRecordSchema = z.object({
 /** What is known about an earlier execution attempt (the fence record). */
 export type FenceRecord = z.output<typeof FenceRecordSchema>
 
-/** How a job ended. Every driver resolves a job with exactly one of these. */
-export const ExecJobResultSchema = z.discriminatedUnion('status', [
-  z.object({
-    status: z.literal('completed'),
-    result: ExecResultSchema,
-    attempt: z.number().int().positive(),
-    workerId: z.string(),
-  }),
-  z.object({
-    /** A previous attempt may have run (part of) the command; it was not run again. */
-    status: z.literal('interrupted'),
-    message: z.string(),
-    previous: FenceRecordSchema.optional(),
-    /** Output the previous attempt published before it was interrupted (a bounded tail). */
-    stdout: z.string(),
-    stderr: z.string(),
-  }),
-  z.object({ status: z.literal('cancelled'), reason: z.string() }),
-  z.object({
-    status: z.literal('failed'),
-    code: ErrorCodeSchema,
-    message: z.string(),
-    retryable: z.boolean(),
-  }),
-])
+/**
+ * How a job ended, for a job kind whose `completed` jobs carry a `TValue`. Every driver resolves a
+ * job with exactly one of these; the other three are the queue's own (fence, cancel, processor error).
+ */
+export type JobResult<TValue = unknown> =
+  | { status: 'completed'; result: TValue; attempt: number; workerId: string }
+  /** A previous attempt may have run (part of) the job; it was not run again. */
+  | {
+      status: 'interrupted'
+      message: string
+      previous?: FenceRecord
+      /** Output the previous attempt published before it was interrupted (a bounded tail). */
+      stdout: string
+      stderr: string
+    }
+  | { status: 'cancelled'; reason: string }
+  | { status: 'failed'; code: z.output<typeof ErrorCodeSchema>; message: string; retryable: boolean }
 
-/** How a job ended. */
-export type ExecJobResult = z.output<typeof ExecJobResultSchema>
+/** The schema of {@link JobResult} for a job kind whose `completed` value is `value`. */
+export function jobResultSchema<TValue>(value: z.ZodType<TValue>): z.ZodType<JobResult<TValue>> {
+  return z.discriminatedUnion('status', [
+    z.object({
+      status: z.literal('completed'),
+      result: value,
+      attempt: z.number().int().positive(),
+      workerId: z.string(),
+    }),
+    z.object({
+      status: z.literal('interrupted'),
+      message: z.string(),
+      previous: FenceRecordSchema.optional(),
+      stdout: z.string(),
+      stderr: z.string(),
+    }),
+    z.object({ status: z.literal('cancelled'), reason: z.string() }),
+    z.object({
+      status: z.literal('failed'),
+      code: ErrorCodeSchema,
+      message: z.string(),
+      retryable: z.boolean(),
+    }),
+  ]) as z.ZodType<JobResult<TValue>>
+}
+
+/**
+ * Any job's result as the queue machinery stores and reads it (fence records, the `redis` driver's
+ * job hash): the `completed` value is checked by the job kind's own schema at the queue's edge.
+ */
+export const JobResultSchema = jobResultSchema(z.unknown())
+
+/** The normalised result of a command. */
+export type ExecResult = z.output<typeof ExecResultSchema>
+
+/** How an exec job ended. */
+export const ExecJobResultSchema = jobResultSchema(ExecResultSchema)
+
+/** How an exec job ended. */
+export type ExecJobResult = JobResult<ExecResult>
+
+/**
+ * What the queue machinery reads of any job's payload (a job kind's schema has at least these):
+ * its id, its tenant (the job index, tenant-scoped listing), optionally its session (the session's
+ * index) and whether a redelivery may run it again (the fence).
+ */
+export interface QueueJob {
+  readonly jobId: string
+  readonly tenant: string
+  readonly sessionId?: string | undefined
+  /** A redelivered job may run again instead of reporting `interrupted`. */
+  readonly idempotent: boolean
+  /** Epoch ms when it was submitted (index order). */
+  readonly submittedAt: number
+}
 
 /** A live piece of a job's output. */
 export interface OutputChunk {

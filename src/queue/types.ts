@@ -1,4 +1,13 @@
-import type { ExecJob, ExecJobResult, FenceRecord, LoggedChunk, OutputChunk } from './schemas.js'
+import type { z } from 'zod'
+import type {
+  ExecJob,
+  ExecResult,
+  FenceRecord,
+  JobResult,
+  LoggedChunk,
+  OutputChunk,
+  QueueJob,
+} from './schemas.js'
 
 /** Which backend a {@link JobQueue} runs on. */
 export type QueueDriver = 'bullmq' | 'redis' | 'in-process'
@@ -10,12 +19,25 @@ export type JobAbortReason =
   /** The consumer is shutting down past its drain deadline: the job is handed back to the queue. */
   | { readonly kind: 'shutdown' }
 
+/**
+ * What a queue carries: a kind of job, named, with the schema of its payload (checked by the worker
+ * that takes a job and by views) and of the value a `completed` job carries (checked where results
+ * are read). Exec jobs (`EXEC_JOBS`, the default of every driver) and agent runs are two kinds, each on
+ * a queue of its own; the drivers, the fence, cancel, redelivery and the outage handling are shared.
+ */
+export interface JobKind<TJob extends QueueJob = ExecJob, TValue = ExecResult> {
+  /** The job name drivers record (BullMQ's job name). */
+  readonly name: string
+  readonly payload: z.ZodType<TJob>
+  readonly result: z.ZodType<JobResult<TValue>>
+}
+
 /** What the fence says about running a job's command now. */
-export type FenceOutcome =
+export type FenceOutcome<TValue = ExecResult> =
   /** Run it. `previous` is set when an earlier attempt started it (idempotent routes only). */
   | { readonly kind: 'run'; readonly previous?: FenceRecord }
   /** The job already has a result (a previous attempt finished): return it. */
-  | { readonly kind: 'done'; readonly result: ExecJobResult }
+  | { readonly kind: 'done'; readonly result: JobResult<TValue> }
   /** The job was cancelled before it ran. */
   | { readonly kind: 'cancelled'; readonly reason: string }
   /** An earlier attempt started the command and the route is not idempotent: do not run it again. */
@@ -30,24 +52,24 @@ export type FenceOutcome =
  * Per-job execution fence. A processor calls {@link JobFence.begin} immediately before the side effect
  * (the command); drivers call the rest.
  */
-export interface JobFence {
+export interface JobFence<TValue = ExecResult> {
   /** Reads the job's records without writing (same verdict `begin` would give). */
-  inspect(): Promise<FenceOutcome>
+  inspect(): Promise<FenceOutcome<TValue>>
   /** Atomically: a stored result, a cancel request or (non-idempotent) an earlier start wins; else records this start. */
-  begin(start: { sandboxId?: string }): Promise<FenceOutcome>
+  begin(start: { sandboxId?: string }): Promise<FenceOutcome<TValue>>
   /** Stores the result unless one exists; resolves with the stored one (the first finisher wins). */
-  finish(result: ExecJobResult): Promise<ExecJobResult>
+  finish(result: JobResult<TValue>): Promise<JobResult<TValue>>
 }
 
 /** What a processor gets besides the job. */
-export interface JobContext {
+export interface JobContext<TValue = ExecResult> {
   /** Aborted on cancel or on shutdown past the drain deadline; `signal.reason` is a {@link JobAbortReason}. */
   readonly signal: AbortSignal
   /** 1 on first delivery; higher after a redelivery (worker died, or the job was handed back). */
   readonly attempt: number
   /** Id of the consumer running the job (stored in fence records). */
   readonly workerId: string
-  readonly fence: JobFence
+  readonly fence: JobFence<TValue>
   /** Publishes live output (best effort; the final result carries the whole output). */
   publish(chunk: OutputChunk): void
 }
@@ -57,10 +79,13 @@ export interface JobContext {
  * `cancelled`, or hands it back on shutdown; any other rejection ends it `failed` (code from an
  * `AppError`, else INTERNAL).
  */
-export type JobProcessor = (job: ExecJob, ctx: JobContext) => Promise<ExecJobResult>
+export type JobProcessor<TJob extends QueueJob = ExecJob, TValue = ExecResult> = (
+  job: TJob,
+  ctx: JobContext<TValue>,
+) => Promise<JobResult<TValue>>
 
 /** Options of {@link JobQueue.consume}. */
-export interface ConsumeOptions {
+export interface ConsumeOptions<TJob extends QueueJob = ExecJob, TValue = ExecResult> {
   /** Jobs run at once by this consumer. @default 8 */
   concurrency?: number
   /** Id recorded in fence records and results. @default `<hostname>-<pid>-<random>` */
@@ -72,6 +97,13 @@ export interface ConsumeOptions {
    * `failed`: another consumer runs it, and its fence decides (Redis drivers only). @default none
    */
   handBackOn?: (err: unknown) => boolean
+  /**
+   * Called when a job this consumer took ends without its processor: a redelivery whose fence holds
+   * a result, a cancel request or an earlier start of a non-idempotent job (`interrupted`), or one
+   * the queue gave up on. For kinds that keep their own record of a job (agent runs: the run record),
+   * which must end too. Errors are reported to `onError`. @default nothing
+   */
+  onSkipped?: (job: TJob, result: JobResult<TValue>) => Promise<void>
 }
 
 /** A running consumer of a queue. */
@@ -95,34 +127,35 @@ export interface WaitOptions {
 }
 
 /** Where a job is, for views (HTTP, dashboards). */
-export interface JobInfo {
-  readonly job: ExecJob
+export interface JobInfo<TJob extends QueueJob = ExecJob, TValue = ExecResult> {
+  readonly job: TJob
   readonly state: 'waiting' | 'active' | 'finished'
-  readonly result?: ExecJobResult
+  readonly result?: JobResult<TValue>
 }
 
 /** Stops a subscription. */
 export type Unsubscribe = () => Promise<void>
 
 /**
- * A queue of {@link ExecJob}s. Jobs are keyed by `job.jobId`: submitting an id that exists (waiting,
- * running, or finished within the retention window) does not add a second job.
+ * A queue of jobs of one {@link JobKind} (by default exec jobs, {@link ExecJob}). Jobs are keyed by
+ * `job.jobId`: submitting an id that exists (waiting, running, or finished within the retention window)
+ * does not add a second job.
  */
-export interface JobQueue {
+export interface JobQueue<TJob extends QueueJob = ExecJob, TValue = ExecResult> {
   readonly driver: QueueDriver
   /** Adds the job unless one with its id exists (a resubmission is a no-op that resolves the same way). */
-  submit(job: ExecJob): Promise<{ readonly jobId: string }>
+  submit(job: TJob): Promise<{ readonly jobId: string }>
   /** Resolves with the job's result once it has one (immediately when it already finished). */
-  wait(jobId: string, opts: WaitOptions): Promise<ExecJobResult>
+  wait(jobId: string, opts: WaitOptions): Promise<JobResult<TValue>>
   /** The job's result if it finished within the retention window. */
-  getResult(jobId: string): Promise<ExecJobResult | undefined>
+  getResult(jobId: string): Promise<JobResult<TValue> | undefined>
   /** The job, its state and (when finished) its result; undefined when unknown or past retention. */
-  inspect(jobId: string): Promise<JobInfo | undefined>
+  inspect(jobId: string): Promise<JobInfo<TJob, TValue> | undefined>
   /**
    * Up to `limit` of the tenant's jobs within the retention window (optionally of one session), newest
    * first. Only that tenant's jobs are ever listed.
    */
-  list(tenant: string, opts: { sessionId?: string; limit: number }): Promise<JobInfo[]>
+  list(tenant: string, opts: { sessionId?: string; limit: number }): Promise<JobInfo<TJob, TValue>[]>
   /** Jobs waiting (including delayed/prioritized) and running, across the queue. */
   counts(): Promise<{ readonly waiting: number; readonly active: number }>
   /**
@@ -141,7 +174,7 @@ export interface JobQueue {
    */
   cancel(jobId: string, reason?: string): Promise<void>
   /** Starts processing jobs in this process. */
-  consume(processor: JobProcessor, opts?: ConsumeOptions): Promise<Consumer>
+  consume(processor: JobProcessor<TJob, TValue>, opts?: ConsumeOptions<TJob, TValue>): Promise<Consumer>
   /** Closes consumers (hands their jobs back), then connections. Pending waits reject. */
   close(): Promise<void>
 }

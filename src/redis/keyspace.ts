@@ -14,13 +14,16 @@
  * | Session store           | `p:sessions:`                | `bindings`, `closed:<ref>`, `replaced`, `idle`, `warm:<pool>`, `lock:<name>`, `slot:<name>`… (see sessions/store/redis-scripts.ts) |
  * | Session directory       | `p:`                         | `directory:<tenant>`                                               |
  * | Snapshot directory      | `p:`                         | `snapshots:<tenant>`, `snapshot-leftovers:<engine>`                |
- * | Agent runs              | `p:`                         | `agent:run:<id>`, `agent:events:<id>`, channels `agent:changed:<id>`, `agent:cancel` |
+ * | Agent runs              | `p:`                         | `agent:run:<id>`, `agent:events:<id>`, channel `agent:changed:<id>` (the jobs: `sbx-agent-runs`) |
  * | E2B compatibility state | `p:e2b:`                     | `sandboxes`, `ends`, `procs:<sandbox>`                             |
  * | Circuit breaker         | `p`                          | `p:circuit:<provider>`                                             |
  * | Lifecycle events        | `p`                          | stream `p:lifecycle`                                               |
  */
 
-/** The fleet's BullMQ queues: routed commands (`sbx worker`) and agent runs (`sbx worker --agent`). */
+/**
+ * The fleet's job queues, under either Redis driver: routed commands (`sbx worker`) and agent runs
+ * (`sbx worker --agent`), each a queue of its own job kind.
+ */
 export const QUEUE_NAMES = { exec: 'sbx-exec', agentRuns: 'sbx-agent-runs' } as const
 
 /** One of {@link QUEUE_NAMES}. */

@@ -8,14 +8,9 @@ import type { AgentRunDeps } from '../services/agent-runs/execute.js'
 import { MemoryAgentRunStore } from '../services/agent-runs/memory-store.js'
 import { modelFor } from '../services/agent-runs/models.js'
 import { RedisAgentRunStore } from '../services/agent-runs/redis-store.js'
-import {
-  createBullmqAgentDispatcher,
-  createInProcessAgentRunner,
-  startBullmqAgentWorker,
-} from '../worker/agent-run-worker.js'
+import { agentRunDispatcher, createAgentRunQueue, startAgentRunWorker } from '../worker/agent-run-worker.js'
 import type { AgentRunWorkerHandle } from '../worker/agent-run-worker.js'
 import { AgentRunService } from '../services/agent-runs/service.js'
-import type { AgentRunDispatcher } from '../services/agent-runs/service.js'
 import type { AgentRunRecord } from '../services/agent-runs/types.js'
 import type { Cleanups } from './cleanups.js'
 import type { PooledCodeService } from '../services/code-service.js'
@@ -54,11 +49,14 @@ export interface AgentParts {
   readonly engines: EngineDirectory | undefined
   /** Observes finished runs (metrics). */
   readonly onFinished: (record: AgentRunRecord) => void
+  /** Errors of the agent-run queue's machinery. @default ignore */
+  readonly onError?: (err: unknown, context: string) => void
 }
 
 /**
- * The agent-run store, the dispatcher (in-process when embedded, the BullMQ queue for a fleet), the
- * consumer and the service the API calls. A run's session is recorded on the shell route's target.
+ * The agent-run store, the agent-run job queue (`sbx-agent-runs` on the fleet's queue driver, or in
+ * this process when embedded), this process's consumer of it and the service the API calls. A run's
+ * session is recorded on the shell route's target.
  */
 export async function buildAgents(p: AgentParts, cleanups: Cleanups): Promise<Agents> {
   const { config, redis, prefix, env } = p
@@ -75,21 +73,24 @@ export async function buildAgents(p: AgentParts, cleanups: Cleanups): Promise<Ag
   }
   const census = redis ? censusOf(config, prefix, p.engines) : undefined
   if (census) cleanups.add(() => census.close())
-  let dispatcher: AgentRunDispatcher
+  // Embedded: the queue lives in this process, which always consumes it.
+  const driver = redis ? config.queue.driver : 'in-process'
+  const queue = await createAgentRunQueue(
+    driver === 'bullmq' || driver === 'redis'
+      ? { driver, redisUrl: config.queue.redisUrl, prefix }
+      : { driver: 'in-process' },
+  )
+  cleanups.add(() => queue.close())
+  const dispatcher = agentRunDispatcher(queue, census)
   let agentWorker: AgentRunWorkerHandle | undefined
-  if (!redis) {
-    const inProcess = await createInProcessAgentRunner(deps)
-    dispatcher = inProcess
-    cleanups.add(() => inProcess.close())
-  } else {
-    const producer = createBullmqAgentDispatcher(config.queue.redisUrl, prefix, census)
-    dispatcher = producer
-    cleanups.add(() => producer.close())
-    if (p.consume) {
-      const consumer = await startBullmqAgentWorker(deps, config.queue.redisUrl, prefix, p.concurrency)
-      agentWorker = consumer
-      cleanups.add(() => consumer.close())
-    }
+  if (!redis || p.consume) {
+    const consumer = await startAgentRunWorker(queue, deps, {
+      ...(p.concurrency === undefined ? {} : { concurrency: p.concurrency }),
+      ...(p.onError ? { onError: p.onError } : {}),
+    })
+    // The fleet's consumer is shown (`sbx worker --agent` prints it); an embedded one is not.
+    if (redis) agentWorker = consumer
+    cleanups.add(() => consumer.close())
   }
   const { providerId: provider, profile } = config.routing.shell
   const agentRuns = new AgentRunService(
@@ -107,6 +108,6 @@ function censusOf(config: Config, prefix: string, engines: EngineDirectory | und
     ? async () =>
         (await engines.list()).filter((e) => e.state === 'live').map((e) => laneName(EXEC_QUEUE, e.id))
     : undefined
-  const execDriver = config.queue.driver === 'redis' ? 'redis' : 'bullmq'
-  return createWorkerCensus(config.queue.redisUrl, prefix, 1_000, lanes, execDriver)
+  const driver = config.queue.driver === 'redis' ? 'redis' : 'bullmq'
+  return createWorkerCensus(config.queue.redisUrl, prefix, 1_000, lanes, driver)
 }

@@ -168,6 +168,7 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
         directory: stores.directory,
         engines,
         onFinished: countAgentRun(metrics),
+        onError: (err, context) => logger.warn({ err, context }, 'agent-run worker error'),
       },
       cleanups,
     )

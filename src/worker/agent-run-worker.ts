@@ -1,103 +1,80 @@
 import { hostname } from 'node:os'
-import { Queue, Worker } from 'bullmq'
-import { STALL_DETECTION } from '../queue/redis-common/stall-detection.js'
-import { reconnectDelayMs } from '../redis/index.js'
+import { z } from 'zod'
+import { createJobQueue } from '../queue/create-job-queue.js'
+import { jobResultSchema } from '../queue/schemas.js'
+import type { Consumer, JobKind, JobProcessor, JobQueue } from '../queue/types.js'
+import { QUEUE_NAMES } from '../redis/index.js'
 import { AGENT_RUN_QUEUE, noWorkerWarning } from './worker-census.js'
 import type { WorkerCensus } from './worker-census.js'
 import type { AgentRunDeps } from '../services/agent-runs/execute.js'
-import { executeAgentRun } from '../services/agent-runs/execute.js'
+import { endSkippedRun, executeAgentRun } from '../services/agent-runs/execute.js'
 import type { AgentRunDispatcher } from '../services/agent-runs/service.js'
 
-/** A process that executes agent runs. */
-export interface AgentRunRunner {
-  close(opts?: { deadlineMs?: number }): Promise<void>
+/**
+ * An agent run as a job on its queue (`sbx-agent-runs`): which run, of which tenant. The run's
+ * request, state, events and output live in the run store; the job is its place in the queue, its
+ * lease, its fence and its cancel.
+ */
+export const AgentRunJobSchema = z
+  .object({
+    /** The run's id (`run-<uuid>`). */
+    jobId: z.string().min(1),
+    tenant: z.string().min(1),
+    /** Never: a redelivered run that began ends failed JOB_INTERRUPTED rather than run twice. */
+    idempotent: z.literal(false),
+    /** Epoch ms when the run was created. */
+    submittedAt: z.number(),
+  })
+  .strict()
+
+/** An agent run as a job on its queue. */
+export type AgentRunJob = z.output<typeof AgentRunJobSchema>
+
+/** What a completed agent-run job carries: the state its run ended in (its record holds the rest). */
+export const AgentRunValueSchema = z.object({ state: z.enum(['completed', 'failed', 'cancelled']) })
+
+/** What a completed agent-run job carries. */
+export type AgentRunValue = z.output<typeof AgentRunValueSchema>
+
+/** Agent runs as a {@link JobKind}: a queue of them runs on any driver, as exec jobs do. */
+export const AGENT_RUN_JOBS: JobKind<AgentRunJob, AgentRunValue> = {
+  name: 'agent-run',
+  payload: AgentRunJobSchema,
+  result: jobResultSchema(AgentRunValueSchema),
 }
 
-/** The fleet's agent-run consumer of this process (`sbx worker --agent`). */
-export interface AgentRunWorkerHandle extends AgentRunRunner {
-  /** The name it is registered under on the queue (BullMQ worker name). */
-  readonly workerId: string
-  /** Runs at once in this process. */
-  readonly concurrency: number
-}
+/** The queue of agent runs (`sbx-agent-runs`). */
+export type AgentRunQueue = JobQueue<AgentRunJob, AgentRunValue>
 
-/** Aborts the runs this process holds when a cancel for them is requested (from any process). */
-async function cancellable(deps: AgentRunDeps) {
-  const running = new Map<string, AbortController>()
-  const off = await deps.store.onCancel((id) => running.get(id)?.abort(new Error('cancelled')))
-  return {
-    running,
-    async run(id: string): Promise<void> {
-      const ac = new AbortController()
-      running.set(id, ac)
-      try {
-        await executeAgentRun(id, deps, ac.signal)
-      } finally {
-        running.delete(id)
-      }
-    },
-    off,
-  }
-}
-
-/** Embedded mode: runs execute as in-process tasks, at most `concurrency` at once. */
-export async function createInProcessAgentRunner(
-  deps: AgentRunDeps,
-  concurrency = 4,
-): Promise<AgentRunDispatcher & AgentRunRunner> {
-  const c = await cancellable(deps)
-  const waiting: string[] = []
-  const active = new Set<Promise<void>>()
-  const pump = (): void => {
-    while (active.size < concurrency && waiting.length > 0) {
-      const id = waiting.shift() as string
-      const p: Promise<void> = c.run(id).finally(() => {
-        active.delete(p)
-        pump()
-      })
-      active.add(p)
-    }
-  }
-  return {
-    async dispatch(id) {
-      waiting.push(id)
-      pump()
-    },
-    async close({ deadlineMs = 30_000 } = {}) {
-      waiting.length = 0
-      const timer = setTimeout(() => c.running.forEach((ac) => ac.abort(new Error('shutdown'))), deadlineMs)
-      await Promise.allSettled([...active])
-      clearTimeout(timer)
-      await c.off()
-    },
+/**
+ * Opens the agent-run queue on the fleet's queue driver (`redis` or `bullmq`, queue
+ * `sbx-agent-runs`), or in this process (`in-process`: embedded mode). Its Redis drivers fail fast
+ * while Redis is down.
+ */
+export function createAgentRunQueue(
+  config: { driver: 'in-process' } | { driver: 'bullmq' | 'redis'; redisUrl: string; prefix: string },
+): Promise<AgentRunQueue> {
+  const kind = AGENT_RUN_JOBS
+  switch (config.driver) {
+    case 'in-process':
+      return createJobQueue({ driver: 'in-process', kind })
+    case 'bullmq':
+    case 'redis':
+      return createJobQueue({ ...config, driver: config.driver, queueName: QUEUE_NAMES.agentRuns, kind })
   }
 }
 
 /**
- * Fleet mode, producer side: runs go on the BullMQ queue `sbx-agent-runs`. With a `census`, a queued
+ * The producer side: runs go on the agent-run queue, cancels through it. With a `census`, a queued
  * run carries a warning while no agent-run worker is connected (it would wait for one).
  */
-export function createBullmqAgentDispatcher(
-  redisUrl: string,
-  prefix: string,
-  census?: WorkerCensus,
-): AgentRunDispatcher & AgentRunRunner {
-  const queue = new Queue(AGENT_RUN_QUEUE, {
-    // Reconnects back off to 1 s like the exec queue's (ioredis' default waits up to 2 s, and BullMQ's
-    // own recovery longer): runs are accepted again as soon as Redis is back.
-    connection: { url: redisUrl, enableOfflineQueue: false, retryStrategy: reconnectDelayMs },
-    prefix,
-  })
-  // Connection trouble surfaces as a rejected dispatch (503 at the API); without a listener BullMQ
-  // prints every reconnect failure while Redis is away.
-  queue.on('error', () => undefined)
+export function agentRunDispatcher(queue: AgentRunQueue, census?: WorkerCensus): AgentRunDispatcher {
   return {
-    async dispatch(id) {
-      await queue.add(
-        'run',
-        { id },
-        { jobId: id, removeOnComplete: { age: 3600 }, removeOnFail: { age: 86_400 } },
-      )
+    async dispatch(run) {
+      await queue.submit({ jobId: run.id, tenant: run.tenant, idempotent: false, submittedAt: run.createdAt })
+    },
+    async cancel(id) {
+      await queue.cancel(id, 'the run was cancelled')
     },
     async queuedWarning() {
       if (!census) return undefined
@@ -105,60 +82,72 @@ export function createBullmqAgentDispatcher(
       const n = await census.count(AGENT_RUN_QUEUE).catch(() => undefined)
       return n === 0 ? noWorkerWarning(AGENT_RUN_QUEUE) : undefined
     },
-    async close() {
-      await queue.close()
-    },
   }
 }
 
-/** Fleet mode, worker side (`sbx worker --agent`): consumes `sbx-agent-runs`. */
-export async function startBullmqAgentWorker(
-  deps: AgentRunDeps,
-  redisUrl: string,
-  prefix: string,
-  concurrency = 4,
-): Promise<AgentRunWorkerHandle> {
-  const c = await cancellable(deps)
-  const active = new Set<Promise<unknown>>()
-  const workerId = `agent-${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 6)}`
-  const worker = new Worker<{ id: string }>(
-    AGENT_RUN_QUEUE,
-    async (job) => {
-      const run = c.run(job.data.id)
-      active.add(run)
-      try {
-        return await run
-      } finally {
-        active.delete(run)
+/**
+ * Runs one agent-run job: the run starts behind the job's fence (a redelivery of a run that began ends
+ * failed JOB_INTERRUPTED), and its signal is the job's (a cancel aborts it; a shutdown past the drain
+ * deadline ends it JOB_INTERRUPTED and hands the job back).
+ */
+export function agentRunProcessor(deps: AgentRunDeps): JobProcessor<AgentRunJob, AgentRunValue> {
+  return async (job, ctx) => {
+    const run = await executeAgentRun(job.jobId, deps, ctx.signal, () => ctx.fence.begin({}))
+    if (!run)
+      return {
+        status: 'failed',
+        code: 'NOT_FOUND',
+        message: `agent run ${job.jobId} has no record (past its retention?)`,
+        retryable: false,
       }
-    },
-    {
-      connection: { url: redisUrl, maxRetriesPerRequest: null, retryStrategy: reconnectDelayMs },
-      prefix,
-      concurrency,
-      name: workerId,
-      // A dead agent worker's run is found within seconds, as exec jobs are (not after BullMQ's 30 s).
-      lockDuration: STALL_DETECTION.lockDurationMs,
-      stalledInterval: STALL_DETECTION.stalledIntervalMs,
-    },
-  )
-  worker.on('error', () => undefined)
-  await worker.waitUntilReady()
+    if (run.state === 'cancelled') return { status: 'cancelled', reason: run.error?.message ?? 'cancelled' }
+    const state = run.state === 'completed' ? 'completed' : 'failed'
+    return { status: 'completed', result: { state }, attempt: ctx.attempt, workerId: ctx.workerId }
+  }
+}
+
+/** This process's consumer of agent runs (`sbx worker --agent`, and `sbx serve`). */
+export interface AgentRunWorkerHandle {
+  /** The id it is registered under on the queue (fence records, the worker census). */
+  readonly workerId: string
+  /** Runs at once in this process. */
+  readonly concurrency: number
+  /**
+   * Stops taking runs, lets running ones finish for up to `deadlineMs`, then ends the rest failed
+   * JOB_INTERRUPTED and hands their jobs back.
+   */
+  close(opts?: { deadlineMs?: number }): Promise<void>
+}
+
+/** Options of {@link startAgentRunWorker}. */
+export interface AgentRunWorkerOptions {
+  /** Runs at once. @default 4 */
+  concurrency?: number
+  /** Errors of the queue's machinery (Redis connection trouble…). @default ignore */
+  onError?: (err: unknown, context: string) => void
+}
+
+/**
+ * Consumes the agent-run queue in this process with the job machinery exec jobs use: leases (or
+ * BullMQ locks) kept alive while a run goes on, a dead worker's runs swept back within seconds and
+ * ended by their fence, cancel over the queue's channel, hand-back on drain and Redis outages.
+ */
+export async function startAgentRunWorker(
+  queue: AgentRunQueue,
+  deps: AgentRunDeps,
+  opts: AgentRunWorkerOptions = {},
+): Promise<AgentRunWorkerHandle> {
+  const concurrency = opts.concurrency ?? 4
+  const workerId = `agent-${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 6)}`
+  const consumer: Consumer = await queue.consume(agentRunProcessor(deps), {
+    concurrency,
+    workerId,
+    ...(opts.onError ? { onError: opts.onError } : {}),
+    onSkipped: (job, result) => endSkippedRun(deps.store, job.jobId, result),
+  })
   return {
     workerId,
     concurrency,
-    async close({ deadlineMs = 30_000 } = {}) {
-      // Our own drain, then a forced close: BullMQ's graceful close can wait forever for a
-      // connection that is not coming back (Redis away at shutdown).
-      const timer = setTimeout(() => c.running.forEach((ac) => ac.abort(new Error('shutdown'))), deadlineMs)
-      const stopping = worker.pause(true).catch(() => undefined)
-      await Promise.allSettled([...active])
-      clearTimeout(timer)
-      await Promise.race([
-        Promise.all([stopping, worker.close(true)]).catch(() => undefined),
-        new Promise((resolve) => setTimeout(resolve, 5_000).unref()),
-      ])
-      await c.off()
-    },
+    close: (o) => consumer.close(o),
   }
 }

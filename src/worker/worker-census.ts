@@ -21,7 +21,10 @@ export interface WorkersCheck extends SandboxHealth {
   warning?: string
 }
 
-/** Counts the workers connected to the fleet's queues (BullMQ `Queue.getWorkers()`: Redis CLIENT LIST). */
+/**
+ * Counts the workers connected to the fleet's queues: BullMQ `Queue.getWorkers()` (Redis CLIENT LIST)
+ * under the `bullmq` driver, live heartbeats under `redis`.
+ */
 export interface WorkerCensus {
   /** Distinct workers connected to `queue` now (cached for `cacheMs`). */
   count(queue: typeof EXEC_QUEUE | typeof AGENT_RUN_QUEUE): Promise<number>
@@ -40,14 +43,15 @@ export function noWorkerWarning(queue: typeof EXEC_QUEUE | typeof AGENT_RUN_QUEU
 /**
  * A census of the workers on one fleet's queues. Counts are cached for `cacheMs` (a busy API polls
  * it on every queued run view) and each lookup costs one CLIENT LIST; under the `redis` queue driver
- * (`execDriver`) the exec queues' consumers are those whose heartbeat is live (one ZCOUNT).
+ * (`driver`) a queue's consumers (exec lanes and agent runs alike) are those whose heartbeat is live
+ * (one ZCOUNT).
  */
 export function createWorkerCensus(
   redisUrl: string,
   prefix: string,
   cacheMs = 1_000,
   execLanes?: () => Promise<string[]>,
-  execDriver: 'bullmq' | 'redis' = 'bullmq',
+  driver: 'bullmq' | 'redis' = 'bullmq',
 ): WorkerCensus {
   const queues = new Map<string, Queue>()
   let heartbeats: Promise<Redis> | undefined
@@ -79,7 +83,7 @@ export function createWorkerCensus(
     const hit = cache.get(name)
     if (hit && Date.now() - hit.at < cacheMs) return hit.count
     const p =
-      execDriver === 'redis' && name !== AGENT_RUN_QUEUE
+      driver === 'redis'
         ? liveConsumers(name)
         : queueOf(name)
             .getWorkers()

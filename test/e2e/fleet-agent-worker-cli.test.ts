@@ -160,9 +160,7 @@ describe('an agent worker that dies mid-run', () => {
     const res = await api.post('/v1/agent-runs', { input: 'stall', sessionId: 'fa-2' })
     const { id } = (await res.json()) as RunView
     // The worker is inside the model call when it dies.
-    for (let i = 0; model.requests.length === before && i < 300; i++)
-      await new Promise((r) => setTimeout(r, 100))
-    expect(model.requests.length).toBeGreaterThan(before)
+    await model.requestAt(before)
     await doomed.kill()
     const next: LineChild = await startSbxWorker({ config, env, args: ['--agent'] })
     started.push(next)
@@ -174,6 +172,38 @@ describe('an agent worker that dies mid-run', () => {
       `[fleet-agent] dead agent worker's run final ${ms.toFixed(0)} ms after a new agent worker was ready`,
     )
     expect(ms).toBeLessThan(20_000)
+    // Not run twice: the run's one model call was the dead worker's.
+    expect(model.requests.length).toBe(before + 1)
+  }, 120_000)
+})
+
+describe('a running agent run cancelled in the fleet', () => {
+  test('DELETE aborts it on the agent worker holding it: the run ends cancelled within seconds', async () => {
+    const config = fleetConfigWithModel()
+    for (const s of started.splice(1)) await s.stop()
+    const agent: LineChild = await startSbxWorker({ config, env, args: ['--agent'] })
+    started.push(agent)
+    model.reply(hang)
+    const before = model.requests.length
+    const res = await api.post('/v1/agent-runs', { input: 'stall', sessionId: 'fa-3' })
+    expect(res.status).toBe(202)
+    const { id } = (await res.json()) as RunView
+    // The run is inside its model call on the agent worker.
+    await model.requestAt(before)
+    const running = (await (await api.fetch(`/v1/agent-runs/${id}`)).json()) as RunView
+    expect(running.state).toBe('running')
+    const t0 = performance.now()
+    expect((await api.fetch(`/v1/agent-runs/${id}`, { method: 'DELETE' })).status).toBe(200)
+    const run = await untilFinal(id)
+    const ms = performance.now() - t0
+    expect(run, JSON.stringify(run)).toMatchObject({ state: 'cancelled', error: { code: 'JOB_CANCELLED' } })
+    console.log(`[fleet-agent] running run cancelled: final ${ms.toFixed(0)} ms after the DELETE`)
+    expect(ms).toBeLessThan(10_000)
+    expect(model.requests.length).toBe(before + 1)
+    // The worker goes on taking runs.
+    model.reply(chatCompletion({ content: 'after the cancel' }))
+    const next = (await (await api.post('/v1/agent-runs', { input: 'again' })).json()) as RunView
+    expect(await untilFinal(next.id)).toMatchObject({ state: 'completed', output: 'after the cancel' })
   }, 120_000)
 })
 

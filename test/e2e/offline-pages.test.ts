@@ -15,7 +15,8 @@ let api: SbxServer
 let browser: Browser
 
 beforeAll(async () => {
-  api = await startSbxServer('api', { config: fleetConfig(scope) })
+  // The queue dashboard shows BullMQ queues: it is mounted under the `bullmq` driver only.
+  api = await startSbxServer('api', { config: fleetConfig(scope, { queue: { driver: 'bullmq' } }) })
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: [
@@ -83,8 +84,9 @@ describe('pages of the service without internet', () => {
     })
     // ?key= once: the dashboard trades it for a session cookie (a browser cannot send a bearer header).
     await page.goto(`${api.url}/admin/queues?key=${encodeURIComponent(api.key)}`)
-    // The agent-run queue is on the board under either fleet driver (exec jobs only under bullmq).
+    // Both of the fleet's queues are on the board (exec jobs and agent runs).
     await page.getByText('sbx-agent-runs', { exact: false }).first().waitFor({ timeout: 60_000 })
+    await page.getByText('sbx-exec', { exact: false }).first().waitFor({ timeout: 60_000 })
     // Evaluated in the page (a string: this file is typed for Node, without the DOM's types).
     const loaded = (await page.evaluate(
       `document.fonts.ready.then(() => [...document.fonts].filter((f) => f.status === 'loaded').map((f) => f.family))`,

@@ -4,17 +4,10 @@ import type { Job } from 'bullmq'
 import type { Redis } from 'ioredis'
 import { interruptedResult } from '../fence.js'
 import { checkConcurrency, defaultWorkerId, runJob } from '../run-job.js'
-import type { RunOutcome } from '../run-job.js'
-import { ExecJobSchema } from '../schemas.js'
-import type { ExecJob, ExecJobResult } from '../schemas.js'
-import type {
-  Consumer,
-  ConsumeOptions,
-  JobAbortReason,
-  JobContext,
-  JobFence,
-  JobProcessor,
-} from '../types.js'
+import type { AnyJobProcessor, RunOutcome } from '../run-job.js'
+import type { JobResult, QueueJob } from '../schemas.js'
+import type { AnyJobKind } from '../job-kind.js'
+import type { Consumer, ConsumeOptions, JobAbortReason, JobContext, JobFence } from '../types.js'
 import {
   connectRedis,
   createRedisClient,
@@ -43,13 +36,15 @@ interface ConsumerDeps {
   readonly fenceClient: Redis
   readonly subscriber: Subscriber
   readonly tuning: BullmqConsumerTuning
+  /** What the queue carries: a job's payload is parsed by it. */
+  readonly kind: AnyJobKind
 }
 
 /** Starts a BullMQ Worker that runs `processor` with fencing, cross-worker cancel and hand-back. */
 export async function startBullmqConsumer(
   deps: ConsumerDeps,
-  processor: JobProcessor,
-  opts: ConsumeOptions = {},
+  processor: AnyJobProcessor,
+  opts: ConsumeOptions<QueueJob, unknown> = {},
 ): Promise<Consumer> {
   const workerId = opts.workerId ?? defaultWorkerId()
   const concurrency = checkConcurrency(opts.concurrency, 8)
@@ -57,11 +52,16 @@ export async function startBullmqConsumer(
   const client = createRedisClient(deps.redisUrl, 'blocking', `sbx-worker:${workerId}`)
   await connectRedis(client, deps.redisUrl, deps.connectTimeoutMs)
   let closeRequested = false
+  const onSkipped = opts.onSkipped
+  const skipped = onSkipped
+    ? (job: QueueJob, result: JobResult): Promise<void> =>
+        onSkipped(job, result).catch((err: unknown) => opts.onError?.(err, `job ${job.jobId}`))
+    : undefined
   let shuttingDown = false
   const ledger = new OutageLedger(deps.fenceClient)
   // A job whose last attempt here failed its fence `begin` did not start its command then, whatever
   // the fence record says (the script may have run with its reply lost): this worker may run it.
-  const startKnownFence = (data: ExecJob, attempt: number): JobFence => {
+  const startKnownFence = (data: QueueJob, attempt: number): JobFence<unknown> => {
     const known = ledger.takeUnstarted(data.jobId)
     const fence = deps.fences.fence(known ? { ...data, idempotent: true } : data, attempt, workerId, {
       pipelinedFinish: true,
@@ -70,8 +70,8 @@ export async function startBullmqConsumer(
   }
 
   // Three declared parameters: BullMQ passes the job's AbortSignal only to such processors.
-  const bullProcessor = async (job: Job, token?: string, signal?: AbortSignal): Promise<ExecJobResult> => {
-    const parsed = ExecJobSchema.safeParse(job.data)
+  const bullProcessor = async (job: Job, token?: string, signal?: AbortSignal): Promise<JobResult> => {
+    const parsed = deps.kind.payload.safeParse(job.data)
     if (!parsed.success) {
       return {
         status: 'failed',
@@ -107,7 +107,7 @@ export async function startBullmqConsumer(
     if (signal?.aborted) onAbort()
     else signal?.addEventListener('abort', onAbort, { once: true })
     const attempt = Math.max(1, job.attemptsStarted)
-    const ctx: JobContext = {
+    const ctx: JobContext<unknown> = {
       signal: controller.signal,
       attempt,
       workerId,
@@ -118,7 +118,7 @@ export async function startBullmqConsumer(
     // handed back rather than failed, to run once Redis is back; its fence decides (an attempt that
     // may have started the command is not run again unless the route is idempotent).
     const handBackOnOutage = attempt < OUTAGE_HANDLING.maxUnreachableHandbacks
-    const guarded: JobProcessor = async (j, c) => {
+    const guarded: AnyJobProcessor = async (j, c) => {
       try {
         return await processor(j, c)
       } catch (err) {
@@ -137,7 +137,7 @@ export async function startBullmqConsumer(
     try {
       let outcome: RunOutcome
       try {
-        outcome = await runJob(guarded, data, ctx)
+        outcome = await runJob(guarded, data, ctx, skipped)
       } catch (err) {
         // The fence itself could not be read (a redelivery's inspect): same hand-back.
         if (!handBackOnOutage || !isRedisUnreachable(err)) throw err
@@ -192,11 +192,12 @@ export async function startBullmqConsumer(
   // (first writer wins, so a result an attempt stored stands). Should this write not land, a wait
   // still finds the failure in the job itself when it checks (on reconnect, at its deadline).
   worker.on('failed', (job, err) => {
-    const parsed = ExecJobSchema.safeParse(job?.data)
+    const parsed = deps.kind.payload.safeParse(job?.data)
     if (!job || !parsed.success) return
     deps.fences
       .fence(parsed.data, Math.max(1, job.attemptsStarted), workerId)
       .finish(queueGaveUp(job.failedReason || err.message))
+      .then((result) => skipped?.(parsed.data, result))
       .catch((e: unknown) => opts.onError?.(e, `storing the result of failed job ${parsed.data.jobId}`))
   })
 
@@ -239,6 +240,6 @@ export async function startBullmqConsumer(
 }
 
 /** The result of a job BullMQ failed (stalled too often, or handed back into outages too often). */
-export function queueGaveUp(failedReason: string): ExecJobResult {
+export function queueGaveUp(failedReason: string): JobResult<never> {
   return interruptedResult({ cause: failedReason })
 }

@@ -1,9 +1,9 @@
 import { Queue } from 'bullmq'
 import { openRedisQueueBase, redisJobQueue, unknownJob } from '../redis-common/queue-shell.js'
-import type { RedisQueueBaseOptions } from '../redis-common/queue-shell.js'
-import { ExecJobResultSchema } from '../schemas.js'
-import type { ExecJobResult } from '../schemas.js'
-import type { JobQueue } from '../types.js'
+import type { RedisKindOptions, RedisQueueBaseOptions } from '../redis-common/queue-shell.js'
+import { JobResultSchema } from '../schemas.js'
+import type { ExecJob, ExecResult, JobResult, QueueJob } from '../schemas.js'
+import type { JobKind, JobQueue } from '../types.js'
 import { queueGaveUp, startBullmqConsumer } from './bullmq-consumer.js'
 import type { BullmqConsumerTuning } from './bullmq-consumer.js'
 
@@ -17,9 +17,15 @@ export interface BullmqQueueOptions extends RedisQueueBaseOptions, BullmqConsume
  * channel (one pattern subscription per process) and are checked in the fence's result record; live output and cancel requests travel over Redis pub/sub;
  * fence records make redeliveries safe (see ../fence.ts).
  */
-export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Promise<JobQueue> {
+export async function createBullmqJobQueue(options?: BullmqQueueOptions): Promise<JobQueue>
+export async function createBullmqJobQueue<TJob extends QueueJob, TValue>(
+  options: BullmqQueueOptions & RedisKindOptions<TJob, TValue>,
+): Promise<JobQueue<TJob, TValue>>
+export async function createBullmqJobQueue(
+  options: BullmqQueueOptions & { kind?: JobKind<QueueJob, unknown> } = {},
+): Promise<JobQueue<QueueJob, unknown> | JobQueue<ExecJob, ExecResult>> {
   const base = await openRedisQueueBase(options)
-  const { redisUrl, queueName, prefix, connectTimeoutMs, command, fences, index, retentionMs } = base
+  const { redisUrl, queueName, prefix, connectTimeoutMs, command, fences, index, retentionMs, kind } = base
   const retention = { age: Math.ceil(retentionMs / 1000) }
   const queue = new Queue(queueName, {
     connection: command,
@@ -29,14 +35,14 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
   })
   queue.on('error', () => undefined)
 
-  const finishedResult = async (jobId: string): Promise<ExecJobResult | undefined> => {
+  const finishedResult = async (jobId: string): Promise<JobResult | undefined> => {
     const stored = await fences.result(jobId)
     if (stored) return stored
     const job = await queue.getJob(jobId)
     if (!job) throw unknownJob(jobId)
     if (!job.finishedOn) return undefined
     if (job.failedReason) return queueGaveUp(job.failedReason)
-    return ExecJobResultSchema.parse(job.returnvalue)
+    return JobResultSchema.parse(job.returnvalue)
   }
 
   return redisJobQueue(base, {
@@ -49,7 +55,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
       const indexed = index.add(job)
       const [listed, added] = await Promise.allSettled([
         indexed,
-        queue.add('exec', job, { jobId: job.jobId }),
+        queue.add(kind.name, job, { jobId: job.jobId }),
       ])
       if (added.status === 'rejected') throw added.reason
       if (listed.status === 'rejected') {
@@ -92,6 +98,7 @@ export async function createBullmqJobQueue(options: BullmqQueueOptions = {}): Pr
           fenceClient: command,
           subscriber,
           tuning: options,
+          kind,
         },
         processor,
         opts,

@@ -6,8 +6,8 @@
  * BullMQ and the `redis` drivers differ only in how they read a finished job.
  */
 import { isRedisUnreachable, queueUnavailable } from '../../redis/index.js'
-import { ExecJobResultSchema } from '../schemas.js'
-import type { ExecJobResult } from '../schemas.js'
+import type { z } from 'zod'
+import type { JobResult } from '../schemas.js'
 import type { Unsubscribe, WaitOptions } from '../types.js'
 import { boundedWait } from '../wait-for.js'
 import type { Subscriber } from './subscriber.js'
@@ -22,10 +22,12 @@ export interface JobWatchesDeps {
    * The job's result if it finished, `undefined` while it runs or waits; rejects with NOT_FOUND when
    * the job is unknown, or with the connection error while Redis is away.
    */
-  finishedResult(jobId: string): Promise<ExecJobResult | undefined>
+  finishedResult(jobId: string): Promise<JobResult | undefined>
+  /** The schema of the queue's job kind's results (a published result is checked by it). */
+  resultSchema: z.ZodType<JobResult>
 }
 
-type Outcome = { result: ExecJobResult } | { error: unknown }
+type Outcome = { result: JobResult } | { error: unknown }
 type Follower = (outcome: Outcome) => void
 
 /** The shared wait of one job in one process (see {@link JobWatches.open}). */
@@ -113,7 +115,7 @@ export class JobWatches {
           } catch {
             return
           }
-          const parsed = ExecJobResultSchema.safeParse(raw)
+          const parsed = this.deps.resultSchema.safeParse(raw)
           if (parsed.success) settle({ result: parsed.data })
         }
         offDone = await sub?.on(this.deps.jobChannel(jobId), onDone).catch(() => undefined)
@@ -156,11 +158,11 @@ export class JobWatches {
    * one watch (listeners, the check, rechecks): the API's answer and the tenant's job-slot release cost
    * Redis one check, not two.
    */
-  async wait(jobId: string, opts: WaitOptions): Promise<ExecJobResult> {
+  async wait(jobId: string, opts: WaitOptions): Promise<JobResult> {
     opts.signal?.throwIfAborted()
     const watch = await this.open(jobId)
     try {
-      return await boundedWait<ExecJobResult>(jobId, opts, (resolve, reject) => {
+      return await boundedWait<JobResult>(jobId, opts, (resolve, reject) => {
         const follower: Follower = (o) => ('result' in o ? resolve(o.result) : reject(o.error))
         this.pendingWaits.add(reject)
         watch.follow(follower)

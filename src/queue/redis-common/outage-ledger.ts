@@ -3,7 +3,7 @@
  * What one BullMQ consumer remembers across Redis outages, so that a job the stalled checker hands
  * back after an outage is neither run twice nor judged lost when it comes back to this worker.
  */
-import type { ExecJobResult } from '../schemas.js'
+import type { JobResult } from '../schemas.js'
 import type { JobFence } from '../types.js'
 
 /** How long a result an outage touched is kept for a redelivery to this worker (ms). */
@@ -38,7 +38,7 @@ export interface TrackedAttempt {
    */
   outageTouched(): boolean
   /** Keeps `result` for a redelivery to this worker once the attempt ends (call when {@link outageTouched}). */
-  keep(result: ExecJobResult): void
+  keep(result: JobResult): void
   /** Ends the attempt (in a `finally`): keeps its result if {@link keep} was called, else forgets the job. */
   end(): void
 }
@@ -57,7 +57,7 @@ export class OutageLedger {
   private readonly keepResultMs: number
   private readonly maxKept: number
   /** Still-running attempts (pending) and kept results, by job id. */
-  private readonly attempts = new Map<string, Promise<ExecJobResult | undefined>>()
+  private readonly attempts = new Map<string, Promise<JobResult | undefined>>()
   private readonly unstarted = new Set<string>()
   private readonly idleWaiters: (() => void)[] = []
   private drops = 0
@@ -91,7 +91,7 @@ export class OutageLedger {
    * once when there is none; else a promise of its result (`undefined` when it left none). A result
    * is handed out once: it is forgotten as it is returned.
    */
-  takeResult(jobId: string): Promise<ExecJobResult | undefined> | undefined {
+  takeResult(jobId: string): Promise<JobResult | undefined> | undefined {
     const earlier = this.attempts.get(jobId)
     if (!earlier) return undefined
     return earlier.then((result) => {
@@ -117,7 +117,7 @@ export class OutageLedger {
   }
 
   /** `fence` with a `begin` that marks `jobId` unstarted when it fails. */
-  watchBegin(jobId: string, fence: JobFence): JobFence {
+  watchBegin(jobId: string, fence: JobFence<unknown>): JobFence<unknown> {
     return {
       ...fence,
       begin: (start) =>
@@ -135,9 +135,9 @@ export class OutageLedger {
   track(jobId: string): TrackedAttempt {
     this.running += 1
     const dropsAtStart = this.drops
-    let settle!: (r: ExecJobResult | undefined) => void
+    let settle!: (r: JobResult | undefined) => void
     this.attempts.set(jobId, new Promise((resolve) => (settle = resolve)))
-    let kept: ExecJobResult | undefined
+    let kept: JobResult | undefined
     return {
       outageTouched: () => this.drops !== dropsAtStart || this.fenceClient.status !== 'ready',
       keep: (result) => {
@@ -158,7 +158,7 @@ export class OutageLedger {
     this.fenceClient.off('close', this.onDrop)
   }
 
-  private keepResult(jobId: string, result: Promise<ExecJobResult | undefined>): void {
+  private keepResult(jobId: string, result: Promise<JobResult | undefined>): void {
     if (this.attempts.size >= this.maxKept) {
       const oldest = this.attempts.keys().next()
       if (!oldest.done) this.attempts.delete(oldest.value)

@@ -10,10 +10,11 @@ import {
   quitRedis,
 } from '../../redis/index.js'
 import { OUTPUT_LOG_CAP_BYTES, parseLoggedMessage } from '../output-log.js'
-import { ExecJobSchema } from '../schemas.js'
-import type { ExecJob, ExecJobResult } from '../schemas.js'
+import type { JobResult, QueueJob } from '../schemas.js'
+import { EXEC_JOBS, type AnyJobKind, anyKind } from '../job-kind.js'
+import type { AnyJobProcessor } from '../run-job.js'
 import { trackedConsumer } from '../tracked-consumer.js'
-import type { ConsumeOptions, Consumer, JobInfo, JobProcessor, JobQueue, QueueDriver } from '../types.js'
+import type { ConsumeOptions, Consumer, JobInfo, JobKind, JobQueue, QueueDriver } from '../types.js'
 import { JobWatches } from './job-watches.js'
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
@@ -37,6 +38,12 @@ export interface RedisQueueBaseOptions {
   connectTimeoutMs?: number
 }
 
+/** Options of a Redis driver's queue of another job kind than exec jobs (`queueName` is then its own). */
+export interface RedisKindOptions<TJob extends QueueJob, TValue> {
+  /** What the queue carries. @default EXEC_JOBS */
+  kind: JobKind<TJob, TValue>
+}
+
 /** What both Redis drivers share: settings, the command connection, fences, the tenant index. */
 export interface RedisQueueBase {
   readonly redisUrl: string
@@ -48,10 +55,15 @@ export interface RedisQueueBase {
   readonly command: Redis
   readonly fences: RedisFenceStore
   readonly index: TenantJobIndex
+  /** What the queue carries (its payloads are parsed by it). */
+  readonly kind: AnyJobKind
 }
 
 /** Resolves the defaults, checks the queue name and connects (fails fast while Redis is down). */
-export async function openRedisQueueBase(options: RedisQueueBaseOptions): Promise<RedisQueueBase> {
+export async function openRedisQueueBase(
+  options: RedisQueueBaseOptions & { kind?: JobKind<QueueJob, unknown> },
+): Promise<RedisQueueBase> {
+  const kind = options.kind ?? anyKind(EXEC_JOBS)
   const redisUrl = options.redisUrl ?? 'redis://127.0.0.1:6379'
   const queueName = options.queueName ?? QUEUE_NAMES.exec
   const prefix = options.prefix ?? 'sbx'
@@ -68,7 +80,7 @@ export async function openRedisQueueBase(options: RedisQueueBaseOptions): Promis
     logCapBytes: options.outputLogCapBytes ?? OUTPUT_LOG_CAP_BYTES,
   })
   const index = new TenantJobIndex(command, space.jobIndex(queueName), retentionMs)
-  return { redisUrl, queueName, prefix, space, retentionMs, connectTimeoutMs, command, fences, index }
+  return { redisUrl, queueName, prefix, space, retentionMs, connectTimeoutMs, command, fences, index, kind }
 }
 
 /** The message of a job nobody knows (the NOT_FOUND a driver's `finishedResult` throws). */
@@ -87,16 +99,21 @@ export interface JobBackend {
    * Adds the job (and its tenant index entry) unless its id exists; resolves `true` when it is new in
    * the tenant's index (no submit of this id came before). Rejects when Redis did not take it.
    */
-  add(job: ExecJob): Promise<boolean>
-  /** The job's result, undefined while it runs or waits; NOT_FOUND ({@link unknownJob}) when unknown. */
-  finishedResult(jobId: string): Promise<ExecJobResult | undefined>
+  add(job: QueueJob): Promise<boolean>
+  /**
+   * The job's result (its `completed` value not yet checked by the kind), undefined while it runs or
+   * waits; NOT_FOUND ({@link unknownJob}) when unknown.
+   */
+  finishedResult(jobId: string): Promise<JobResult | undefined>
   /** The job's raw record: its payload (unparsed) and state; undefined when unknown. */
-  inspect(jobId: string): Promise<{ data: unknown; info: Omit<JobInfo, 'job'> } | undefined>
+  inspect(
+    jobId: string,
+  ): Promise<{ data: unknown; info: Omit<JobInfo<QueueJob, unknown>, 'job'> } | undefined>
   counts(): Promise<{ readonly waiting: number; readonly active: number }>
   /** Starts a consumer of this queue on the shared connection, fences and subscriber. */
   consume(
-    processor: JobProcessor,
-    opts: ConsumeOptions | undefined,
+    processor: AnyJobProcessor,
+    opts: ConsumeOptions<QueueJob, unknown> | undefined,
     subscriber: Subscriber,
   ): Promise<Consumer>
   /** Closes what the backend opened itself (after the consumers, before the command connection). */
@@ -109,8 +126,13 @@ export interface JobBackend {
  * connection comes back), submits that open the job's watch before the add, tenant-scoped listing,
  * live output, cancel, and close. Producers fail fast while Redis is down (QUEUE_UNAVAILABLE).
  */
-export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQueue {
-  const { redisUrl, queueName, connectTimeoutMs, command, fences, index } = base
+export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQueue<QueueJob, unknown> {
+  const { redisUrl, queueName, connectTimeoutMs, command, fences, index, kind } = base
+  // Results are checked against the kind's schema where they leave the queue.
+  const finishedResult = async (jobId: string): Promise<JobResult | undefined> => {
+    const raw = await backend.finishedResult(jobId)
+    return raw && kind.result.parse(raw)
+  }
   // Started lazily: a producer-only or consumer-only process does not pay for what it does not use.
   let subscriber: Promise<Subscriber> | undefined
   let liveSubscriber: Subscriber | undefined
@@ -132,18 +154,21 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
   const watches = new JobWatches({
     getSubscriber,
     jobChannel: (jobId) => fences.keys.jobChannel(jobId),
-    finishedResult: (jobId) => backend.finishedResult(jobId),
+    finishedResult,
+    resultSchema: kind.result,
   })
   // Pending waits check their job again whenever the connection comes back (after a Redis outage the
   // pub/sub 'done' message may have been lost, and a wait may have started without listeners).
   command.on('ready', () => watches.recheckAll())
 
-  const inspectJob = async (jobId: string): Promise<JobInfo | undefined> => {
+  const inspectJob = async (jobId: string): Promise<JobInfo<QueueJob, unknown> | undefined> => {
     const raw = await backend.inspect(jobId)
     if (!raw) return undefined
     // A payload from a foreign producer is nobody's job: it is not described (and ends `failed` on a worker).
-    const parsed = ExecJobSchema.safeParse(raw.data)
-    return parsed.success ? { job: parsed.data, ...raw.info } : undefined
+    const parsed = kind.payload.safeParse(raw.data)
+    if (!parsed.success) return undefined
+    const { result, ...info } = raw.info
+    return { job: parsed.data, ...info, ...(result ? { result: kind.result.parse(result) } : {}) }
   }
 
   const consumers = new Set<Consumer>()
@@ -153,7 +178,7 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
     driver: backend.driver,
 
     async submit(input) {
-      const job = ExecJobSchema.parse(input)
+      const job = kind.payload.parse(input)
       // The job's watch opens before the job exists, for the wait that usually follows at once (the
       // caller's, the tenant's job slot): a job first added now cannot have finished before its
       // listener was in place, so that wait needs no read of the job. This reference is handed over
@@ -186,7 +211,7 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
     wait: (jobId, opts) => watches.wait(jobId, opts),
 
     getResult: (jobId) =>
-      backend.finishedResult(jobId).catch((err: unknown) => {
+      finishedResult(jobId).catch((err: unknown) => {
         if (err instanceof AppError && err.code === 'NOT_FOUND') return undefined
         throw queueUnavailable(err, `Reading the result of job ${jobId}`)
       }),
@@ -200,7 +225,9 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
       try {
         const ids = await index.recent(tenant, opts)
         const infos = await Promise.all(ids.map((id) => inspectJob(id)))
-        return infos.filter((i): i is JobInfo => i !== undefined && i.job.tenant === tenant)
+        return infos.filter(
+          (i): i is JobInfo<QueueJob, unknown> => i !== undefined && i.job.tenant === tenant,
+        )
       } catch (err) {
         throw queueUnavailable(err, `Listing the jobs of tenant ${tenant}`)
       }

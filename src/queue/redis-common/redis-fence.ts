@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
-import { ExecJobResultSchema, FenceRecordSchema } from '../schemas.js'
-import type { ExecJob, ExecJobResult, LoggedChunk, OutputChunk } from '../schemas.js'
+import { JobResultSchema, FenceRecordSchema } from '../schemas.js'
+import type { QueueJob, JobResult, LoggedChunk, OutputChunk } from '../schemas.js'
 import { OUTPUT_LOG_LINGER_MS, parseLoggedMessage } from '../output-log.js'
 import type { FenceOutcome, JobFence } from '../types.js'
 import { ChunkPublisher } from './chunk-publisher.js'
@@ -148,12 +148,17 @@ export class RedisFenceStore {
    * is already guarded by the job lock (a stale attempt's moveToFinished fails), this takes a round
    * trip off every job while the record still lands before the job is marked completed.
    */
-  fence(job: ExecJob, attempt: number, workerId: string, opts: { pipelinedFinish?: boolean } = {}): JobFence {
+  fence(
+    job: QueueJob,
+    attempt: number,
+    workerId: string,
+    opts: { pipelinedFinish?: boolean } = {},
+  ): JobFence<unknown> {
     const keys = this.keys.job(job.jobId)
     const idem = job.idempotent ? '1' : '0'
     const ttl = this.opts.retentionMs
     const channel = this.keys.jobChannel(job.jobId)
-    const decide = async (mode: 'inspect' | 'begin', sandboxId?: string): Promise<FenceOutcome> => {
+    const decide = async (mode: 'inspect' | 'begin', sandboxId?: string): Promise<FenceOutcome<unknown>> => {
       const record = JSON.stringify({
         attempt,
         workerId,
@@ -180,7 +185,7 @@ export class RedisFenceStore {
           return result
         }
         const existing = (await this.cmd.sbxFenceFinish(...args)) as string | null
-        return existing === null ? result : ExecJobResultSchema.parse(JSON.parse(existing))
+        return existing === null ? result : JobResultSchema.parse(JSON.parse(existing))
       },
     }
   }
@@ -231,17 +236,17 @@ export class RedisFenceStore {
   }
 
   /** The stored result of a job, if any. */
-  async result(jobId: string): Promise<ExecJobResult | undefined> {
+  async result(jobId: string): Promise<JobResult | undefined> {
     const raw = await this.client.get(this.keys.job(jobId)[0])
-    return raw === null ? undefined : ExecJobResultSchema.parse(JSON.parse(raw))
+    return raw === null ? undefined : JobResultSchema.parse(JSON.parse(raw))
   }
 }
 
-function parseOutcome(reply: string[]): FenceOutcome {
+function parseOutcome(reply: string[]): FenceOutcome<unknown> {
   const [kind, a = '', b = '', c = ''] = reply
   switch (kind) {
     case 'done':
-      return { kind: 'done', result: ExecJobResultSchema.parse(JSON.parse(a)) }
+      return { kind: 'done', result: JobResultSchema.parse(JSON.parse(a)) }
     case 'cancelled':
       return { kind: 'cancelled', reason: a }
     case 'fenced':

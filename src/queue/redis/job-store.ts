@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import { OUTPUT_LOG_LINGER_MS } from '../output-log.js'
-import { ExecJobResultSchema } from '../schemas.js'
-import type { ExecJob, ExecJobResult } from '../schemas.js'
+import { JobResultSchema } from '../schemas.js'
+import type { QueueJob, JobResult } from '../schemas.js'
 import type { FenceKeys } from '../redis-common/redis-fence.js'
 import { TenantJobIndex } from '../redis-common/tenant-index.js'
 import type { RedisQueueKeys } from './keys.js'
@@ -24,7 +24,7 @@ export interface StoredJob {
   readonly data: string
   readonly state: 'waiting' | 'active' | 'finished'
   /** The fence's result record, when the job has one. */
-  readonly result?: ExecJobResult
+  readonly result?: JobResult
 }
 
 /** Options of {@link RedisJobStore}. */
@@ -53,7 +53,7 @@ export class RedisJobStore {
   }
 
   /** Adds the job (and indexes it for its tenant) unless its id exists; resolves `true` when added. */
-  async add(job: ExecJob): Promise<boolean> {
+  async add(job: QueueJob): Promise<boolean> {
     const indexKeys = this.index.keys(job.tenant, job.sessionId)
     const trimBefore = TenantJobIndex.trims(job.jobId) ? String(Date.now() - this.opts.retentionMs) : ''
     const added = await this.cmd.sbxRqAdd(
@@ -78,7 +78,7 @@ export class RedisJobStore {
     const [data, state] = await this.client.hmget(this.keys.job(jobId), 'data', 'state')
     if (!data) return undefined
     const done = await this.client.get(this.fenceKeys.job(jobId)[0])
-    const result = done ? ExecJobResultSchema.parse(JSON.parse(done)) : undefined
+    const result = done ? JobResultSchema.parse(JSON.parse(done)) : undefined
     return {
       data,
       state: result || state === 'finished' ? 'finished' : state === 'active' ? 'active' : 'waiting',
@@ -98,7 +98,7 @@ export class RedisJobStore {
    * Stores the attempt's result through the fence (first writer wins; published to the waiters) and
    * ends the job: one script. Resolves with the stored result (another attempt's, when it came first).
    */
-  async finish(jobId: string, result: ExecJobResult): Promise<ExecJobResult> {
+  async finish(jobId: string, result: JobResult): Promise<JobResult> {
     const [done] = this.fenceKeys.job(jobId)
     const existing = (await this.cmd.sbxRqFinish(
       done,
@@ -111,7 +111,7 @@ export class RedisJobStore {
       OUTPUT_LOG_LINGER_MS,
       jobId,
     )) as string | null
-    return existing === null ? result : ExecJobResultSchema.parse(JSON.parse(existing))
+    return existing === null ? result : JobResultSchema.parse(JSON.parse(existing))
   }
 
   /** Puts a running attempt's job back at the head of the waiting list; `false` when it no longer held it. */

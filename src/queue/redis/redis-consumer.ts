@@ -2,17 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Redis } from 'ioredis'
 import { interruptedResult } from '../fence.js'
 import { checkConcurrency, defaultWorkerId, failedResult, runJob } from '../run-job.js'
-import type { RunOutcome } from '../run-job.js'
-import { ExecJobSchema } from '../schemas.js'
-import type { ExecJob, ExecJobResult } from '../schemas.js'
-import type {
-  Consumer,
-  ConsumeOptions,
-  JobAbortReason,
-  JobContext,
-  JobFence,
-  JobProcessor,
-} from '../types.js'
+import type { AnyJobProcessor, RunOutcome } from '../run-job.js'
+import type { JobResult, QueueJob } from '../schemas.js'
+import type { AnyJobKind } from '../job-kind.js'
+import type { Consumer, ConsumeOptions, JobAbortReason, JobContext, JobFence } from '../types.js'
 import {
   connectRedis,
   createRedisClient,
@@ -45,6 +38,8 @@ interface ConsumerDeps {
   readonly fenceClient: Redis
   readonly subscriber: Subscriber
   readonly tuning: RedisConsumerTuning
+  /** What the queue carries: a taken job's payload is parsed by it. */
+  readonly kind: AnyJobKind
 }
 
 interface Running {
@@ -58,8 +53,8 @@ interface Running {
  */
 export async function startRedisConsumer(
   deps: ConsumerDeps,
-  processor: JobProcessor,
-  opts: ConsumeOptions = {},
+  processor: AnyJobProcessor,
+  opts: ConsumeOptions<QueueJob, unknown> = {},
 ): Promise<Consumer> {
   const workerId = opts.workerId ?? defaultWorkerId()
   const concurrency = checkConcurrency(opts.concurrency, 8)
@@ -67,6 +62,11 @@ export async function startRedisConsumer(
   const leaseMs = deps.tuning.lockDurationMs ?? STALL_DETECTION.lockDurationMs
   const maxStalled = deps.tuning.maxStalledCount ?? 3
   const onError = opts.onError ?? ((): void => undefined)
+  const onSkipped = opts.onSkipped
+  const skipped = onSkipped
+    ? (job: QueueJob, result: JobResult): Promise<void> =>
+        onSkipped(job, result).catch((err: unknown) => onError(err, `job ${job.jobId}`))
+    : undefined
   const blocking = createRedisClient(deps.redisUrl, 'blocking', `sbx-worker:${workerId}`)
   await connectRedis(blocking, deps.redisUrl, deps.connectTimeoutMs)
   const taker = new JobTaker(blocking, deps.store.keys, workerId, leaseMs)
@@ -88,7 +88,7 @@ export async function startRedisConsumer(
   const slotFreed = new Set<() => void>()
 
   /** The fence of one attempt: the queue's finish script stores its result and ends the job at once. */
-  const fenceOf = (data: ExecJob, attempt: number, finishFailed: { error?: unknown }): JobFence => {
+  const fenceOf = (data: QueueJob, attempt: number, finishFailed: { error?: unknown }): JobFence<unknown> => {
     // A job whose last attempt here failed its fence `begin` did not start its command then, whatever
     // the fence record says (the script may have run with its reply lost): this worker may run it.
     const known = ledger.takeUnstarted(data.jobId)
@@ -124,7 +124,7 @@ export async function startRedisConsumer(
   }
 
   /** Stores a result Redis could not take when it was reached (an outage touched the attempt). */
-  const storeLate = async (jobId: string, result: ExecJobResult): Promise<void> => {
+  const storeLate = async (jobId: string, result: JobResult): Promise<void> => {
     await whenReady(deps.fenceClient, OUTAGE_HANDLING.holdMs, stopping.signal)
     await deps.store.finish(jobId, result).catch((err: unknown) => {
       // Left to the lease: the sweep puts the job back, and its redelivery here takes this result.
@@ -133,7 +133,7 @@ export async function startRedisConsumer(
   }
 
   const run = async (taken: TakenJob): Promise<void> => {
-    const parsed = ExecJobSchema.safeParse(safeJson(taken.data))
+    const parsed = deps.kind.payload.safeParse(safeJson(taken.data))
     if (!parsed.success) {
       await deps.store.finish(taken.jobId, {
         status: 'failed',
@@ -145,7 +145,8 @@ export async function startRedisConsumer(
     }
     const data = parsed.data
     if (taken.stalls > maxStalled) {
-      await deps.store.finish(data.jobId, jobGaveUp('job stalled more than allowable limit'))
+      const result = await deps.store.finish(data.jobId, jobGaveUp('job stalled more than allowable limit'))
+      await skipped?.(data, result)
       return
     }
     // An attempt here that an outage touched: take its result rather than judge it lost.
@@ -158,7 +159,7 @@ export async function startRedisConsumer(
     const controller = new AbortController()
     running.set(data.jobId, { controller })
     const finishFailed: { error?: unknown } = {}
-    const ctx: JobContext = {
+    const ctx: JobContext<unknown> = {
       signal: controller.signal,
       attempt: taken.attempt,
       workerId,
@@ -168,7 +169,7 @@ export async function startRedisConsumer(
     // Redis went away under the job (the session store or the fence could not be reached): the job is
     // handed back rather than failed, to run once Redis is back; its fence decides.
     const handBackOnOutage = taken.attempt < OUTAGE_HANDLING.maxUnreachableHandbacks
-    const guarded: JobProcessor = async (j, c) => {
+    const guarded: AnyJobProcessor = async (j, c) => {
       try {
         return await processor(j, c)
       } catch (err) {
@@ -191,7 +192,7 @@ export async function startRedisConsumer(
     try {
       let outcome: RunOutcome
       try {
-        outcome = await runJob(guarded, data, ctx)
+        outcome = await runJob(guarded, data, ctx, skipped)
       } catch (err) {
         // The fence itself could not be read (a redelivery's inspect): same hand-back.
         if (!handBackOnOutage || !isRedisUnreachable(err)) throw err
@@ -319,6 +320,6 @@ function safeJson(text: string): unknown {
 }
 
 /** The result of a job the queue gave up on (its lease lapsed more than `maxStalledCount` times). */
-export function jobGaveUp(cause: string): ExecJobResult {
+export function jobGaveUp(cause: string): JobResult<never> {
   return interruptedResult({ cause })
 }

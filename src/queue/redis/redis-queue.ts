@@ -1,7 +1,8 @@
 import { openRedisQueueBase, redisJobQueue, unknownJob } from '../redis-common/queue-shell.js'
-import type { RedisQueueBaseOptions } from '../redis-common/queue-shell.js'
+import type { RedisKindOptions, RedisQueueBaseOptions } from '../redis-common/queue-shell.js'
+import type { ExecJob, ExecResult, QueueJob } from '../schemas.js'
 import { STALL_DETECTION } from '../redis-common/stall-detection.js'
-import type { JobQueue } from '../types.js'
+import type { JobKind, JobQueue } from '../types.js'
 import { RedisJobStore } from './job-store.js'
 import { RedisQueueKeys } from './keys.js'
 import { startRedisConsumer } from './redis-consumer.js'
@@ -20,9 +21,15 @@ export interface RedisQueueOptions extends RedisQueueBaseOptions, RedisConsumerT
  * `wait` on an accepted job rides the outage out until its timeout; results, live output and cancel
  * requests travel over Redis pub/sub (see docs/redis-path.md).
  */
-export async function createRedisJobQueue(options: RedisQueueOptions = {}): Promise<JobQueue> {
+export async function createRedisJobQueue(options?: RedisQueueOptions): Promise<JobQueue>
+export async function createRedisJobQueue<TJob extends QueueJob, TValue>(
+  options: RedisQueueOptions & RedisKindOptions<TJob, TValue>,
+): Promise<JobQueue<TJob, TValue>>
+export async function createRedisJobQueue(
+  options: RedisQueueOptions & { kind?: JobKind<QueueJob, unknown> } = {},
+): Promise<JobQueue<QueueJob, unknown> | JobQueue<ExecJob, ExecResult>> {
   const base = await openRedisQueueBase(options)
-  const { redisUrl, queueName, connectTimeoutMs, command, fences, index, space, retentionMs } = base
+  const { redisUrl, queueName, connectTimeoutMs, command, fences, index, space, retentionMs, kind } = base
   const store = new RedisJobStore(command, new RedisQueueKeys(space.jobs(queueName)), fences.keys, index, {
     retentionMs,
     leaseMs: options.lockDurationMs ?? STALL_DETECTION.lockDurationMs,
@@ -58,6 +65,7 @@ export async function createRedisJobQueue(options: RedisQueueOptions = {}): Prom
           fenceClient: command,
           subscriber,
           tuning: options,
+          kind,
         },
         processor,
         opts,

@@ -40,13 +40,6 @@ export class MemoryAgentRunStore implements AgentRunStore {
     this.bus.on(`run:${id}`, listener)
     return async () => void this.bus.off(`run:${id}`, listener)
   }
-  async requestCancel(id: string): Promise<void> {
-    this.bus.emit('cancel', id)
-  }
-  async onCancel(listener: (id: string) => void): Promise<() => Promise<void>> {
-    this.bus.on('cancel', listener)
-    return async () => void this.bus.off('cancel', listener)
-  }
   async close(): Promise<void> {
     this.bus.removeAllListeners()
   }

@@ -3,12 +3,12 @@ import type { AgentRunEvent, AgentRunRecord, AgentRunStore } from './types.js'
 
 /**
  * {@link AgentRunStore} on Redis: record `<p>agent:run:<id>` (JSON), events list `<p>agent:events:<id>`,
- * pub/sub `<p>agent:changed:<id>` and `<p>agent:cancel`. Keys expire `retentionMs` after the run ends.
+ * pub/sub `<p>agent:changed:<id>`. Keys expire `retentionMs` after the run ends. (Cancel requests go
+ * through the agent-run job queue, as exec jobs' do.)
  */
 export class RedisAgentRunStore implements AgentRunStore {
   private readonly sub: Redis
   private readonly listeners = new Map<string, Set<() => void>>()
-  private readonly cancelListeners = new Set<(id: string) => void>()
 
   constructor(
     private readonly redis: Redis,
@@ -16,9 +16,8 @@ export class RedisAgentRunStore implements AgentRunStore {
     private readonly retentionMs = 3_600_000,
   ) {
     this.sub = redis.duplicate()
-    this.sub.on('message', (channel: string, message: string) => {
-      if (channel === this.k('agent:cancel')) for (const l of this.cancelListeners) l(message)
-      else for (const l of this.listeners.get(channel) ?? []) l()
+    this.sub.on('message', (channel: string) => {
+      for (const l of this.listeners.get(channel) ?? []) l()
     })
     this.sub.on('error', () => undefined)
   }
@@ -75,14 +74,6 @@ export class RedisAgentRunStore implements AgentRunStore {
         await this.sub.unsubscribe(channel).catch(() => undefined)
       }
     }
-  }
-  async requestCancel(id: string): Promise<void> {
-    await this.redis.publish(this.k('agent:cancel'), id)
-  }
-  async onCancel(listener: (id: string) => void): Promise<() => Promise<void>> {
-    if (this.cancelListeners.size === 0) await this.sub.subscribe(this.k('agent:cancel'))
-    this.cancelListeners.add(listener)
-    return async () => void this.cancelListeners.delete(listener)
   }
   async close(): Promise<void> {
     await this.sub.quit().catch(() => this.sub.disconnect())

@@ -2,9 +2,12 @@ import { AppError } from '../../errors.js'
 import type { AgentRunEvent, AgentRunInput, AgentRunRecord, AgentRunStore } from './types.js'
 import { isFinal } from './types.js'
 
-/** Hands a stored run to whoever executes it (in-process task, or a BullMQ queue of agent workers). */
+/** Hands stored runs to whoever executes them: the agent-run job queue (`sbx-agent-runs`) of the fleet's driver. */
 export interface AgentRunDispatcher {
-  dispatch(id: string): Promise<void>
+  /** Queues the stored run (once: a second dispatch of its id is a no-op). */
+  dispatch(run: AgentRunRecord): Promise<void>
+  /** Cancels the run wherever it is: a queued one is skipped, a running one has its signal aborted. */
+  cancel(id: string): Promise<void>
   /** Why a queued run may not start (fleet: no agent-run worker connected), or undefined. */
   queuedWarning?(): Promise<string | undefined>
 }
@@ -35,7 +38,7 @@ export class AgentRunService {
       createdAt: Date.now(),
     }
     await this.store.create(record)
-    await this.dispatcher.dispatch(record.id)
+    await this.dispatcher.dispatch(record)
     return this.withWarning(record)
   }
 
@@ -62,7 +65,7 @@ export class AgentRunService {
         finishedAt: Date.now(),
       })
     }
-    await this.store.requestCancel(id)
+    await this.dispatcher.cancel(id)
     return this.get(tenant, id)
   }
 

@@ -47,7 +47,10 @@ export interface AgentRunEvent {
   timestamp: number
 }
 
-/** Records, events and cancel requests of agent runs: in memory (embedded) or in Redis (fleet). */
+/**
+ * Records and events of agent runs: in memory (embedded) or in Redis (fleet). Cancel requests go
+ * through the agent-run job queue (`sbx-agent-runs`), as exec jobs' do.
+ */
 export interface AgentRunStore {
   create(record: AgentRunRecord): Promise<void>
   get(id: string): Promise<AgentRunRecord | undefined>
@@ -57,9 +60,6 @@ export interface AgentRunStore {
   events(id: string, fromSeq: number): Promise<AgentRunEvent[]>
   /** Called on every new event and on every state change of the run. */
   subscribe(id: string, listener: () => void): Promise<() => Promise<void>>
-  requestCancel(id: string): Promise<void>
-  /** Called when someone requests the cancel of any run (workers abort the runs they hold). */
-  onCancel(listener: (id: string) => void): Promise<() => Promise<void>>
   close(): Promise<void>
 }
 

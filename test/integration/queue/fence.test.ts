@@ -48,7 +48,7 @@ describe('decideFence', () => {
   })
 })
 
-type FenceFactory = (job: ExecJob, attempt: number, workerId: string) => JobFence
+type FenceFactory = (job: ExecJob, attempt: number, workerId: string) => JobFence<unknown>
 interface StoreUnderTest {
   fence: FenceFactory
   cancel(jobId: string, reason: string): Promise<void>

@@ -5,7 +5,11 @@ import type { AgentRunDispatcher } from '../../../src/services/agent-runs/servic
 
 /** A dispatcher that queues nothing and reports the warning it is given. */
 function dispatcher(warning: { now?: string }): AgentRunDispatcher {
-  return { dispatch: async () => undefined, queuedWarning: async () => warning.now }
+  return {
+    dispatch: async () => undefined,
+    cancel: async () => undefined,
+    queuedWarning: async () => warning.now,
+  }
 }
 
 describe('AgentRunService: the warning of a queued run nobody will pick up', () => {
