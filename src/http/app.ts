@@ -187,6 +187,14 @@ export function createApp(deps: AppDeps): App {
       admitRequest: (tenant) => admit(limiter, tenant),
     }).hosts
   if (deps.admin) registerAdminRoutes(app, { keyring: deps.keyring, logger: deps.logger, ...deps.admin })
+  else
+    app.all('/admin/queues/*', () => {
+      throw new AppError(
+        'UNSUPPORTED',
+        'no queue dashboard on this server: it shows BullMQ queues, which only a fleet on queue.driver: bullmq has ' +
+          '(the default redis driver and sbx serve have none); list jobs with GET /v1/jobs and watch them on /metrics',
+      )
+    })
   const mcp = deps.mcp
   if (mcp) app.all('/mcp', (c) => mcp.handle(c.req.raw, c.get('principal')))
 
