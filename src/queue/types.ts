@@ -104,6 +104,19 @@ export interface JobInfo {
 /** Stops a subscription. */
 export type Unsubscribe = () => Promise<void>
 
+/** A write that rides with a job's add on the queue's Redis: `HSETNX key field value`. */
+export interface SetIfAbsent {
+  readonly key: string
+  readonly field: string
+  readonly value: string
+}
+
+/** What {@link JobQueue.submitOrGet} did. */
+export type SubmitOrGetOutcome =
+  | { readonly kind: 'added' }
+  /** The id existed: the job as stored (undefined when its payload is not one of ours). */
+  | { readonly kind: 'exists'; readonly info: JobInfo | undefined }
+
 /**
  * A queue of {@link ExecJob}s. Jobs are keyed by `job.jobId`: submitting an id that exists (waiting,
  * running, or finished within the retention window) does not add a second job.
@@ -112,6 +125,12 @@ export interface JobQueue {
   readonly driver: QueueDriver
   /** Adds the job unless one with its id exists (a resubmission is a no-op that resolves the same way). */
   submit(job: ExecJob): Promise<{ readonly jobId: string }>
+  /**
+   * {@link submit} and the lookup of an existing job of that id in one step, with `alongside` (a
+   * record on the same Redis, written whether the job is new or not). Queues whose add cannot carry
+   * them leave this out: their callers look the job up with {@link inspect} first.
+   */
+  submitOrGet?(job: ExecJob, opts?: { alongside?: SetIfAbsent }): Promise<SubmitOrGetOutcome>
   /** Resolves with the job's result once it has one (immediately when it already finished). */
   wait(jobId: string, opts: WaitOptions): Promise<ExecJobResult>
   /** The job's result if it finished within the retention window. */

@@ -13,7 +13,16 @@ import { OUTPUT_LOG_CAP_BYTES, parseLoggedMessage } from '../output-log.js'
 import { ExecJobSchema } from '../schemas.js'
 import type { ExecJob, ExecJobResult } from '../schemas.js'
 import { trackedConsumer } from '../tracked-consumer.js'
-import type { ConsumeOptions, Consumer, JobInfo, JobProcessor, JobQueue, QueueDriver } from '../types.js'
+import type {
+  ConsumeOptions,
+  Consumer,
+  JobInfo,
+  JobProcessor,
+  JobQueue,
+  QueueDriver,
+  SetIfAbsent,
+  SubmitOrGetOutcome,
+} from '../types.js'
 import { JobWatches } from './job-watches.js'
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
@@ -88,6 +97,14 @@ export interface JobBackend {
    * the tenant's index (no submit of this id came before). Rejects when Redis did not take it.
    */
   add(job: ExecJob): Promise<boolean>
+  /**
+   * Adds the job unless its id exists, with `alongside`, in one step; resolves the existing job's raw
+   * record when there is one. Optional: the queue then offers no {@link JobQueue.submitOrGet}.
+   */
+  addOrGet?(
+    job: ExecJob,
+    alongside: SetIfAbsent | undefined,
+  ): Promise<{ added: true } | { added: false; raw: { data: unknown; info: Omit<JobInfo, 'job'> } }>
   /** The job's result, undefined while it runs or waits; NOT_FOUND ({@link unknownJob}) when unknown. */
   finishedResult(jobId: string): Promise<ExecJobResult | undefined>
   /** The job's raw record: its payload (unparsed) and state; undefined when unknown. */
@@ -149,39 +166,71 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
   const consumers = new Set<Consumer>()
   let closed = false
 
+  /** Adds a job with `add` (which resolves whether it is new) under its watch; see `submit`. */
+  const enqueue = async <T>(job: ExecJob, add: () => Promise<T>, isNew: (r: T) => boolean): Promise<T> => {
+    // The job's watch opens before the job exists, for the wait that usually follows at once (the
+    // caller's, the tenant's job slot): a job first added now cannot have finished before its
+    // listener was in place, so that wait needs no read of the job. This reference is handed over
+    // on the next turn of the event loop; a wait that comes later opens a watch that checks. Only
+    // while Redis is connected: a submit never waits for a subscription (it fails fast instead).
+    const connected = command.status === 'ready' && liveSubscriber?.connection.status === 'ready'
+    const watch = connected ? await watches.open(job.jobId, { deferCheck: true }) : undefined
+    let fresh = false
+    let accepted = false
+    try {
+      const r = await add()
+      fresh = isNew(r)
+      accepted = true
+      return r
+    } catch (err) {
+      throw new AppError(
+        'QUEUE_UNAVAILABLE',
+        `Could not enqueue job ${job.jobId}: Redis is unreachable (${messageOf(err)}); ` +
+          'the job was not accepted: submit it again once Redis is back (with the same Idempotency-Key, ' +
+          'a repeat never runs it twice).',
+        { retryable: true, cause: err },
+      )
+    } finally {
+      if (watch) {
+        if (accepted && (!fresh || !watch.listening)) watch.check()
+        setImmediate(() => watch.release())
+      }
+    }
+  }
+  const addOrGet = backend.addOrGet?.bind(backend)
+
   return {
     driver: backend.driver,
 
     async submit(input) {
       const job = ExecJobSchema.parse(input)
-      // The job's watch opens before the job exists, for the wait that usually follows at once (the
-      // caller's, the tenant's job slot): a job first added now cannot have finished before its
-      // listener was in place, so that wait needs no read of the job. This reference is handed over
-      // on the next turn of the event loop; a wait that comes later opens a watch that checks. Only
-      // while Redis is connected: a submit never waits for a subscription (it fails fast instead).
-      const connected = command.status === 'ready' && liveSubscriber?.connection.status === 'ready'
-      const watch = connected ? await watches.open(job.jobId, { deferCheck: true }) : undefined
-      let fresh = false
-      let accepted = false
-      try {
-        fresh = await backend.add(job)
-        accepted = true
-      } catch (err) {
-        throw new AppError(
-          'QUEUE_UNAVAILABLE',
-          `Could not enqueue job ${job.jobId}: Redis is unreachable (${messageOf(err)}); ` +
-            'the job was not accepted: submit it again once Redis is back (with the same Idempotency-Key, ' +
-            'a repeat never runs it twice).',
-          { retryable: true, cause: err },
-        )
-      } finally {
-        if (watch) {
-          if (accepted && (!fresh || !watch.listening)) watch.check()
-          setImmediate(() => watch.release())
-        }
-      }
+      await enqueue(
+        job,
+        () => backend.add(job),
+        (fresh) => fresh,
+      )
       return { jobId: job.jobId }
     },
+
+    ...(addOrGet
+      ? {
+          async submitOrGet(
+            input: ExecJob,
+            opts: { alongside?: SetIfAbsent } = {},
+          ): Promise<SubmitOrGetOutcome> {
+            const job = ExecJobSchema.parse(input)
+            const r = await enqueue(
+              job,
+              () => addOrGet(job, opts.alongside),
+              (o) => o.added,
+            )
+            if (r.added) return { kind: 'added' }
+            // A payload from a foreign producer is nobody's job (as in inspect).
+            const parsed = ExecJobSchema.safeParse(r.raw.data)
+            return { kind: 'exists', info: parsed.success ? { job: parsed.data, ...r.raw.info } : undefined }
+          },
+        }
+      : {}),
 
     wait: (jobId, opts) => watches.wait(jobId, opts),
 
