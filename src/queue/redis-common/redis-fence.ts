@@ -90,9 +90,12 @@ const CHUNK = `${logChunkLua('KEYS[2]', 'KEYS[3]', 'ARGV[1]', 'ARGV[2]', 'ARGV[3
 local refresh = ARGV[7] == '1'
 if refresh or logNew then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
 if refresh or metaNew then redis.call('PEXPIRE', KEYS[3], ARGV[5]) end
-if redis.call('STRLEN', KEYS[1]) < tonumber(ARGV[4]) then
-  local len = redis.call('APPEND', KEYS[1], ARGV[3])
-  if refresh or len == string.len(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
+local tail = redis.call('STRLEN', KEYS[1])
+if tail == 0 then
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
+elseif tail < tonumber(ARGV[4]) then
+  redis.call('APPEND', KEYS[1], ARGV[3])
+  if refresh then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 end
 return 1
 `
