@@ -1,26 +1,35 @@
 import type { OutputChunk } from '../schemas.js'
 
 /**
- * The latest live chunk of one attempt, held back until the end of the current turn of the event
- * loop, for the attempt's finish to carry: a short command's output arrives with its exit (one read
- * from the sandbox), and its result is stored within the same turn, so the output goes to Redis in
- * the finish script instead of a chunk script of its own (a round trip and a few commands less per
- * job). A chunk whose finish does not follow at once is sent on the next turn (`setImmediate`), so a
- * long command's output still streams chunk by chunk, at once; a new chunk sends the held one first,
- * and {@link take} hands the held one to the finish, which follows every chunk sent before it on the
- * same connection: chunks keep their order.
+ * How long a job's latest live chunk is held back at most for the job's finish to carry it (ms). A
+ * short command's output reaches the worker in the same read as its exit or within about a
+ * millisecond of it (a read or two later), and its result is stored right after: held this long,
+ * its output goes to Redis in the finish script instead of a chunk script of its own (a round trip
+ * and 6 commands less per job, docs/redis-path.md).
+ */
+export const CHUNK_HOLD_MS = 2
+
+/**
+ * The latest live chunk of one attempt, held back for at most {@link CHUNK_HOLD_MS} for the attempt's
+ * finish to carry. A long command's output still streams chunk by chunk: a new chunk sends the held
+ * one at once, so only the last chunk of a burst waits, and at most that long. Chunks keep their
+ * order: {@link take} hands the held chunk to the finish, which follows every chunk sent before it on
+ * the same connection.
  */
 export class ChunkHold {
   private held: OutputChunk | undefined
-  private immediate: NodeJS.Immediate | undefined
+  private timer: NodeJS.Timeout | undefined
 
-  constructor(private readonly send: (chunk: OutputChunk) => void) {}
+  constructor(
+    private readonly send: (chunk: OutputChunk) => void,
+    private readonly holdMs: number = CHUNK_HOLD_MS,
+  ) {}
 
   /** Holds `chunk` (sending the one held before it). */
   publish(chunk: OutputChunk): void {
     this.flush()
     this.held = chunk
-    this.immediate = setImmediate(() => this.flush())
+    this.timer = setTimeout(() => this.flush(), this.holdMs)
   }
 
   /** Sends the held chunk now, if any. */
@@ -31,8 +40,8 @@ export class ChunkHold {
 
   /** The held chunk, no longer held (the caller sends it): the finish's. */
   take(): OutputChunk | undefined {
-    if (this.immediate) clearImmediate(this.immediate)
-    this.immediate = undefined
+    clearTimeout(this.timer)
+    this.timer = undefined
     const chunk = this.held
     this.held = undefined
     return chunk
