@@ -4,6 +4,7 @@
 // phases are profiled, not the start-up (tsx compiling the sources).
 import { writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector'
+import process from 'node:process'
 
 const dir = process.env.SBX_BENCH_PROFILE_DIR
 const role = ['serve', 'api', 'worker'].find((r) => process.argv.includes(r))
