@@ -95,6 +95,8 @@ export class RedisJobStore {
         throw err
       })) as [number, string?, string?, string?]
     if (reply[0] === 1) return { added: true }
+    // The id existed: the script wrote no index entry, so no TTL either.
+    this.index.refreshFailed(indexKeys)
     const [, data = '', state = '', done = ''] = reply
     return { added: false, stored: storedJob(data, state, done || null) }
   }
