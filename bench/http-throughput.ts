@@ -10,7 +10,15 @@
  *   npx tsx bench/http-throughput.ts                        # needs the Docker engine and Redis (REDIS_URL)
  *   npx tsx bench/http-throughput.ts --sessions 24 --seconds 10 --rounds 3
  *   npx tsx bench/http-throughput.ts --drivers redis        # one fleet driver (default: bullmq,redis)
+ *   npx tsx bench/http-throughput.ts --profile /tmp/prof    # CPU profiles of each server process per phase
+ *
+ * With `--profile <dir>`, every `sbx serve`/`api`/`worker` the bench starts writes a V8 CPU profile
+ * of each measured phase of its path to `<dir>` (bench/lib/cpu-profile-preload.mjs; the profiler
+ * costs some throughput itself, so compare profiled runs with each other).
  */
+import { mkdirSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { REDIS_URL } from './lib/routed-path.js'
 import { removeScopeContainers, startSbxServer, startSbxWorker } from '../test/support/sbx-cli.js'
@@ -23,6 +31,7 @@ const { values: flags } = parseArgs({
     seconds: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '3' },
     drivers: { type: 'string', default: 'bullmq,redis' },
+    profile: { type: 'string' },
   },
 })
 const drivers = flags.drivers.split(',').map((d) => {
@@ -36,7 +45,17 @@ const rounds = Math.max(1, Number(flags.rounds) || 3)
 type Server = Awaited<ReturnType<typeof startSbxServer>>
 
 const tag = `bthr${Date.now().toString(36)}`
-const quiet = { LOG_LEVEL: 'warn' }
+const profileDir = flags.profile === undefined ? undefined : resolve(flags.profile)
+if (profileDir) mkdirSync(profileDir, { recursive: true })
+const quiet: Record<string, string> = {
+  LOG_LEVEL: 'warn',
+  ...(profileDir
+    ? {
+        SBX_BENCH_PROFILE_DIR: profileDir,
+        NODE_OPTIONS: `--import ${pathToFileURL(fileURLToPath(new URL('./lib/cpu-profile-preload.mjs', import.meta.url))).href}`,
+      }
+    : {}),
+}
 // Room for every session and their in-flight jobs: the bench measures the path, not the quotas.
 const base: Partial<ConfigInput> = {
   quotas: {
@@ -76,6 +95,11 @@ async function phase(server: Server, prefix: string, ms: number) {
 }
 
 const procs: { stop(): Promise<void> }[] = []
+/** The processes serving each path (their profilers are toggled around its phases). */
+const pids = new Map<string, number[]>()
+const toggleProfilers = (name: string): void => {
+  if (profileDir) for (const pid of pids.get(name) ?? []) process.kill(pid, 'SIGUSR2')
+}
 try {
   const serve = await startSbxServer('serve', {
     config: { ...base, queue: { prefix: `${tag}e`, concurrency: sessions } } as ConfigInput,
@@ -83,6 +107,7 @@ try {
   })
   procs.push(serve)
   const paths: [string, Server][] = [['HTTP → sbx serve (embedded)', serve]]
+  pids.set('HTTP → sbx serve (embedded)', [serve.child.child.pid ?? 0])
   for (const driver of drivers) {
     const fleet = {
       ...base,
@@ -90,8 +115,11 @@ try {
     } as ConfigInput
     const api = await startSbxServer('api', { config: fleet, env: quiet })
     procs.push(api)
-    procs.push(await startSbxWorker({ config: fleet, env: quiet }))
-    paths.push([`HTTP → sbx api + sbx worker (fleet, ${driver})`, api])
+    const worker = await startSbxWorker({ config: fleet, env: quiet })
+    procs.push(worker)
+    const name = `HTTP → sbx api + sbx worker (fleet, ${driver})`
+    paths.push([name, api])
+    pids.set(name, [api.child.child.pid ?? 0, worker.child.pid ?? 0])
   }
   // Warm: bind every session (sandbox created), then a short run to settle the processes.
   for (const [, server] of paths) {
@@ -101,7 +129,9 @@ try {
   const results = new Map<string, number[]>()
   for (let r = 1; r <= rounds; r++) {
     for (const [name, server] of paths) {
+      toggleProfilers(name)
       const f = await phase(server, 's', seconds * 1000)
+      toggleProfilers(name)
       ;(results.get(name) ?? results.set(name, []).get(name))?.push(f.perS)
       console.log(
         `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms`,

@@ -136,6 +136,19 @@ export interface JobInfo<TJob extends QueueJob = ExecJob, TValue = ExecResult> {
 /** Stops a subscription. */
 export type Unsubscribe = () => Promise<void>
 
+/** A write that rides with a job's add on the queue's Redis: `HSETNX key field value`. */
+export interface SetIfAbsent {
+  readonly key: string
+  readonly field: string
+  readonly value: string
+}
+
+/** What {@link JobQueue.submitOrGet} did. */
+export type SubmitOrGetOutcome<TJob extends QueueJob = ExecJob, TValue = ExecResult> =
+  | { readonly kind: 'added' }
+  /** The id existed: the job as stored (undefined when its payload is not one of its kind). */
+  | { readonly kind: 'exists'; readonly info: JobInfo<TJob, TValue> | undefined }
+
 /**
  * A queue of jobs of one {@link JobKind} (by default exec jobs, {@link ExecJob}). Jobs are keyed by
  * `job.jobId`: submitting an id that exists (waiting, running, or finished within the retention window)
@@ -145,6 +158,12 @@ export interface JobQueue<TJob extends QueueJob = ExecJob, TValue = ExecResult> 
   readonly driver: QueueDriver
   /** Adds the job unless one with its id exists (a resubmission is a no-op that resolves the same way). */
   submit(job: TJob): Promise<{ readonly jobId: string }>
+  /**
+   * {@link submit} and the lookup of an existing job of that id in one step, with `alongside` (a
+   * record on the same Redis, written whether the job is new or not). Queues whose add cannot carry
+   * them leave this out: their callers look the job up with {@link inspect} first.
+   */
+  submitOrGet?(job: TJob, opts?: { alongside?: SetIfAbsent }): Promise<SubmitOrGetOutcome<TJob, TValue>>
   /** Resolves with the job's result once it has one (immediately when it already finished). */
   wait(jobId: string, opts: WaitOptions): Promise<JobResult<TValue>>
   /** The job's result if it finished within the retention window. */

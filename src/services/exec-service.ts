@@ -51,58 +51,128 @@ export class QueueExecService implements ExecService {
       ...(input.idempotent !== undefined ? { idempotent: input.idempotent } : {}),
       ...(input.shell !== undefined ? { shell: input.shell } : {}),
     })
-    // The lookup and the bounds check are independent reads: one round trip, not two. A job already
-    // submitted (same Idempotency-Key) is answered as it is; a new one must fit.
+    const target = { provider: input.provider, profile: input.profile }
     const admission = this.bounds?.admit(sessionKeyOf(job)).then(
       () => undefined,
       (err: unknown) => ({ err }),
     )
-    const existing = await this.queue.inspect(job.jobId).catch((err: unknown) => {
-      throw notAccepted(err, job.jobId)
-    })
+    const lookup = (): Promise<JobInfo | undefined> =>
+      this.queue.inspect(job.jobId).catch((err: unknown) => {
+        throw notAccepted(err, job.jobId)
+      })
+    const { submitOrGet } = this.queue
+    if (!submitOrGet) {
+      // The lookup and the bounds check are independent reads: one round trip, not two. A job already
+      // submitted (same Idempotency-Key) is answered as it is; a new one must fit.
+      const existing = await lookup()
+      const refused = await admission
+      if (existing) return this.resubmitted(tenant, job, existing, target, true)
+      if (refused) throw refused.err
+      const view = await this.addNew(tenant, job, target, () => this.queue.submit(job).then(() => undefined))
+      return view ?? jobView({ job, state: 'waiting' })
+    }
+    // The queue looks the job up in its add: a new job must fit first. One refused is looked up (a
+    // job already submitted is answered as it is, whatever the bounds say now).
     const refused = await admission
-    if (!existing && refused) throw refused.err
-    if (existing && !sameRequest(existing.job, job)) {
+    if (refused) {
+      const existing = await lookup()
+      if (!existing) throw refused.err
+      return this.resubmitted(tenant, job, existing, target, true)
+    }
+    const record = input.sessionId
+      ? this.directory.ensureWrite?.({ id: input.sessionId, tenant, ...target, createdAt: Date.now() })
+      : undefined
+    let found: JobInfo | undefined
+    // The record rides with the add when the directory can hand it over, else it goes beside it.
+    let recorded = true
+    const view = await this.addNew(
+      tenant,
+      job,
+      record ? undefined : target,
+      async () => {
+        const r = await submitOrGet.call(this.queue, job, record ? { alongside: record } : {})
+        if (r.kind === 'exists' && r.info) found = r.info
+      },
+      () => found !== undefined,
+    ).catch(async (err: unknown) => {
+      // The tenant's job slots are full: only an existing job is answered.
+      if (!(err instanceof AppError && err.code === 'QUOTA_EXCEEDED')) throw err
+      const existing = await lookup()
+      if (!existing) throw err
+      found = existing
+      recorded = false
+      return undefined
+    })
+    if (found) return this.resubmitted(tenant, job, found, target, !recorded)
+    return view ?? jobView({ job, state: 'waiting' })
+  }
+
+  /**
+   * Submits a new job (`add`) under a tenant job slot, with the session's record beside it (unless
+   * `target` is undefined: the add carries it). `existed` tells, after the add, that the id was taken
+   * (the slot is given back at once).
+   */
+  private async addNew(
+    tenant: string,
+    job: ExecJob,
+    target: { provider: string; profile: string } | undefined,
+    add: () => Promise<void>,
+    existed: () => boolean = () => false,
+  ): Promise<JobView | undefined> {
+    const release = this.limiter?.take(tenant)
+    // The session's record and the job go to Redis side by side. Once the job is accepted, a record
+    // that failed (Redis went away just then) must not turn the answer into "not accepted": the
+    // session's next call records it again.
+    const record = target ? ensureSessionRecord(this.directory, tenant, job.sessionId, target) : undefined
+    const [, submitted] = await Promise.allSettled([record, add()])
+    if (submitted.status === 'rejected') {
+      release?.()
+      throw submitted.reason
+    }
+    if (existed()) {
+      release?.()
+      return undefined
+    }
+    if (release) {
+      // The slot is held until the job is over, whoever waits for it.
+      this.queue
+        .wait(job.jobId, { timeoutMs: job.timeoutMs + 15 * 60_000 })
+        .catch(() => undefined)
+        .finally(release)
+    }
+    // Accepted: from here on the answer is the job, even if Redis went away just now. A job this call
+    // added is queued (its id hashes the tenant, so it is this tenant's): no read.
+    this.remember(job)
+    return jobView({ job, state: 'waiting' })
+  }
+
+  /**
+   * The answer to a resubmission (an Idempotency-Key used before): the job as it is, or 409 for a
+   * different request under the same key. `record` writes the session's record (a resubmission
+   * records it too) and reads the job once more, as it is after the record.
+   */
+  private async resubmitted(
+    tenant: string,
+    job: ExecJob,
+    existing: JobInfo,
+    target: { provider: string; profile: string },
+    record: boolean,
+  ): Promise<JobView> {
+    if (!sameRequest(existing.job, job)) {
       throw new AppError(
         'CONFLICT',
         `Idempotency-Key already used for a different request (job ${job.jobId}); use a new key for a new command`,
       )
     }
-    const record = () =>
-      ensureSessionRecord(this.directory, tenant, input.sessionId, {
-        provider: input.provider,
-        profile: input.profile,
-      })
-    if (existing) await record()
-    else {
-      const release = this.limiter?.take(tenant)
-      // The session's record and the job go to Redis side by side. Once the job is accepted, a record
-      // that failed (Redis went away just then) must not turn the answer into "not accepted": the
-      // session's next call records it again.
-      const [, submitted] = await Promise.allSettled([record(), this.queue.submit(job)])
-      if (submitted.status === 'rejected') {
-        release?.()
-        throw submitted.reason
-      }
-      if (release) {
-        // The slot is held until the job is over, whoever waits for it.
-        this.queue
-          .wait(job.jobId, { timeoutMs: job.timeoutMs + 15 * 60_000 })
-          .catch(() => undefined)
-          .finally(release)
-      }
-    }
-    // Accepted: from here on the answer is the job, even if Redis went away just now. A job this call
-    // added is queued (its id hashes the tenant, so it is this tenant's): no read. A resubmission is
-    // described as it is now.
-    if (!existing) {
-      this.remember(job)
-      return jobView({ job, state: 'waiting' })
-    }
+    if (!record) return this.ownView(tenant, existing)
+    await ensureSessionRecord(this.directory, tenant, job.sessionId, target)
     const info = await this.queue.inspect(job.jobId).catch(() => undefined)
-    if (info && info.job.tenant !== tenant)
-      throw new AppError('CONFLICT', 'job id collision; retry with another key')
-    return info ? jobView(info) : jobView({ job: existing.job, state: 'waiting' })
+    return this.ownView(tenant, info ?? { job: existing.job, state: 'waiting' })
+  }
+
+  private ownView(tenant: string, info: JobInfo): JobView {
+    if (info.job.tenant !== tenant) throw new AppError('CONFLICT', 'job id collision; retry with another key')
+    return jobView(info)
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import { AppError } from '../errors.js'
+import type { SetIfAbsent } from '../queue/types.js'
 
 /** The API-level record of a sandbox session (the sandbox binding itself lives in the session pool). */
 export interface SessionRecord {
@@ -22,6 +23,11 @@ export interface SessionDirectory {
   delete(tenant: string, id: string): Promise<boolean>
   /** Creates the record unless one exists (which is kept); resolves with nothing, so it is one write. */
   ensure?(record: SessionRecord): Promise<void>
+  /**
+   * The write {@link ensure} makes, for a job queue on the same Redis to carry with a job's add
+   * (`JobQueue.submitOrGet`) instead of a round trip of its own.
+   */
+  ensureWrite?(record: SessionRecord): SetIfAbsent
 }
 
 function conflict(id: string): AppError {
@@ -83,7 +89,11 @@ export class RedisSessionDirectory implements SessionDirectory {
     return (await this.redis.hdel(this.key(tenant), id)) === 1
   }
   async ensure(record: SessionRecord): Promise<void> {
-    await this.redis.hsetnx(this.key(record.tenant), record.id, JSON.stringify(record))
+    const w = this.ensureWrite(record)
+    await this.redis.hsetnx(w.key, w.field, w.value)
+  }
+  ensureWrite(record: SessionRecord): SetIfAbsent {
+    return { key: this.key(record.tenant), field: record.id, value: JSON.stringify(record) }
   }
 }
 

@@ -59,6 +59,12 @@ export class ChunkPublisher {
     )
   }
 
+  /** Whether none of the job's chunks waits to be sent again (a new one would go out at once). */
+  inOrder(jobId: string): boolean {
+    const st = this.jobs.get(jobId)
+    return !st || (!st.draining && st.waiting.length === 0)
+  }
+
   /** Whether no chunk is on its way or waiting (tests, shutdown). */
   get idle(): boolean {
     return this.jobs.size === 0

@@ -14,7 +14,16 @@ import type { JobResult, QueueJob } from '../schemas.js'
 import { EXEC_JOBS, type AnyJobKind, anyKind } from '../job-kind.js'
 import type { AnyJobProcessor } from '../run-job.js'
 import { trackedConsumer } from '../tracked-consumer.js'
-import type { ConsumeOptions, Consumer, JobInfo, JobKind, JobQueue, QueueDriver } from '../types.js'
+import type {
+  ConsumeOptions,
+  Consumer,
+  JobInfo,
+  JobKind,
+  JobQueue,
+  QueueDriver,
+  SetIfAbsent,
+  SubmitOrGetOutcome,
+} from '../types.js'
 import { JobWatches } from './job-watches.js'
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
@@ -101,6 +110,16 @@ export interface JobBackend {
    */
   add(job: QueueJob): Promise<boolean>
   /**
+   * Adds the job unless its id exists, with `alongside`, in one step; resolves the existing job's raw
+   * record when there is one. Optional: the queue then offers no {@link JobQueue.submitOrGet}.
+   */
+  addOrGet?(
+    job: QueueJob,
+    alongside: SetIfAbsent | undefined,
+  ): Promise<
+    { added: true } | { added: false; raw: { data: unknown; info: Omit<JobInfo<QueueJob, unknown>, 'job'> } }
+  >
+  /**
    * The job's result (its `completed` value not yet checked by the kind), undefined while it runs or
    * waits; NOT_FOUND ({@link unknownJob}) when unknown.
    */
@@ -161,52 +180,87 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
   // pub/sub 'done' message may have been lost, and a wait may have started without listeners).
   command.on('ready', () => watches.recheckAll())
 
-  const inspectJob = async (jobId: string): Promise<JobInfo<QueueJob, unknown> | undefined> => {
-    const raw = await backend.inspect(jobId)
-    if (!raw) return undefined
+  /** The job of a raw record, checked by the kind; undefined for a payload from a foreign producer. */
+  const describe = (raw: {
+    data: unknown
+    info: Omit<JobInfo<QueueJob, unknown>, 'job'>
+  }): JobInfo<QueueJob, unknown> | undefined => {
     // A payload from a foreign producer is nobody's job: it is not described (and ends `failed` on a worker).
     const parsed = kind.payload.safeParse(raw.data)
     if (!parsed.success) return undefined
     const { result, ...info } = raw.info
     return { job: parsed.data, ...info, ...(result ? { result: kind.result.parse(result) } : {}) }
   }
+  const inspectJob = async (jobId: string): Promise<JobInfo<QueueJob, unknown> | undefined> => {
+    const raw = await backend.inspect(jobId)
+    return raw ? describe(raw) : undefined
+  }
 
   const consumers = new Set<Consumer>()
   let closed = false
+
+  /** Adds a job with `add` (which resolves whether it is new) under its watch; see `submit`. */
+  const enqueue = async <T>(job: QueueJob, add: () => Promise<T>, isNew: (r: T) => boolean): Promise<T> => {
+    // The job's watch opens before the job exists, for the wait that usually follows at once (the
+    // caller's, the tenant's job slot): a job first added now cannot have finished before its
+    // listener was in place, so that wait needs no read of the job. This reference is handed over
+    // on the next turn of the event loop; a wait that comes later opens a watch that checks. Only
+    // while Redis is connected: a submit never waits for a subscription (it fails fast instead).
+    const connected = command.status === 'ready' && liveSubscriber?.connection.status === 'ready'
+    const watch = connected ? await watches.open(job.jobId, { deferCheck: true }) : undefined
+    let fresh = false
+    let accepted = false
+    try {
+      const r = await add()
+      fresh = isNew(r)
+      accepted = true
+      return r
+    } catch (err) {
+      throw new AppError(
+        'QUEUE_UNAVAILABLE',
+        `Could not enqueue job ${job.jobId}: Redis is unreachable (${messageOf(err)}); ` +
+          'the job was not accepted: submit it again once Redis is back (with the same Idempotency-Key, ' +
+          'a repeat never runs it twice).',
+        { retryable: true, cause: err },
+      )
+    } finally {
+      if (watch) {
+        if (accepted && (!fresh || !watch.listening)) watch.check()
+        setImmediate(() => watch.release())
+      }
+    }
+  }
+  const addOrGet = backend.addOrGet?.bind(backend)
 
   return {
     driver: backend.driver,
 
     async submit(input) {
       const job = kind.payload.parse(input)
-      // The job's watch opens before the job exists, for the wait that usually follows at once (the
-      // caller's, the tenant's job slot): a job first added now cannot have finished before its
-      // listener was in place, so that wait needs no read of the job. This reference is handed over
-      // on the next turn of the event loop; a wait that comes later opens a watch that checks. Only
-      // while Redis is connected: a submit never waits for a subscription (it fails fast instead).
-      const connected = command.status === 'ready' && liveSubscriber?.connection.status === 'ready'
-      const watch = connected ? await watches.open(job.jobId, { deferCheck: true }) : undefined
-      let fresh = false
-      let accepted = false
-      try {
-        fresh = await backend.add(job)
-        accepted = true
-      } catch (err) {
-        throw new AppError(
-          'QUEUE_UNAVAILABLE',
-          `Could not enqueue job ${job.jobId}: Redis is unreachable (${messageOf(err)}); ` +
-            'the job was not accepted: submit it again once Redis is back (with the same Idempotency-Key, ' +
-            'a repeat never runs it twice).',
-          { retryable: true, cause: err },
-        )
-      } finally {
-        if (watch) {
-          if (accepted && (!fresh || !watch.listening)) watch.check()
-          setImmediate(() => watch.release())
-        }
-      }
+      await enqueue(
+        job,
+        () => backend.add(job),
+        (fresh) => fresh,
+      )
       return { jobId: job.jobId }
     },
+
+    ...(addOrGet
+      ? {
+          async submitOrGet(
+            input: QueueJob,
+            opts: { alongside?: SetIfAbsent } = {},
+          ): Promise<SubmitOrGetOutcome<QueueJob, unknown>> {
+            const job = kind.payload.parse(input)
+            const r = await enqueue(
+              job,
+              () => addOrGet(job, opts.alongside),
+              (o) => o.added,
+            )
+            return r.added ? { kind: 'added' } : { kind: 'exists', info: describe(r.raw) }
+          },
+        }
+      : {}),
 
     wait: (jobId, opts) => watches.wait(jobId, opts),
 

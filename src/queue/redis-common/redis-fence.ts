@@ -11,13 +11,13 @@ import { ChunkPublisher } from './chunk-publisher.js'
  * tag, so the scripts also run on a Redis Cluster.
  */
 
-// KEYS: done cancel fence out err. ARGV: mode (inspect|begin) idempotent(0|1) fenceJson ttlMs
+// KEYS: done cancel fence out err. ARGV: mode (inspect|begin) idempotent(0|1) fenceJson ttlMs.
+// The three records are read with one MGET (they share the job's hash tag).
 const BEGIN = `
-local done = redis.call('GET', KEYS[1])
+local r = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])
+local done, cancel, prev = r[1], r[2], r[3]
 if done then return {'done', done} end
-local cancel = redis.call('GET', KEYS[2])
 if cancel then return {'cancelled', cancel} end
-local prev = redis.call('GET', KEYS[3])
 if prev and ARGV[2] == '0' then
   return {'fenced', prev, redis.call('GET', KEYS[4]) or '', redis.call('GET', KEYS[5]) or ''}
 end
@@ -50,30 +50,60 @@ redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 `
 
-// KEYS: tail log logmeta. ARGV: channel kind(o|e) data capBytes ttlMs logCapBytes. The chunk is
-// numbered (its job's output bytes up to its end, across attempts), published as
-// '<kind><offset>\n<data>' and kept in the log, whose oldest entries go past logCapBytes.
-const CHUNK = `
-local offset = redis.call('HINCRBY', KEYS[3], 'offset', string.len(ARGV[3]))
-local message = ARGV[2] .. offset .. '\\n' .. ARGV[3]
-redis.call('PUBLISH', ARGV[1], message)
-redis.call('RPUSH', KEYS[2], message)
-local size = redis.call('HINCRBY', KEYS[3], 'size', string.len(message))
-while size > tonumber(ARGV[6]) do
-  local old = redis.call('LPOP', KEYS[2])
+/**
+ * Lua that numbers a chunk, publishes it and keeps it in the job's log (oldest entries go past the log
+ * cap), with the log (`logKey`) and its counters (`metaKey`: offset, size); without a `channel` the
+ * caller publishes `message` itself. Leaves `offset`,
+ * `message` (the published form, '<kind><offset>\n<data>') and `logNew`/`metaNew` (the key was
+ * created by this chunk, so it has no TTL yet) as locals. Shared by the chunk script and the `redis`
+ * driver's finish (a job's last chunk rides with its result).
+ */
+export function logChunkLua(
+  logKey: string,
+  metaKey: string,
+  channel: string | undefined,
+  kind: string,
+  data: string,
+  logCapBytes: string,
+): string {
+  return `
+local offset = redis.call('HINCRBY', ${metaKey}, 'offset', string.len(${data}))
+local message = ${kind} .. offset .. '\\n' .. ${data}
+${channel === undefined ? '' : `redis.call('PUBLISH', ${channel}, message)`}
+local logNew = redis.call('RPUSH', ${logKey}, message) == 1
+local metaNew = offset == string.len(${data})
+local size = redis.call('HINCRBY', ${metaKey}, 'size', string.len(message))
+while size > tonumber(${logCapBytes}) do
+  local old = redis.call('LPOP', ${logKey})
   if not old then break end
-  size = redis.call('HINCRBY', KEYS[3], 'size', -string.len(old))
+  size = redis.call('HINCRBY', ${metaKey}, 'size', -string.len(old))
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-redis.call('PEXPIRE', KEYS[3], ARGV[5])
-if redis.call('STRLEN', KEYS[1]) < tonumber(ARGV[4]) then
+`
+}
+
+// KEYS: tail log logmeta. ARGV: channel kind(o|e) data capBytes ttlMs logCapBytes refresh(0|1). The
+// chunk is numbered (its job's output bytes up to its end, across attempts), published as
+// '<kind><offset>\n<data>' and kept in the log, whose oldest entries go past logCapBytes. TTLs are set
+// when a key is created and when the caller says so (`refresh`: a job's first chunk here, then every
+// half retention), not on every chunk: a key always lives at least as long as the job needs it.
+const CHUNK = `${logChunkLua('KEYS[2]', 'KEYS[3]', 'ARGV[1]', 'ARGV[2]', 'ARGV[3]', 'ARGV[6]')}
+local refresh = ARGV[7] == '1'
+if refresh or logNew then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
+if refresh or metaNew then redis.call('PEXPIRE', KEYS[3], ARGV[5]) end
+local tail = redis.call('STRLEN', KEYS[1])
+if tail == 0 then
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
+elseif tail < tonumber(ARGV[4]) then
   redis.call('APPEND', KEYS[1], ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  if refresh then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 end
 return 1
 `
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>
+
+/** Jobs whose TTL refresh time a process remembers at most (past it, every chunk refreshes). */
+const TTL_MEMORY_MAX = 10_000
 
 interface FenceCommands {
   sbxFenceBegin: ScriptFn
@@ -180,6 +210,7 @@ export class RedisFenceStore {
           channel,
           OUTPUT_LOG_LINGER_MS,
         ]
+        this.endOutput(job.jobId)
         if (opts.pipelinedFinish) {
           this.cmd.sbxFenceFinish(...args).catch(() => undefined)
           return result
@@ -212,12 +243,50 @@ export class RedisFenceStore {
     this.chunks.publish(jobId, chunk)
   }
 
+  /**
+   * Whether a chunk of the job may go out with a script other than the chunk script (the `redis`
+   * driver's finish) and stay in order: none of the job's chunks waits to be sent again. Chunks on
+   * their way are ahead of it on the same connection.
+   */
+  mayCarryChunk(jobId: string): boolean {
+    return this.chunks.inOrder(jobId)
+  }
+
+  /**
+   * Forgets the job's output bookkeeping once its result is stored (its output keys linger on the
+   * finish's TTL): called by the finishes.
+   */
+  endOutput(jobId: string): void {
+    this.ttlSetAt.delete(jobId)
+  }
+
   private readonly chunks = new ChunkPublisher((jobId, chunk) => this.sendChunk(jobId, chunk))
+
+  /**
+   * When this process last set the TTLs of each job's output keys (epoch ms): a job's first chunk
+   * here sets them, then one chunk every half retention (a job may run longer than the retention),
+   * instead of every chunk. Keys a chunk creates get theirs in the script.
+   */
+  private readonly ttlSetAt = new Map<string, number>()
+
+  private ttlRefreshDue(jobId: string): boolean {
+    const now = Date.now()
+    const at = this.ttlSetAt.get(jobId)
+    if (at !== undefined && now - at < this.opts.retentionMs / 2) return false
+    // Jobs that ended elsewhere (handed back) are not finished here: bound what they leave.
+    if (at === undefined && this.ttlSetAt.size >= TTL_MEMORY_MAX) {
+      for (const [id, t] of this.ttlSetAt) if (now - t >= this.opts.retentionMs / 2) this.ttlSetAt.delete(id)
+      if (this.ttlSetAt.size >= TTL_MEMORY_MAX) return true
+    }
+    this.ttlSetAt.set(jobId, now)
+    return true
+  }
 
   private sendChunk(jobId: string, chunk: OutputChunk): Promise<unknown> {
     const [, , , out, err] = this.keys.job(jobId)
     const s = chunk.stream === 'stdout' ? 'o' : 'e'
-    return this.cmd.sbxFenceChunk(
+    const refresh = this.ttlRefreshDue(jobId)
+    const sent = this.cmd.sbxFenceChunk(
       s === 'o' ? out : err,
       ...this.keys.log(jobId),
       this.keys.jobChannel(jobId),
@@ -226,7 +295,15 @@ export class RedisFenceStore {
       this.opts.tailCapBytes,
       this.opts.retentionMs,
       this.opts.logCapBytes,
+      refresh ? '1' : '0',
     )
+    // A refresh that did not land is due again with the chunk's retry.
+    return refresh
+      ? sent.catch((e: unknown) => {
+          this.ttlSetAt.delete(jobId)
+          throw e
+        })
+      : sent
   }
 
   /** The job's retained live output, oldest first. */

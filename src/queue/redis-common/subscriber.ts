@@ -44,8 +44,17 @@ export class Subscriber {
         }
       }
     }
-    client.on('message', dispatch)
-    client.on('pmessage', (_pattern: string, channel: string, message: string) => dispatch(channel, message))
+    // A job's last output chunk and its result published as one message, `f<result>\n<chunk message>`
+    // (the `redis` driver's finish): its listeners get the two messages it stands for, chunk first.
+    const deliver = (channel: string, message: string): void => {
+      const nl = message[0] === 'f' && this.patternPrefix && channel.startsWith(this.patternPrefix)
+      const at = nl ? message.indexOf('\n') : -1
+      if (at < 0) return dispatch(channel, message)
+      dispatch(channel, message.slice(at + 1))
+      dispatch(channel, `d${message.slice(1, at)}`)
+    }
+    client.on('message', deliver)
+    client.on('pmessage', (_pattern: string, channel: string, message: string) => deliver(channel, message))
     // After a reconnect ioredis says `ready` first and sends its resubscriptions after, unconfirmed:
     // a handler added then would be told the channel is live while Redis does not yet deliver it,
     // and the messages published meanwhile (a job's first output chunk) would be lost. The same

@@ -3,16 +3,48 @@ import type { Redis } from 'ioredis'
 /**
  * Per-tenant (and per-session) indexes of submitted job ids in Redis, for `GET /v1/jobs`: sorted sets
  * scored by submission time, trimmed to the retention window on about one write in 16 (reads skip older
- * entries anyway; the trim only bounds the set) and expiring a retention after the last write. An id is indexed before
+ * entries anyway; the trim only bounds the set). A key's TTL ({@link ttlMs}, two retentions) is
+ * refreshed by each process at most once per half retention (and on every trimming write), not on
+ * every write: a key outlives its newest entry by at least a retention. An id is indexed before
  * its job is added, so every accepted job is listed; an id whose job never made it (the add failed) is
  * simply not found when listed.
  */
 export class TenantJobIndex {
+  /** When this process last set each key's TTL (epoch ms). */
+  private readonly ttlSetAt = new Map<string, number>()
+
   constructor(
     private readonly client: Redis,
     private readonly base: string,
     private readonly retentionMs: number,
   ) {}
+
+  /** The TTL an index key gets when refreshed (ms): two retentions (see the class comment). */
+  get ttlMs(): number {
+    return 2 * this.retentionMs
+  }
+
+  /**
+   * Whether `key`'s TTL is due from this write: this process did not set it within the last half
+   * retention, or the write trims (so a key that lost its TTL, e.g. recreated after a Redis restart
+   * lost it, gets one back). Set in the key's last refresh t' ≥ now − retention/2, the TTL runs to
+   * t' + 2 retentions > now + a retention: no entry expires before its retention.
+   */
+  refreshDue(key: string, trims: boolean): boolean {
+    const now = Date.now()
+    const at = this.ttlSetAt.get(key)
+    if (!trims && at !== undefined && now - at < this.retentionMs / 2) return false
+    if (at === undefined && this.ttlSetAt.size >= 10_000) {
+      for (const [k, t] of this.ttlSetAt) if (now - t >= this.retentionMs / 2) this.ttlSetAt.delete(k)
+    }
+    if (this.ttlSetAt.size < 10_000) this.ttlSetAt.set(key, now)
+    return true
+  }
+
+  /** A refresh that may not have landed (its write failed): due again on the next write. */
+  refreshFailed(keys: readonly string[]): void {
+    for (const k of keys) this.ttlSetAt.delete(k)
+  }
 
   /** The index keys a job of `tenant` (and `sessionId`) is listed under: the tenant's, then the session's. */
   keys(tenant: string, sessionId?: string): string[] {
@@ -35,14 +67,21 @@ export class TenantJobIndex {
     // A pipeline, not MULTI: each write stands alone, and MULTI/EXEC would be two more commands.
     const pipeline = this.client.pipeline()
     const trim = TenantJobIndex.trims(job.jobId)
-    for (const key of this.keys(job.tenant, job.sessionId)) {
+    const keys = this.keys(job.tenant, job.sessionId)
+    for (const key of keys) {
       pipeline.zadd(key, 'NX', job.submittedAt, job.jobId)
       if (trim) pipeline.zremrangebyscore(key, '-inf', `(${Date.now() - this.retentionMs}`)
-      pipeline.pexpire(key, this.retentionMs)
+      if (this.refreshDue(key, trim)) pipeline.pexpire(key, this.ttlMs)
     }
-    const replies = await pipeline.exec()
+    const replies = await pipeline.exec().catch((err: unknown) => {
+      this.refreshFailed(keys)
+      throw err
+    })
     const failed = replies?.find(([err]) => err)
-    if (failed?.[0]) throw failed[0]
+    if (failed?.[0]) {
+      this.refreshFailed(keys)
+      throw failed[0]
+    }
     return replies?.[0]?.[1] === 1
   }
 

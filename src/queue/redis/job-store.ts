@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis'
 import { OUTPUT_LOG_LINGER_MS } from '../output-log.js'
 import { JobResultSchema } from '../schemas.js'
-import type { QueueJob, JobResult } from '../schemas.js'
+import type { JobResult, OutputChunk, QueueJob } from '../schemas.js'
+import type { SetIfAbsent } from '../types.js'
 import type { FenceKeys } from '../redis-common/redis-fence.js'
 import { TenantJobIndex } from '../redis-common/tenant-index.js'
 import type { RedisQueueKeys } from './keys.js'
@@ -19,6 +20,9 @@ export interface TakenJob {
   readonly stalls: number
 }
 
+/** What an add found: a new job, or the one of that id stored before. */
+export type AddOutcome = { readonly added: true } | { readonly added: false; readonly stored: StoredJob }
+
 /** A job's stored state, as read for views and waits. */
 export interface StoredJob {
   readonly data: string
@@ -33,6 +37,8 @@ export interface RedisJobStoreOptions {
   readonly retentionMs: number
   /** A running job's lease (ms): the sweep puts back a job whose worker did not extend it in time. */
   readonly leaseMs: number
+  /** Live output retained per job for resuming readers (bytes), as the fence store's. */
+  readonly logCapBytes: number
 }
 
 /**
@@ -54,20 +60,45 @@ export class RedisJobStore {
 
   /** Adds the job (and indexes it for its tenant) unless its id exists; resolves `true` when added. */
   async add(job: QueueJob): Promise<boolean> {
+    return (await this.addOrGet(job)).added
+  }
+
+  /**
+   * Adds the job (and indexes it for its tenant) unless its id exists, in one script with its lookup
+   * and the write that rides along: resolves the existing job when there is one (its idempotency
+   * answer needs no read of its own).
+   */
+  async addOrGet(job: QueueJob, alongside?: SetIfAbsent): Promise<AddOutcome> {
     const indexKeys = this.index.keys(job.tenant, job.sessionId)
-    const trimBefore = TenantJobIndex.trims(job.jobId) ? String(Date.now() - this.opts.retentionMs) : ''
-    const added = await this.cmd.sbxRqAdd(
-      2 + indexKeys.length,
-      this.keys.job(job.jobId),
-      this.keys.wait,
-      ...indexKeys,
-      job.jobId,
-      JSON.stringify(job),
-      job.submittedAt,
-      this.opts.retentionMs,
-      trimBefore,
-    )
-    return added === 1
+    const trims = TenantJobIndex.trims(job.jobId)
+    const refresh = indexKeys.map((k) => (this.index.refreshDue(k, trims) ? '1' : '0')).join('')
+    const jobKey = this.keys.job(job.jobId)
+    const reply = (await this.cmd
+      .sbxRqAdd(
+        4 + indexKeys.length,
+        jobKey,
+        this.keys.wait,
+        this.fenceKeys.job(job.jobId)[0],
+        alongside?.key ?? jobKey,
+        ...indexKeys,
+        job.jobId,
+        JSON.stringify(job),
+        job.submittedAt,
+        this.index.ttlMs,
+        trims ? String(Date.now() - this.opts.retentionMs) : '',
+        refresh,
+        alongside?.field ?? '',
+        alongside?.value ?? '',
+      )
+      .catch((err: unknown) => {
+        this.index.refreshFailed(indexKeys)
+        throw err
+      })) as [number, string?, string?, string?]
+    if (reply[0] === 1) return { added: true }
+    // The id existed: the script wrote no index entry, so no TTL either.
+    this.index.refreshFailed(indexKeys)
+    const [, data = '', state = '', done = ''] = reply
+    return { added: false, stored: storedJob(data, state, done || null) }
   }
 
   /**
@@ -78,12 +109,7 @@ export class RedisJobStore {
     const [data, state] = await this.client.hmget(this.keys.job(jobId), 'data', 'state')
     if (!data) return undefined
     const done = await this.client.get(this.fenceKeys.job(jobId)[0])
-    const result = done ? JobResultSchema.parse(JSON.parse(done)) : undefined
-    return {
-      data,
-      state: result || state === 'finished' ? 'finished' : state === 'active' ? 'active' : 'waiting',
-      ...(result ? { result } : {}),
-    }
+    return storedJob(data, state ?? null, done)
   }
 
   /** Jobs waiting and running (leased). */
@@ -96,10 +122,14 @@ export class RedisJobStore {
 
   /**
    * Stores the attempt's result through the fence (first writer wins; published to the waiters) and
-   * ends the job: one script. Resolves with the stored result (another attempt's, when it came first).
+   * ends the job: one script. `lastChunk`, the attempt's last live chunk not yet sent, is numbered,
+   * logged and published with it (before the result, see scripts.ts). Resolves with the stored result (another attempt's, when it came first).
    */
-  async finish(jobId: string, result: JobResult): Promise<JobResult> {
+  async finish(jobId: string, result: JobResult, lastChunk?: OutputChunk): Promise<JobResult> {
     const [done] = this.fenceKeys.job(jobId)
+    const chunk = lastChunk
+      ? [lastChunk.stream === 'stdout' ? 'o' : 'e', lastChunk.data, this.opts.logCapBytes]
+      : []
     const existing = (await this.cmd.sbxRqFinish(
       done,
       ...this.fenceKeys.log(jobId),
@@ -110,6 +140,7 @@ export class RedisJobStore {
       this.fenceKeys.jobChannel(jobId),
       OUTPUT_LOG_LINGER_MS,
       jobId,
+      ...chunk,
     )) as string | null
     return existing === null ? result : JobResultSchema.parse(JSON.parse(existing))
   }
@@ -203,6 +234,16 @@ export class JobTaker {
       this.leaseMs,
     )
     return parseTaken(r)
+  }
+}
+
+/** A job's stored form from its hash fields and result record. */
+function storedJob(data: string, state: string | null, done: string | null): StoredJob {
+  const result = done ? JobResultSchema.parse(JSON.parse(done)) : undefined
+  return {
+    data,
+    state: result || state === 'finished' ? 'finished' : state === 'active' ? 'active' : 'waiting',
+    ...(result ? { result } : {}),
   }
 }
 

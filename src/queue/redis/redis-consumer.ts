@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis'
 import { interruptedResult } from '../fence.js'
 import { checkConcurrency, defaultWorkerId, failedResult, runJob } from '../run-job.js'
 import type { AnyJobProcessor, RunOutcome } from '../run-job.js'
-import type { JobResult, QueueJob } from '../schemas.js'
+import type { JobResult, OutputChunk, QueueJob } from '../schemas.js'
 import type { AnyJobKind } from '../job-kind.js'
 import type { Consumer, ConsumeOptions, JobAbortReason, JobContext, JobFence } from '../types.js'
 import {
@@ -17,6 +17,7 @@ import { OutageLedger } from '../redis-common/outage-ledger.js'
 import type { RedisFenceStore } from '../redis-common/redis-fence.js'
 import { type ConsumerTuning, OUTAGE_HANDLING, STALL_DETECTION } from '../redis-common/stall-detection.js'
 import type { Subscriber } from '../redis-common/subscriber.js'
+import { ChunkHold } from './chunk-hold.js'
 import { JobTaker } from './job-store.js'
 import type { RedisJobStore, TakenJob } from './job-store.js'
 import { StalledSweep } from './stalled-sweep.js'
@@ -88,7 +89,12 @@ export async function startRedisConsumer(
   const slotFreed = new Set<() => void>()
 
   /** The fence of one attempt: the queue's finish script stores its result and ends the job at once. */
-  const fenceOf = (data: QueueJob, attempt: number, finishFailed: { error?: unknown }): JobFence<unknown> => {
+  const fenceOf = (
+    data: QueueJob,
+    attempt: number,
+    finishFailed: { error?: unknown },
+    hold: ChunkHold,
+  ): JobFence<unknown> => {
     // A job whose last attempt here failed its fence `begin` did not start its command then, whatever
     // the fence record says (the script may have run with its reply lost): this worker may run it.
     const known = ledger.takeUnstarted(data.jobId)
@@ -96,9 +102,17 @@ export async function startRedisConsumer(
     return ledger.watchBegin(data.jobId, {
       ...base,
       finish: async (result) => {
+        // The attempt's last live chunk rides with its result, unless an earlier chunk waits to be
+        // sent again (it would overtake it).
+        let last: OutputChunk | undefined
+        if (deps.fences.mayCarryChunk(data.jobId)) last = hold.take()
+        else hold.flush()
+        deps.fences.endOutput(data.jobId)
         try {
-          return await deps.store.finish(data.jobId, result)
+          return await deps.store.finish(data.jobId, result, last)
         } catch (err) {
+          // The chunk then goes on its own, sent again until Redis takes it (as every chunk is).
+          if (last) deps.fences.publishChunk(data.jobId, last)
           // Redis away: the result is kept and stored once Redis is back (see `run`).
           if (!isRedisUnreachable(err)) throw err
           finishFailed.error = err
@@ -159,12 +173,13 @@ export async function startRedisConsumer(
     const controller = new AbortController()
     running.set(data.jobId, { controller })
     const finishFailed: { error?: unknown } = {}
+    const hold = new ChunkHold((chunk) => deps.fences.publishChunk(data.jobId, chunk))
     const ctx: JobContext<unknown> = {
       signal: controller.signal,
       attempt: taken.attempt,
       workerId,
-      fence: fenceOf(data, taken.attempt, finishFailed),
-      publish: (chunk) => deps.fences.publishChunk(data.jobId, chunk),
+      fence: fenceOf(data, taken.attempt, finishFailed, hold),
+      publish: (chunk) => hold.publish(chunk),
     }
     // Redis went away under the job (the session store or the fence could not be reached): the job is
     // handed back rather than failed, to run once Redis is back; its fence decides.
@@ -200,6 +215,7 @@ export async function startRedisConsumer(
         controller.abort({ kind: 'shutdown' } satisfies JobAbortReason)
         outcome = { kind: 'handback' }
       }
+      hold.flush()
       if (outcome.kind === 'result') {
         if (finishFailed.error === undefined && !tracked.outageTouched()) return
         // Redis went away during the job: its result record may not have landed. Keep it for a
@@ -216,6 +232,8 @@ export async function startRedisConsumer(
         .finish(data.jobId, failedResult(err))
         .catch((e: unknown) => onError(e, `storing the result of job ${data.jobId}`))
     } finally {
+      // A chunk no finish carried (a hand-back, a failed run) goes out as it would have.
+      hold.flush()
       tracked.end()
       running.delete(data.jobId)
       for (const f of [...slotFreed]) f()

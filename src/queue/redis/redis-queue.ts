@@ -2,6 +2,7 @@ import { openRedisQueueBase, redisJobQueue, unknownJob } from '../redis-common/q
 import type { RedisKindOptions, RedisQueueBaseOptions } from '../redis-common/queue-shell.js'
 import type { ExecJob, ExecResult, QueueJob } from '../schemas.js'
 import { STALL_DETECTION } from '../redis-common/stall-detection.js'
+import { OUTPUT_LOG_CAP_BYTES } from '../output-log.js'
 import type { JobKind, JobQueue } from '../types.js'
 import { RedisJobStore } from './job-store.js'
 import { RedisQueueKeys } from './keys.js'
@@ -33,10 +34,17 @@ export async function createRedisJobQueue(
   const store = new RedisJobStore(command, new RedisQueueKeys(space.jobs(queueName)), fences.keys, index, {
     retentionMs,
     leaseMs: options.lockDurationMs ?? STALL_DETECTION.lockDurationMs,
+    logCapBytes: options.outputLogCapBytes ?? OUTPUT_LOG_CAP_BYTES,
   })
   return redisJobQueue(base, {
     driver: 'redis',
     add: (job) => store.add(job),
+    async addOrGet(job, alongside) {
+      const r = await store.addOrGet(job, alongside)
+      if (r.added) return { added: true }
+      const { data, state, result } = r.stored
+      return { added: false, raw: { data: safeJson(data), info: { state, ...(result ? { result } : {}) } } }
+    },
     async finishedResult(jobId) {
       const stored = await store.read(jobId)
       if (!stored) throw unknownJob(jobId)
@@ -45,13 +53,8 @@ export async function createRedisJobQueue(
     async inspect(jobId) {
       const stored = await store.read(jobId)
       if (!stored) return undefined
-      let data: unknown
-      try {
-        data = JSON.parse(stored.data)
-      } catch {
-        data = undefined
-      }
-      return { data, info: { state: stored.state, ...(stored.result ? { result: stored.result } : {}) } }
+      const { state, result } = stored
+      return { data: safeJson(stored.data), info: { state, ...(result ? { result } : {}) } }
     },
     counts: () => store.counts(),
     consume: (processor, opts, subscriber) =>
@@ -72,4 +75,12 @@ export async function createRedisJobQueue(
       ),
     close: async () => undefined,
   })
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
 }

@@ -6,6 +6,7 @@
  * runs on one Redis (not a Cluster), as the session pool does.
  */
 import type { Redis } from 'ioredis'
+import { logChunkLua } from '../redis-common/redis-fence.js'
 
 const NOW = `
 local t = redis.call('TIME')
@@ -13,20 +14,27 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
 /**
- * KEYS: job wait index... ARGV: jobId dataJson submittedAt retentionMs trimBefore('' = no trim).
- * Returns 1 when added, 0 when a job of this id exists (waiting, running or finished within the
- * retention): a resubmission changes nothing. A new job's hash holds its payload only: no `state`
- * means waiting, no `attempt` means 0.
+ * KEYS: job wait done record index... ARGV: jobId dataJson submittedAt indexTtlMs trimBefore('' = no
+ * trim) refresh (per index key, '1' when its TTL is due) recordField('' = none) recordValue.
+ * Adds a job unless one of its id exists (waiting, running or finished within the retention: a
+ * resubmission changes nothing), and writes the record that rides along (`HSETNX record field
+ * value`: the session's directory entry) either way. Returns `{1}` when added, else the existing job
+ * for its idempotency answer: `{0, data, state, result record ('' = none)}`. A new job's hash holds its
+ * payload only: no `state` means waiting, no `attempt` means 0.
  */
 const ADD = `
-if redis.call('HSETNX', KEYS[1], 'data', ARGV[2]) == 0 then return 0 end
+if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[4], ARGV[7], ARGV[8]) end
+if redis.call('HSETNX', KEYS[1], 'data', ARGV[2]) == 0 then
+  local f = redis.call('HMGET', KEYS[1], 'data', 'state')
+  return {0, f[1] or '', f[2] or '', redis.call('GET', KEYS[3]) or ''}
+end
 redis.call('LPUSH', KEYS[2], ARGV[1])
-for i = 3, #KEYS do
+for i = 5, #KEYS do
   redis.call('ZADD', KEYS[i], 'NX', ARGV[3], ARGV[1])
   if ARGV[5] ~= '' then redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[5]) end
-  redis.call('PEXPIRE', KEYS[i], ARGV[4])
+  if string.sub(ARGV[6], i - 4, i - 4) == '1' then redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
 end
-return 1
+return {1}
 `
 
 /**
@@ -49,22 +57,37 @@ return {id, f[1], attempt, f[3] or '0'}
 `
 
 /**
- * KEYS: done log logmeta job leases. ARGV: resultJson ttlMs channel logLingerMs jobId.
+ * KEYS: done log logmeta job leases. ARGV: resultJson ttlMs channel logLingerMs jobId, then the last
+ * live chunk when it rides along: kind(o|e, '' = none) data logCapBytes.
  * The fence's finish (the first result is stored and published `d<result>` on the job's channel, the
  * retained output lingers) and the job's end in one: the lease goes (whoever holds it: once a result
  * is stored, no attempt needs recovering; a later one still running finds it and returns it) and the
  * job hash expires with the retention. A job with a result record is finished (see job-store.ts:
- * its `state` field is left as it was). Returns the stored result when another attempt finished
- * first, else nil.
+ * its `state` field is left as it was). A chunk that rides along is numbered and logged as the chunk
+ * script does, and published with the result in one message, `f<result>\n<chunk message>`, which
+ * subscribers take as the chunk's message followed by `d<result>` (subscriber.ts); it skips the
+ * stream's tail, which only a redelivery of an unfinished job reads. Returns the stored result when
+ * another attempt finished first, else nil.
  */
 const FINISH = `
+local carried = ARGV[6] ~= nil and ARGV[6] ~= ''
 local stored = false
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('PUBLISH', ARGV[3], 'd' .. ARGV[1])
+  if carried then
+    ${logChunkLua('KEYS[2]', 'KEYS[3]', undefined, 'ARGV[6]', 'ARGV[7]', 'ARGV[8]')}
+    redis.call('PUBLISH', ARGV[3], 'f' .. ARGV[1] .. '\\n' .. message)
+  else
+    redis.call('PUBLISH', ARGV[3], 'd' .. ARGV[1])
+  end
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
 else
   stored = redis.call('GET', KEYS[1])
+  if carried then
+    ${logChunkLua('KEYS[2]', 'KEYS[3]', 'ARGV[3]', 'ARGV[6]', 'ARGV[7]', 'ARGV[8]')}
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+    redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  end
 end
 redis.call('ZREM', KEYS[5], ARGV[5])
 redis.call('PEXPIRE', KEYS[4], ARGV[2])

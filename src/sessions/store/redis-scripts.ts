@@ -44,7 +44,7 @@ end
 /**
  * ARGV: P, session, leaseId, leaseExpiresAt, idleDeadline, then optionally (lock name, token, ttl).
  * Returns {'bound', binding JSON, replacement notice JSON or false}; unbound: {'locked'} / {'busy'}
- * with a lock, else {'unbound'}.
+ * with a lock, else {'unbound'}. A `noticeFree` binding has no notice to read (see BIND).
  */
 export const USE_BINDING = `${HELPERS}
 local raw = redis.call('HGET', P .. 'bindings', ARGV[2])
@@ -60,18 +60,24 @@ local lk = lease_key(rec.ref.id)
 redis.call('ZADD', lk, tonumber(ARGV[4]), ARGV[3])
 gc_lease(lk)
 extend_slots(rec.slots, rec.ref.id, math.max(deadline, tonumber(ARGV[4])))
+if rec.noticeFree then return { 'bound', raw, false } end
 return { 'bound', raw, redis.call('HGET', P .. 'replaced', ARGV[2]) }`
 
 /**
- * ARGV: P, session, binding JSON, idleDeadline, then optionally (lock name, token): the bind lock
- * to release. Returns 1 when bound, 0 when already bound.
+ * ARGV: P, session, binding JSON (an object), idleDeadline, then optionally (lock name, token): the
+ * bind lock to release. Returns 1 when bound, 0 when already bound. The stored binding gets
+ * `noticeFree: true` when the session has no replacement notice then.
  */
 export const BIND = `${HELPERS}
 if ARGV[5] then
   local lock = P .. 'lock:' .. ARGV[5]
   if redis.call('GET', lock) == ARGV[6] then redis.call('DEL', lock) end
 end
-if redis.call('HSETNX', P .. 'bindings', ARGV[2], ARGV[3]) == 0 then return 0 end
+-- A binding made while the session has no replacement notice says so: its uses then skip reading
+-- one (a notice is only ever written with the binding dropped, see UNBIND and EVICT_IF_IDLE).
+local json = ARGV[3]
+if redis.call('HEXISTS', P .. 'replaced', ARGV[2]) == 0 then json = string.sub(json, 1, -2) .. ',"noticeFree":true}' end
+if redis.call('HSETNX', P .. 'bindings', ARGV[2], json) == 0 then return 0 end
 local rec = cjson.decode(ARGV[3])
 redis.call('ZADD', P .. 'idle', tonumber(ARGV[4]), ARGV[2])
 redis.call('HSET', P .. 'owners', rec.ref.id, 'b:' .. ARGV[2])

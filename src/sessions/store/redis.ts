@@ -81,6 +81,14 @@ function parse<T>(raw: unknown): T | undefined {
   return typeof raw === 'string' && raw !== '' ? (JSON.parse(raw) as T) : undefined
 }
 
+/** A stored binding as callers see it: without the BIND script's own `noticeFree` mark. */
+function parseBinding(raw: unknown): BindingRecord | undefined {
+  const rec = parse<BindingRecord & { noticeFree?: boolean }>(raw)
+  if (!rec) return undefined
+  const { noticeFree: _, ...binding } = rec
+  return binding
+}
+
 function strings(raw: unknown): string[] {
   return Array.isArray(raw) ? raw.filter((x): x is string => typeof x === 'string') : []
 }
@@ -130,7 +138,7 @@ export class RedisSessionStore implements SessionStore {
     idleDeadline: number,
   ): Promise<BindingRecord | undefined> {
     const [, raw] = await this.use(session, lease, idleDeadline, [])
-    return parse(raw)
+    return parseBinding(raw)
   }
 
   async useOrLock(
@@ -144,7 +152,7 @@ export class RedisSessionStore implements SessionStore {
       lock.token,
       lock.ttlMs,
     ])
-    const binding = parse<BindingRecord>(raw)
+    const binding = parseBinding(raw)
     const replaced = parse<SandboxReplacement>(note)
     if (binding) return replaced ? { binding, replaced } : { binding }
     return { lock: kind === 'locked' ? 'locked' : 'busy' }
@@ -167,7 +175,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async getBinding(session: string): Promise<BindingRecord | undefined> {
-    return parse(await guard(this.redis.hget(`${this.prefix}bindings`, session)))
+    return parseBinding(await guard(this.redis.hget(`${this.prefix}bindings`, session)))
   }
 
   async bind(
@@ -176,7 +184,9 @@ export class RedisSessionStore implements SessionStore {
     idleDeadline: number,
     unlock?: Pick<BindLock, 'name' | 'token'>,
   ): Promise<boolean> {
-    const json = JSON.stringify({ ...binding, ref: compactRef(binding.ref) })
+    // `noticeFree` is the BIND script's to set (a record read back carries it): never passed on.
+    const { noticeFree: _, ...record } = binding as BindingRecord & { noticeFree?: boolean }
+    const json = JSON.stringify({ ...record, ref: compactRef(binding.ref) })
     const extra = unlock ? [unlock.name, unlock.token] : []
     return (await this.run('BIND', [session, json, idleDeadline, ...extra])) === 1
   }
@@ -187,11 +197,11 @@ export class RedisSessionStore implements SessionStore {
     replaced?: ReplacementNote,
   ): Promise<BindingRecord | undefined> {
     const note = replaced ? [replaced.at, replaced.reason] : []
-    return parse(await this.run('UNBIND', [session, refId ?? '', ...note]))
+    return parseBinding(await this.run('UNBIND', [session, refId ?? '', ...note]))
   }
 
   async closeSession(session: string): Promise<BindingRecord | undefined> {
-    return parse(await this.run('CLOSE_SESSION', [session]))
+    return parseBinding(await this.run('CLOSE_SESSION', [session]))
   }
 
   async wasClosed(refId: string): Promise<boolean> {
@@ -212,7 +222,7 @@ export class RedisSessionStore implements SessionStore {
     replaced?: ReplacementNote,
   ): Promise<BindingRecord | undefined> {
     const note = replaced ? [replaced.at, replaced.reason] : []
-    return parse(await this.run('EVICT_IF_IDLE', [session, now, ...note]))
+    return parseBinding(await this.run('EVICT_IF_IDLE', [session, now, ...note]))
   }
 
   async idleSessions(now: number, limit: number): Promise<string[]> {

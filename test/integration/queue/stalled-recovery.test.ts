@@ -46,8 +46,16 @@ describe.each([
         CONSUMER_FIXTURE,
       )
       const job = makeJob('block', { idempotent })
+      // The first attempt's output is in Redis before the kill: a consumer sends a chunk at the end of
+      // its event-loop turn (the redis driver holds it that long for a finish to carry), so a kill
+      // right after the processor's own report could come before it.
+      let onOutput!: () => void
+      const output = new Promise<void>((resolve) => (onOutput = resolve))
+      const off = await q.queue.subscribeOutput(job.jobId, () => onOutput())
       await q.queue.submit(job)
       await child.next((l) => l.event === 'start' && l.jobId === job.jobId)
+      await output
+      await off()
       await child.kill()
       const p = new ScriptedProcessor()
       await q.queue.consume(p.process, { workerId: 'w2' })
