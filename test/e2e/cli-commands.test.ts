@@ -175,7 +175,8 @@ describe('a fleet API process: the dashboard and sbx reap', () => {
   test('/admin/queues opens for the admin key only', async () => {
     const scope = uniqueName('cliadm')
     scopes.push(scope)
-    const api = await startSbxServer('api', { config: fleetConfig(scope) })
+    // The dashboard shows BullMQ queues: a fleet on the bullmq driver has it (test/e2e/dashboard-absent.test.ts: the others).
+    const api = await startSbxServer('api', { config: fleetConfig(scope, { queue: { driver: 'bullmq' } }) })
     servers.push(api)
     const page = await api.fetch('/admin/queues')
     expect(page.status).toBe(200)
