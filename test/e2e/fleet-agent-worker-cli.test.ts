@@ -148,21 +148,29 @@ describe('sbx worker --agent in a fleet of child processes', () => {
   })
 })
 
+/**
+ * Stops the earlier tests' workers, starts one agent worker (the only one that may take the run),
+ * and submits a run whose model call hangs; resolves once the worker is inside that call.
+ */
+async function runInModelCall(sessionId: string): Promise<{ worker: LineChild; id: string; before: number }> {
+  for (const s of started.splice(1)) await s.stop()
+  const worker: LineChild = await startSbxWorker({ config: fleetConfigWithModel(), env, args: ['--agent'] })
+  started.push(worker)
+  model.reply(hang)
+  const before = model.requests.length
+  const res = await api.post('/v1/agent-runs', { input: 'stall', sessionId })
+  expect(res.status).toBe(202)
+  const { id } = (await res.json()) as RunView
+  await model.requestAt(before)
+  return { worker, id, before }
+}
+
 describe('an agent worker that dies mid-run', () => {
   test('its run ends JOB_INTERRUPTED within seconds on another agent worker, not after 30 s', async () => {
-    const config = fleetConfigWithModel()
-    // Only the doomed worker may pick the run up: the earlier tests' workers go first.
-    for (const s of started.splice(1)) await s.stop()
-    const doomed: LineChild = await startSbxWorker({ config, env, args: ['--agent'] })
-    started.push(doomed)
-    model.reply(hang)
-    const before = model.requests.length
-    const res = await api.post('/v1/agent-runs', { input: 'stall', sessionId: 'fa-2' })
-    const { id } = (await res.json()) as RunView
+    const { worker: doomed, id, before } = await runInModelCall('fa-2')
     // The worker is inside the model call when it dies.
-    await model.requestAt(before)
     await doomed.kill()
-    const next: LineChild = await startSbxWorker({ config, env, args: ['--agent'] })
+    const next: LineChild = await startSbxWorker({ config: fleetConfigWithModel(), env, args: ['--agent'] })
     started.push(next)
     const t0 = performance.now()
     const run = await untilFinal(id)
@@ -179,17 +187,8 @@ describe('an agent worker that dies mid-run', () => {
 
 describe('a running agent run cancelled in the fleet', () => {
   test('DELETE aborts it on the agent worker holding it: the run ends cancelled within seconds', async () => {
-    const config = fleetConfigWithModel()
-    for (const s of started.splice(1)) await s.stop()
-    const agent: LineChild = await startSbxWorker({ config, env, args: ['--agent'] })
-    started.push(agent)
-    model.reply(hang)
-    const before = model.requests.length
-    const res = await api.post('/v1/agent-runs', { input: 'stall', sessionId: 'fa-3' })
-    expect(res.status).toBe(202)
-    const { id } = (await res.json()) as RunView
     // The run is inside its model call on the agent worker.
-    await model.requestAt(before)
+    const { id, before } = await runInModelCall('fa-3')
     const running = (await (await api.fetch(`/v1/agent-runs/${id}`)).json()) as RunView
     expect(running.state).toBe('running')
     const t0 = performance.now()

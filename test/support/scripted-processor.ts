@@ -3,6 +3,24 @@ import { AppError } from '../../src/errors.js'
 import { resultOfOutcome } from '../../src/queue/index.js'
 import type { ExecJobResult, JobProcessor } from '../../src/queue/index.js'
 
+/** A completed exec result with `stdout`, as a test processor returns it from attempt `ctx`. */
+export function completedResult(ctx: { attempt: number; workerId: string }, stdout: string): ExecJobResult {
+  return {
+    status: 'completed',
+    result: {
+      exitCode: 0,
+      stdout,
+      stderr: '',
+      timedOut: false,
+      truncated: false,
+      durationMs: 1,
+      sandboxId: 'sb-test',
+    },
+    attempt: ctx.attempt,
+    workerId: ctx.workerId,
+  }
+}
+
 /**
  * A processor driven by the job's command, for exercising queue semantics without a sandbox:
  *   `echo <text>`  completes with stdout `<text>\n`
@@ -46,21 +64,7 @@ export class ScriptedProcessor {
         default:
           break
       }
-      const result: ExecJobResult = {
-        status: 'completed',
-        result: {
-          exitCode: 0,
-          stdout: verb === 'echo' ? `${rest.join(' ')}\n` : 'done\n',
-          stderr: '',
-          timedOut: false,
-          truncated: false,
-          durationMs: 1,
-          sandboxId: 'sb-test',
-        },
-        attempt: ctx.attempt,
-        workerId: ctx.workerId,
-      }
-      return result
+      return completedResult(ctx, verb === 'echo' ? `${rest.join(' ')}\n` : 'done\n')
     } finally {
       this.running -= 1
       this.gates.delete(job.jobId)

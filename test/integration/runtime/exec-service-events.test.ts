@@ -7,6 +7,7 @@ import { QueueExecService } from '../../../src/services/exec-service.js'
 import type { SessionDirectory } from '../../../src/services/session-directory.js'
 import { bullmqUnderTest, makeJob } from '../../support/queue-drivers.js'
 import type { QueueUnderTest } from '../../support/queue-drivers.js'
+import { completedResult } from '../../support/scripted-processor.js'
 
 let q: QueueUnderTest | undefined
 afterEach(async () => {
@@ -32,20 +33,7 @@ test('a live chunk whose message was lost (a subscription not yet active again) 
     ctx.publish({ stream: 'stdout', data: 'begun\n' })
     ctx.publish({ stream: 'stdout', data: 'next\n' })
     await finish.wait
-    return {
-      status: 'completed',
-      result: {
-        exitCode: 0,
-        stdout: 'begun\nnext\n',
-        stderr: '',
-        timedOut: false,
-        truncated: false,
-        durationMs: 1,
-        sandboxId: 'sb-test',
-      },
-      attempt: ctx.attempt,
-      workerId: ctx.workerId,
-    }
+    return completedResult(ctx, 'begun\nnext\n')
   }
   await q.queue.consume(processor, { concurrency: 1, workerId: 'w1' })
   // The API process's view of the queue loses the first live message, as a pub/sub connection does

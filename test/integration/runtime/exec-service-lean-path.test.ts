@@ -9,6 +9,7 @@ import { QueueExecService } from '../../../src/services/exec-service.js'
 import { RedisSessionDirectory } from '../../../src/services/session-directory.js'
 import { redisUnderTest } from '../../support/queue-drivers.js'
 import type { QueueUnderTest } from '../../support/queue-drivers.js'
+import { completedResult } from '../../support/scripted-processor.js'
 import { REDIS_URL } from '../../support/redis.js'
 
 /*
@@ -67,20 +68,7 @@ function publishing(chunks: string[], between?: (i: number) => Promise<void>): J
       ctx.publish({ stream: 'stdout', data })
       if (between && i < chunks.length - 1) await between(i)
     }
-    return {
-      status: 'completed',
-      result: {
-        exitCode: 0,
-        stdout: chunks.join(''),
-        stderr: '',
-        timedOut: false,
-        truncated: false,
-        durationMs: 1,
-        sandboxId: 'sb-test',
-      },
-      attempt: ctx.attempt,
-      workerId: ctx.workerId,
-    }
+    return completedResult(ctx, chunks.join(''))
   }
 }
 
