@@ -132,6 +132,33 @@ describe('E2B sandbox host names (getHost) through sbx serve', () => {
       await sbx.kill()
     }
   }, 120_000)
+  test('the Host a port sees: the sandbox host name, or network.maskRequestHost with ${PORT}', async () => {
+    const cgi = '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n%s" "$HTTP_HOST"\n'
+    const serveHost = async (sbx: Sandbox): Promise<string> => {
+      await sbx.files.write('site/cgi-bin/host', cgi)
+      await sbx.commands.run('chmod +x site/cgi-bin/host')
+      await sbx.commands.run('busybox httpd -f -p 8000 -h /home/user/site', { background: true })
+      const host = sbx.getHost(8000)
+      await expect
+        .poll(async () => (await getVia(port, host, '/cgi-bin/host')).status, { timeout: 20_000 })
+        .toBe(200)
+      return (await getVia(port, host, '/cgi-bin/host')).body
+    }
+    const plain = await Sandbox.create('base', { metadata: { suite: scope } })
+    const masked = await Sandbox.create('base', {
+      metadata: { suite: scope },
+      network: { maskRequestHost: 'custom-host.example.com:${PORT}' },
+    })
+    try {
+      expect(await serveHost(plain)).toBe(plain.getHost(8000))
+      expect(await serveHost(masked)).toBe('custom-host.example.com:8000')
+      await expect(
+        Sandbox.create('base', { network: { maskRequestHost: 'bad host\r\nX-Evil: 1' } }),
+      ).rejects.toThrow(/maskRequestHost must be a host name/)
+    } finally {
+      await Promise.all([plain.kill(), masked.kill()])
+    }
+  }, 120_000)
 })
 
 /** An SDK app in a child process: node with the CA trusted and `*.localhost` resolved to loopback. */

@@ -11,7 +11,7 @@ import type { Principal } from '../keyring.js'
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
 import { sandboxDomain } from './hosts.js'
-import { needsNoNetwork, networkRequestOf } from './network-request.js'
+import { hostMaskOf, needsNoNetwork, networkRequestOf } from './network-request.js'
 import { E2BSandboxStore, type E2BSandbox } from './sandboxes.js'
 
 /** The envd version we report: the SDK enables features by it (0.6.x: octet-stream uploads, file metadata). */
@@ -203,6 +203,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
     const publicTraffic = (network as Json | null | undefined)?.allowPublicTraffic
     if (publicTraffic !== undefined && typeof publicTraffic !== 'boolean')
       throw new E2BApiError(400, 'network.allowPublicTraffic must be a boolean')
+    const maskRequestHost = hostMaskOf(network as Json | null | undefined)
     const rules = networkRequestOf(body, network as Json | null | undefined)
     let sessionProfile = profile
     if (needsNoNetwork(rules, deps.e2b.networkOf?.(profile) ?? 'none', { template: templateId, profile })) {
@@ -231,6 +232,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         metadata,
         envVars,
         publicTraffic: publicTraffic !== false,
+        ...(maskRequestHost !== undefined ? { maskRequestHost } : {}),
       },
       timeoutS * 1000,
     )

@@ -95,6 +95,8 @@ export function sandboxHostRouter(deps: E2BRouteDeps, store: E2BSandboxStore): M
         port: target.port,
         path: url.pathname + url.search,
         prefix: '',
+        // As E2B's proxy: the sandbox server sees the host name it was called by, or the create's mask.
+        host: s.maskRequestHost?.replaceAll('${PORT}', String(target.port)) ?? c.req.header('host') ?? '',
       })
     } catch (err) {
       if (err instanceof AppError && err.code === 'PORT_UNREACHABLE')

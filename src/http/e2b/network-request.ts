@@ -71,3 +71,18 @@ export function needsNoNetwork(
     )
   return offAll
 }
+
+/**
+ * `network.maskRequestHost`: the `Host` requests through the sandbox's host name carry to its ports
+ * (`${PORT}` stands for the port). A host name with an optional port; 400 otherwise.
+ */
+export function hostMaskOf(network: Json | null | undefined): string | undefined {
+  const mask = network?.['maskRequestHost']
+  if (mask === undefined || mask === null) return undefined
+  if (typeof mask !== 'string' || mask.length > 253 || !/^[A-Za-z0-9.${}_:[\]-]+$/.test(mask))
+    throw new E2BApiError(
+      400,
+      'network.maskRequestHost must be a host name with an optional port, e.g. "api.example.com:${PORT}" (${PORT} stands for the port)',
+    )
+  return mask
+}

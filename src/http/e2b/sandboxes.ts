@@ -24,6 +24,8 @@ export interface E2BSandbox {
   readonly accessToken: string
   /** What a request to a port through the sandbox's host name must carry (unset: public, as E2B's default). */
   readonly trafficAccessToken?: string
+  /** The `Host` its ports see through its host name (`${PORT}`: the port); unset: the host name itself. */
+  readonly maskRequestHost?: string
   /** Paused by E2B's pause: frozen until connect (or resume) thaws it. */
   paused?: boolean
   /** The provider's id of the sandbox the pause froze. */

@@ -51,6 +51,8 @@ export interface PortTarget {
   path: string
   /** The URL prefix the request came under (`X-Forwarded-Prefix`); empty for a host-routed one. */
   prefix: string
+  /** The `Host` the sandbox server sees. @default `localhost:<port>` */
+  host?: string
 }
 
 function targetOf(c: Context<HttpEnv>): PortTarget {
@@ -79,13 +81,19 @@ function forwardHeaders(c: Context<HttpEnv>, t: PortTarget, stream: PortStream):
   })
   // Through a provider's preview proxy: its host and token (set last, so a caller cannot forge them).
   const preview = stream.preview
-  out['host'] = preview ? preview.host : `localhost:${t.port}`
+  out['host'] = preview ? preview.host : (t.host ?? `localhost:${t.port}`)
   for (const [k, v] of Object.entries(preview?.headers ?? {})) out[k.toLowerCase()] = v
   out['x-forwarded-host'] = c.req.header('host') ?? ''
   out['x-forwarded-proto'] = new URL(c.req.url).protocol.replace(':', '')
   if (t.prefix) out['x-forwarded-prefix'] = t.prefix
-  return out
+  // Names as most proxies send them (`Host`, `Accept-Encoding`): a server that keeps the case it
+  // received (Python's http.server) shows the usual one.
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [canonicalName(k), v]))
 }
+
+/** `accept-encoding` → `Accept-Encoding`. */
+const canonicalName = (name: string): string =>
+  name.replace(/(^|-)([a-z])/g, (_, dash: string, ch: string) => dash + ch.toUpperCase())
 
 /**
  * Port forwarding: any method on `/v1/sessions/{id}/ports/{port}/<path>` is sent, as HTTP/1.1, to

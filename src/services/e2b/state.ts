@@ -24,6 +24,11 @@ export interface E2BRecord {
    * (`getHost`) must carry: set when create asked `network.allowPublicTraffic: false`.
    */
   trafficAccessToken?: string
+  /**
+   * The `Host` a request through the sandbox's host name carries to its port (`network.maskRequestHost`,
+   * `${PORT}` standing for the port); unset: the host name it came with, as E2B's proxy sends it.
+   */
+  maskRequestHost?: string
   /** Paused (E2B's pause): envd and ports answer 502 until connect resumes it. */
   paused?: boolean
   /** The provider's id of the sandbox the pause froze (resume checks it is still the session's). */
