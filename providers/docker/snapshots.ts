@@ -11,6 +11,7 @@ import {
   type SnapshotCapture,
 } from '../../src/sandbox/index.js'
 import { WORKSPACE } from './container-spec.js'
+import { TMPFS_LAYOUT, captureTmpfs } from './tmpfs-snapshot.js'
 import { engineStatus, mapEngineError } from './errors.js'
 import {
   SESSION_IMAGE_REPO,
@@ -60,10 +61,11 @@ export function dockerSnapshots(
   async function capture(
     ref: SandboxRef,
     snapshotId: string,
-    opts: { labels: Labels; maxWorkspaceBytes?: number },
+    opts: { labels: Labels; maxWorkspaceBytes?: number; tmpfs?: boolean },
   ): Promise<SnapshotCapture> {
     const image = imageOf(snapshotId)
     const source = await workspaceVolumeOf(docker, ref.id)
+    if (!source && opts.tmpfs) return captureInMemory(ref, snapshotId, opts)
     if (!source)
       throw new AppError(
         'BAD_REQUEST',
@@ -79,16 +81,7 @@ export function dockerSnapshots(
       await container.pause()
       let workspaceBytes: number
       try {
-        // The image: the container's root filesystem changes. The source's egress labels must not
-        // carry over to sandboxes started from it (they name the source's proxy socket).
-        await container.commit({
-          repo: SNAPSHOT_REPO,
-          tag: snapshotId,
-          pause: false,
-          changes: [
-            `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${PROVIDER_LABELS.egressDir}="" ${PROVIDER_LABELS.egressPolicy}=""`,
-          ],
-        })
+        await commitImage(ref.id, snapshotId, false)
         workspaceBytes = await copyVolume(docker, helperImage, source, volume)
       } finally {
         await container.unpause().catch(() => undefined)
@@ -106,13 +99,54 @@ export function dockerSnapshots(
     }
   }
 
+  /** A sandbox without persistent workspace: its image, and the files of its tmpfs mounts. */
+  async function captureInMemory(
+    ref: SandboxRef,
+    snapshotId: string,
+    opts: { labels: Labels; maxWorkspaceBytes?: number },
+  ): Promise<SnapshotCapture> {
+    const volume = snapshotVolumeName(snapshotId)
+    const labels = volumeLabels(opts.labels, 'snapshot', {
+      [VOLUME_LABELS.snapshot]: snapshotId,
+      [VOLUME_LABELS.layout]: TMPFS_LAYOUT,
+    })
+    try {
+      await docker.createVolume({ Name: volume, Labels: labels })
+      await commitImage(ref.id, snapshotId, true)
+      const workspaceBytes = await captureTmpfs(docker, helperImage, ref.id, volume, opts.maxWorkspaceBytes)
+      return { workspaceBytes, layout: TMPFS_LAYOUT }
+    } catch (err) {
+      await remove(snapshotId).catch(() => undefined)
+      if (err instanceof AppError) throw err
+      throw mapEngineError(err, `snapshotting sandbox ${ref.id} as ${imageOf(snapshotId)}`, ref.id)
+    }
+  }
+
+  /**
+   * The image: the container's root filesystem changes. The source's egress labels must not carry
+   * over to sandboxes started from it (they name the source's proxy socket).
+   */
+  async function commitImage(containerId: string, snapshotId: string, pause: boolean): Promise<void> {
+    await docker.getContainer(containerId).commit({
+      repo: SNAPSHOT_REPO,
+      tag: snapshotId,
+      pause,
+      changes: [
+        `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${PROVIDER_LABELS.egressDir}="" ${PROVIDER_LABELS.egressPolicy}=""`,
+      ],
+    })
+  }
+
   async function restore(snapshotId: string, labels: Labels): Promise<void> {
     const image = imageOf(snapshotId)
     const from = snapshotVolumeName(snapshotId)
     const name = workspaceVolumeName(labels)
     if (!name) throw new AppError('BAD_REQUEST', 'a snapshot restores into a session (give a session id)')
-    if (!(await inspectVolume(docker, from)))
+    const source = await inspectVolume(docker, from)
+    if (!source)
       throw new AppError('NOT_FOUND', `snapshot ${snapshotId} has no workspace on this engine (deleted?)`)
+    // A tmpfs snapshot's copy is the session's seed (create.ts), not a workspace.
+    const layout = source.Labels?.[VOLUME_LABELS.layout]
     if (await inspectVolume(docker, name))
       throw new AppError(
         'CONFLICT',
@@ -125,6 +159,7 @@ export function dockerSnapshots(
         Labels: volumeLabels(labels, 'workspace', {
           [VOLUME_LABELS.image]: `${SESSION_IMAGE_REPO}:${name}`,
           [VOLUME_LABELS.snapshot]: snapshotId,
+          ...(layout ? { [VOLUME_LABELS.layout]: layout } : {}),
         }),
       })
       await copyVolume(docker, helperImage, from, name)
