@@ -178,6 +178,26 @@ export class PooledSnapshotService implements SnapshotService {
     return profile
   }
 
+  /**
+   * A profile a tmpfs snapshot can start sessions on: no persistent workspace (its copy is a seed,
+   * not a volume to mount), and no warm sandboxes (a session would take one made before, without
+   * the snapshot's files).
+   */
+  private inMemoryProfile(snap: SnapshotRecord, name: string): void {
+    const profile = this.o.providers.profile(name, snap.provider)
+    if (profile.workspace.persistent)
+      throw new AppError(
+        'BAD_REQUEST',
+        `snapshot ${snap.id} holds a sandbox's in-memory files, not a persistent workspace; start it on a profile without workspace.persistent (such as its own, '${snap.profile}')`,
+      )
+    if (profile.pool.minIdle > 0)
+      throw new AppError(
+        'BAD_REQUEST',
+        `profile '${name}' keeps warm sandboxes (pool.minIdle ${profile.pool.minIdle}), which lack snapshot ${snap.id}'s files; ` +
+          'start sessions from the snapshot on a profile with pool.minIdle: 0',
+      )
+  }
+
   async create(
     tenant: string,
     sessionId: string,
@@ -288,12 +308,8 @@ export class PooledSnapshotService implements SnapshotService {
       )
     const profile = input.profile ?? snap.profile
     const snapshots = this.capability(snap.provider)
-    if (snap.layout !== 'tmpfs') this.persistentProfile(profile, snap.provider)
-    else if (this.o.providers.profile(profile, snap.provider).workspace.persistent)
-      throw new AppError(
-        'BAD_REQUEST',
-        `snapshot ${snap.id} holds a sandbox's in-memory files, not a persistent workspace; start it on a profile without workspace.persistent (such as its own, '${snap.profile}')`,
-      )
+    if (snap.layout === 'tmpfs') this.inMemoryProfile(snap, profile)
+    else this.persistentProfile(profile, snap.provider)
     const session = await this.o.sessions.create(
       snap.tenant,
       { ...(input.id ? { id: input.id } : {}), provider: snap.provider, profile },
