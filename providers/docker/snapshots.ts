@@ -51,8 +51,9 @@ async function workspaceVolumeOf(docker: Docker, id: string): Promise<string | u
 /**
  * Snapshots and persistent workspaces of the Docker provider. A snapshot is an image
  * (`docker commit` of the container: its root filesystem changes) tagged
- * `sandbox-router/snapshot:<id>`, and a volume holding a copy of the workspace. `helperImage`
- * runs the copies (it needs `sh`, `cp`, `du`).
+ * `sandbox-router/snapshot:<id>`, and a volume holding a copy of the workspace — or, for a sandbox
+ * without a persistent workspace captured with `tmpfs`, the files of its in-memory mounts
+ * (tmpfs-snapshot.ts). `helperImage` runs the copies (it needs `sh`, `cp`, `du`).
  */
 export function dockerSnapshots(
   docker: Docker,
