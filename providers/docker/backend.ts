@@ -20,6 +20,11 @@ export interface DockerContainer {
   agentPath: string
   /** The engine volume its agent comes from (messages of a failed start). */
   agentVolume?: string
+  /**
+   * Started from a tmpfs snapshot: these in-memory mounts get the snapshot's files (mounted at
+   * `SEED_DIR`) when it starts.
+   */
+  seedPaths?: string[]
   /** The engine's state of it, as `connect` found it. */
   state?: Docker.ContainerInspectInfo['State']
 }

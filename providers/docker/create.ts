@@ -5,13 +5,17 @@ import { egressPolicyOf } from './egress-host.js'
 import { AgentVolumeEmptyError, engineName, engineStatus, mapCreateError, mapStartError } from './errors.js'
 import { engineRuntimes, missingRuntimeError } from './runtimes.js'
 import type { DockerSandbox } from './sandbox.js'
-import { ensureWorkspaceVolume } from './workspace.js'
+import { SEED_DIR, seedScript } from './tmpfs-snapshot.js'
+import { ensureWorkspaceVolume, seedVolumeOf } from './workspace.js'
 
 /** The create half of the Docker backend. */
 export type DockerCreate = Pick<
   ProviderBackend<DockerContainer, DockerSandbox>,
   'createLabels' | 'create' | 'start' | 'prepare' | 'createFailed' | 'discard'
 >
+
+/** How long copying a snapshot's in-memory files into a new sandbox may take (ms). */
+const SEED_TIMEOUT_MS = 120_000
 
 const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
 
@@ -34,17 +38,34 @@ export function dockerCreate({ docker, opts, agent, egress }: DockerBackendDeps)
       const workspace = profile.workspace.persistent
         ? await ensureWorkspaceVolume(docker, labels, { helperImage: opts.defaultImage, user: profile.user })
         : undefined
-      const image = workspace?.image ?? profile.image ?? opts.defaultImage
+      // Else a session started from a tmpfs snapshot has a seed: its image and in-memory files.
+      const seed = workspace ? undefined : await seedVolumeOf(docker, labels)
+      const image = workspace?.image ?? seed?.image ?? profile.image ?? opts.defaultImage
       const policy = egressPolicyOf(profile)
       const egressHostDir = policy ? await egress.makeFolder(profile, labels, policy) : undefined
       try {
         const source = await agent.source(image)
         // No abort signal on the create call itself: an aborted request could still leave a container.
         const spec = buildContainerSpec(profile, image, labels, opts, source, egressHostDir, workspace?.name)
+        const seedPaths = seed ? Object.keys(spec.HostConfig?.Tmpfs ?? {}) : undefined
+        if (seed)
+          spec.HostConfig = {
+            ...spec.HostConfig,
+            Mounts: [
+              ...(spec.HostConfig?.Mounts ?? []),
+              { Type: 'volume', Source: seed.name, Target: SEED_DIR, ReadOnly: true },
+            ],
+          }
         const { id } = await docker.createContainer(spec)
         return {
           id,
-          native: { image, user: profile.user, agentPath: source.path, agentVolume: source.volume?.name },
+          native: {
+            image,
+            user: profile.user,
+            agentPath: source.path,
+            agentVolume: source.volume?.name,
+            ...(seedPaths ? { seedPaths } : {}),
+          },
         }
       } catch (err) {
         await egress.drop(labels)
@@ -70,7 +91,23 @@ export function dockerCreate({ docker, opts, agent, egress }: DockerBackendDeps)
         })
     },
 
-    async prepare(sandbox, _container, profile, signal) {
+    async prepare(sandbox, container, profile, signal) {
+      if (container.seedPaths) {
+        const r = await sandbox.exec(
+          {
+            command: seedScript(container.seedPaths),
+            cwd: '/',
+            timeoutMs: SEED_TIMEOUT_MS,
+            outputCapBytes: 4096,
+          },
+          { signal },
+        )
+        if (r.exitCode !== 0)
+          throw new AppError(
+            'SANDBOX_CREATE_FAILED',
+            `copying the snapshot's files into the new sandbox failed (exit code ${r.exitCode}): ${r.stderr.trim()}`,
+          )
+      }
       if (!cwdNeedsMkdir(profile)) return
       const r = await sandbox.exec(
         {

@@ -11,6 +11,7 @@ import {
   type SnapshotCapture,
 } from '../../src/sandbox/index.js'
 import { WORKSPACE } from './container-spec.js'
+import { TMPFS_LAYOUT, captureTmpfs } from './tmpfs-snapshot.js'
 import { engineStatus, mapEngineError } from './errors.js'
 import {
   SESSION_IMAGE_REPO,
@@ -50,8 +51,9 @@ async function workspaceVolumeOf(docker: Docker, id: string): Promise<string | u
 /**
  * Snapshots and persistent workspaces of the Docker provider. A snapshot is an image
  * (`docker commit` of the container: its root filesystem changes) tagged
- * `sandbox-router/snapshot:<id>`, and a volume holding a copy of the workspace. `helperImage`
- * runs the copies (it needs `sh`, `cp`, `du`).
+ * `sandbox-router/snapshot:<id>`, and a volume holding a copy of the workspace — or, for a sandbox
+ * without a persistent workspace captured with `tmpfs`, the files of its in-memory mounts
+ * (tmpfs-snapshot.ts). `helperImage` runs the copies (it needs `sh`, `cp`, `du`).
  */
 export function dockerSnapshots(
   docker: Docker,
@@ -60,10 +62,11 @@ export function dockerSnapshots(
   async function capture(
     ref: SandboxRef,
     snapshotId: string,
-    opts: { labels: Labels; maxWorkspaceBytes?: number },
+    opts: { labels: Labels; maxWorkspaceBytes?: number; tmpfs?: boolean },
   ): Promise<SnapshotCapture> {
     const image = imageOf(snapshotId)
     const source = await workspaceVolumeOf(docker, ref.id)
+    if (!source && opts.tmpfs) return captureInMemory(ref, snapshotId, opts)
     if (!source)
       throw new AppError(
         'BAD_REQUEST',
@@ -79,16 +82,7 @@ export function dockerSnapshots(
       await container.pause()
       let workspaceBytes: number
       try {
-        // The image: the container's root filesystem changes. The source's egress labels must not
-        // carry over to sandboxes started from it (they name the source's proxy socket).
-        await container.commit({
-          repo: SNAPSHOT_REPO,
-          tag: snapshotId,
-          pause: false,
-          changes: [
-            `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${PROVIDER_LABELS.egressDir}="" ${PROVIDER_LABELS.egressPolicy}=""`,
-          ],
-        })
+        await commitImage(ref.id, snapshotId, false)
         workspaceBytes = await copyVolume(docker, helperImage, source, volume)
       } finally {
         await container.unpause().catch(() => undefined)
@@ -106,13 +100,54 @@ export function dockerSnapshots(
     }
   }
 
+  /** A sandbox without persistent workspace: its image, and the files of its tmpfs mounts. */
+  async function captureInMemory(
+    ref: SandboxRef,
+    snapshotId: string,
+    opts: { labels: Labels; maxWorkspaceBytes?: number },
+  ): Promise<SnapshotCapture> {
+    const volume = snapshotVolumeName(snapshotId)
+    const labels = volumeLabels(opts.labels, 'snapshot', {
+      [VOLUME_LABELS.snapshot]: snapshotId,
+      [VOLUME_LABELS.layout]: TMPFS_LAYOUT,
+    })
+    try {
+      await docker.createVolume({ Name: volume, Labels: labels })
+      await commitImage(ref.id, snapshotId, true)
+      const workspaceBytes = await captureTmpfs(docker, helperImage, ref.id, volume, opts.maxWorkspaceBytes)
+      return { workspaceBytes, layout: TMPFS_LAYOUT }
+    } catch (err) {
+      await remove(snapshotId).catch(() => undefined)
+      if (err instanceof AppError) throw err
+      throw mapEngineError(err, `snapshotting sandbox ${ref.id} as ${imageOf(snapshotId)}`, ref.id)
+    }
+  }
+
+  /**
+   * The image: the container's root filesystem changes. The source's egress labels must not carry
+   * over to sandboxes started from it (they name the source's proxy socket).
+   */
+  async function commitImage(containerId: string, snapshotId: string, pause: boolean): Promise<void> {
+    await docker.getContainer(containerId).commit({
+      repo: SNAPSHOT_REPO,
+      tag: snapshotId,
+      pause,
+      changes: [
+        `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${PROVIDER_LABELS.egressDir}="" ${PROVIDER_LABELS.egressPolicy}=""`,
+      ],
+    })
+  }
+
   async function restore(snapshotId: string, labels: Labels): Promise<void> {
     const image = imageOf(snapshotId)
     const from = snapshotVolumeName(snapshotId)
     const name = workspaceVolumeName(labels)
     if (!name) throw new AppError('BAD_REQUEST', 'a snapshot restores into a session (give a session id)')
-    if (!(await inspectVolume(docker, from)))
+    const source = await inspectVolume(docker, from)
+    if (!source)
       throw new AppError('NOT_FOUND', `snapshot ${snapshotId} has no workspace on this engine (deleted?)`)
+    // A tmpfs snapshot's copy is the session's seed (create.ts), not a workspace.
+    const layout = source.Labels?.[VOLUME_LABELS.layout]
     if (await inspectVolume(docker, name))
       throw new AppError(
         'CONFLICT',
@@ -125,6 +160,7 @@ export function dockerSnapshots(
         Labels: volumeLabels(labels, 'workspace', {
           [VOLUME_LABELS.image]: `${SESSION_IMAGE_REPO}:${name}`,
           [VOLUME_LABELS.snapshot]: snapshotId,
+          ...(layout ? { [VOLUME_LABELS.layout]: layout } : {}),
         }),
       })
       await copyVolume(docker, helperImage, from, name)

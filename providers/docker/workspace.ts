@@ -70,6 +70,11 @@ export async function ensureWorkspaceVolume(
   if (existing) {
     if (existing.Labels?.[LABELS.owner] !== OWNER)
       throw new AppError('CONFLICT', `volume ${name} exists but is not sandbox-router's; remove or rename it`)
+    if (existing.Labels[VOLUME_LABELS.layout] !== undefined)
+      throw new AppError(
+        'CONFLICT',
+        `the session was started from a snapshot of in-memory files, which a profile with a persistent workspace cannot mount; use a profile without workspace.persistent`,
+      )
     const image = existing.Labels[VOLUME_LABELS.image]
     return image ? { name, image } : { name }
   }
@@ -88,6 +93,22 @@ export async function ensureWorkspaceVolume(
     throw err
   }
   return { name }
+}
+
+/**
+ * The seed of a session started from a tmpfs snapshot (its volume, labelled with that layout) and
+ * the image its sandboxes start from; undefined for any other session.
+ */
+export async function seedVolumeOf(
+  docker: Docker,
+  labels: Labels,
+): Promise<{ name: string; image?: string } | undefined> {
+  const name = workspaceVolumeName(labels)
+  if (!name) return undefined
+  const v = await inspectVolume(docker, name)
+  if (v?.Labels?.[LABELS.owner] !== OWNER || v.Labels[VOLUME_LABELS.layout] !== 'tmpfs') return undefined
+  const image = v.Labels[VOLUME_LABELS.image]
+  return image ? { name, image } : { name }
 }
 
 /** Removes a volume, waiting out a container removal still holding it; a missing one is fine. */

@@ -308,7 +308,7 @@ function dispatch(t: GatewayTarget, call: GatewayCall, signal: AbortSignal): Pro
     case 'code.run':
       return t.code.run(tenant, session, a[2] as Parameters<CodeService['run']>[2], { signal })
     case 'snapshots.create':
-      return snapshotsOf(t).create(tenant, session)
+      return snapshotsOf(t).create(tenant, session, (a[2] ?? {}) as Parameters<SnapshotService['create']>[2])
     case 'snapshots.fork':
       return snapshotsOf(t).fork(tenant, session, a[2] as Parameters<SnapshotService['fork']>[2])
     case 'snapshots.startSession':

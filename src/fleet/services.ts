@@ -100,7 +100,8 @@ export function forwardedSnapshots<N extends SnapshotService>(
     )
   }
   const methods: Partial<SnapshotService> = {
-    create: (tenant, id) => fw.call('snapshots', 'create', [tenant, id], () => local.create(tenant, id)),
+    create: (tenant, id, opts) =>
+      fw.call('snapshots', 'create', [tenant, id, opts ?? {}], () => local.create(tenant, id, opts)),
     fork: (tenant, id, opts) =>
       fw.call('snapshots', 'fork', [tenant, id, opts], () => local.fork(tenant, id, opts)),
     startSession: (tenant, input) => {

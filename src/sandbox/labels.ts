@@ -49,6 +49,11 @@ export const VOLUME_LABELS = {
   image: 'sandbox-router.snapshot-image',
   /** On snapshot volumes and images: the snapshot id. */
   snapshot: 'sandbox-router.snapshot',
+  /**
+   * `tmpfs` on a snapshot volume, or a session's seed, holding the files of a sandbox's in-memory
+   * mounts (one folder per mount path) rather than a persistent workspace.
+   */
+  layout: 'sandbox-router.volume-layout',
 } as const
 
 /** Label keys one provider sets for its own use. */

@@ -277,23 +277,27 @@ export interface ProviderWorkspaces {
 export interface SnapshotCapture {
   /** Bytes of the captured workspace. */
   workspaceBytes: number
+  /** `tmpfs`: it holds the files of the sandbox's in-memory mounts, not a persistent workspace. */
+  layout?: 'tmpfs'
 }
 
 /** Snapshots of sandboxes ({@link SandboxProvider.snapshots}). */
 export interface ProviderSnapshots {
   /**
    * Captures a running sandbox under `snapshotId`: its filesystem changes and its persistent
-   * workspace. `BAD_REQUEST` when the sandbox has no persistent workspace; `NO_SPACE` when the
-   * workspace is over `maxWorkspaceBytes`.
+   * workspace. `BAD_REQUEST` when the sandbox has no persistent workspace, unless `tmpfs` asks for
+   * the files of its in-memory mounts instead (the result's `layout` then says so); `NO_SPACE` when
+   * the workspace is over `maxWorkspaceBytes`.
    */
   capture(
     ref: SandboxRef,
     snapshotId: string,
-    opts: { labels: Labels; maxWorkspaceBytes?: number },
+    opts: { labels: Labels; maxWorkspaceBytes?: number; tmpfs?: boolean },
   ): Promise<SnapshotCapture>
   /**
    * Prepares a session that has no sandbox yet (`labels` as its sandboxes get them) so that its
-   * sandboxes start from the snapshot: its filesystem changes, and its workspace as the session's.
+   * sandboxes start from the snapshot: its filesystem changes, and its workspace as the session's
+   * (a `tmpfs` snapshot: its files copied into each sandbox's in-memory mounts at start).
    * `CONFLICT` when the session already has a workspace.
    */
   restore(snapshotId: string, labels: Labels): Promise<void>

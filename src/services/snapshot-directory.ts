@@ -20,6 +20,13 @@ export interface SnapshotRecord {
   workspaceBytes: number
   /** Why a `failed` snapshot failed. */
   reason?: string
+  /** The name it was given. */
+  name?: string
+  /**
+   * `tmpfs`: it holds the files of a sandbox's in-memory mounts (no persistent workspace); sessions
+   * started from it need a profile without one. Absent: a persistent workspace.
+   */
+  layout?: 'tmpfs'
   /**
    * The Docker engine holding its image and workspace copy (`queue.engineRouting`): sessions start
    * from it only there. Absent: taken without engine routing (or on a provider without engines).

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { AppError } from '../errors.js'
-import type { ForkResult, SessionView, SnapshotService, SnapshotView } from './index.js'
+import type { CaptureOptions, ForkResult, SessionView, SnapshotService, SnapshotView } from './index.js'
 import type { ResolvedProfile } from '../sandbox/profiles.js'
 import type { Labels, SandboxProvider } from '../sandbox/types.js'
 import type { AcquireOptions, Lease, SessionKey } from '../sessions/types.js'
@@ -58,7 +58,7 @@ export interface SnapshotServiceOptions {
 export const SNAPSHOT_CREATING_LIMIT_MS = 15 * 60_000
 
 function view(r: SnapshotRecord): SnapshotView {
-  const { tenant: _t, engineId: _e, ...rest } = r
+  const { tenant: _t, engineId: _e, layout: _l, ...rest } = r
   return rest
 }
 
@@ -178,15 +178,43 @@ export class PooledSnapshotService implements SnapshotService {
     return profile
   }
 
-  async create(tenant: string, sessionId: string): Promise<SnapshotView | undefined> {
-    const r = await this.o.directory.get(tenant, sessionId)
-    if (!r) return undefined
-    return view(await this.capture(r))
+  /**
+   * A profile a tmpfs snapshot can start sessions on: no persistent workspace (its copy is a seed,
+   * not a volume to mount), and no warm sandboxes (a session would take one made before, without
+   * the snapshot's files).
+   */
+  private inMemoryProfile(snap: SnapshotRecord, name: string): void {
+    const profile = this.o.providers.profile(name, snap.provider)
+    if (profile.workspace.persistent)
+      throw new AppError(
+        'BAD_REQUEST',
+        `snapshot ${snap.id} holds a sandbox's in-memory files, not a persistent workspace; start it on a profile without workspace.persistent (such as its own, '${snap.profile}')`,
+      )
+    if (profile.pool.minIdle > 0)
+      throw new AppError(
+        'BAD_REQUEST',
+        `profile '${name}' keeps warm sandboxes (pool.minIdle ${profile.pool.minIdle}), which lack snapshot ${snap.id}'s files; ` +
+          'start sessions from the snapshot on a profile with pool.minIdle: 0',
+      )
   }
 
-  private async capture(r: SessionRecord): Promise<SnapshotRecord> {
+  async create(
+    tenant: string,
+    sessionId: string,
+    opts: CaptureOptions = {},
+  ): Promise<SnapshotView | undefined> {
+    const r = await this.o.directory.get(tenant, sessionId)
+    if (!r) return undefined
+    return view(await this.capture(r, opts))
+  }
+
+  private async capture(r: SessionRecord, opts: CaptureOptions): Promise<SnapshotRecord> {
     const snapshots = this.capability(r.provider)
-    const profile = this.persistentProfile(r.profile, r.provider)
+    const inMemory =
+      opts.tmpfs === true && !this.o.providers.profile(r.profile, r.provider).workspace.persistent
+    const profile = inMemory
+      ? this.o.providers.profile(r.profile, r.provider)
+      : this.persistentProfile(r.profile, r.provider)
     const key = keyOf(r)
     const record: SnapshotRecord = {
       id: `snap-${randomUUID()}`,
@@ -197,6 +225,7 @@ export class PooledSnapshotService implements SnapshotService {
       createdAt: Date.now(),
       state: 'creating',
       workspaceBytes: 0,
+      ...(opts.name === undefined ? {} : { name: opts.name }),
       ...(this.o.engineId === undefined ? {} : { engineId: this.o.engineId }),
     }
     await this.o.snapshots.add(record, this.o.maxSnapshots)
@@ -207,8 +236,10 @@ export class PooledSnapshotService implements SnapshotService {
         const cap = await snapshots.capture(lease.ref, record.id, {
           labels: this.o.pool.sessionLabels(key),
           maxWorkspaceBytes: (profile.workspace.sizeMb ?? profile.diskMb) * MiB,
+          ...(inMemory ? { tmpfs: true } : {}),
         })
         record.workspaceBytes = cap.workspaceBytes
+        if (cap.layout) record.layout = cap.layout
       } catch (err) {
         if (err instanceof AppError && err.code === 'SANDBOX_LOST') outcome = 'lost'
         throw err
@@ -277,7 +308,8 @@ export class PooledSnapshotService implements SnapshotService {
       )
     const profile = input.profile ?? snap.profile
     const snapshots = this.capability(snap.provider)
-    this.persistentProfile(profile, snap.provider)
+    if (snap.layout === 'tmpfs') this.inMemoryProfile(snap, profile)
+    else this.persistentProfile(profile, snap.provider)
     const session = await this.o.sessions.create(
       snap.tenant,
       { ...(input.id ? { id: input.id } : {}), provider: snap.provider, profile },
@@ -298,11 +330,11 @@ export class PooledSnapshotService implements SnapshotService {
   async fork(
     tenant: string,
     sessionId: string,
-    opts: { count: number; keepSnapshot: boolean },
+    opts: { count: number; keepSnapshot: boolean; tmpfs?: boolean },
   ): Promise<ForkResult | undefined> {
     const r = await this.o.directory.get(tenant, sessionId)
     if (!r) return undefined
-    const snap = await this.capture(r)
+    const snap = await this.capture(r, opts.tmpfs ? { tmpfs: true } : {})
     const made: SessionView[] = []
     try {
       const results = await Promise.allSettled(

@@ -17,6 +17,20 @@ export interface SnapshotView {
   workspaceBytes: number
   /** Why a `failed` snapshot failed, and what to do. */
   reason?: string
+  /** The name it was given (E2B's `createSnapshot({ name })`). */
+  name?: string
+}
+
+/** Options of {@link SnapshotService.create} and {@link SnapshotService.fork}. */
+export interface CaptureOptions {
+  /** A name to keep with the snapshot. */
+  name?: string
+  /**
+   * A sandbox without persistent workspace is captured too: the files of its in-memory mounts
+   * (workspace, /tmp, cwd), which sessions started from it get at their sandboxes' start (the E2B
+   * endpoint's snapshots). Without it such a session is a 400. @default false
+   */
+  tmpfs?: boolean
 }
 
 /** What `POST /v1/sessions/{id}/fork` made. */
@@ -32,7 +46,7 @@ export interface ForkResult {
  * when the session or snapshot is not the tenant's (404); `UNSUPPORTED` on a provider without them.
  */
 export interface SnapshotService {
-  create(tenant: string, sessionId: string): Promise<SnapshotView | undefined>
+  create(tenant: string, sessionId: string, opts?: CaptureOptions): Promise<SnapshotView | undefined>
   list(tenant: string): Promise<SnapshotView[]>
   get(tenant: string, id: string): Promise<SnapshotView | undefined>
   delete(tenant: string, id: string): Promise<boolean>
@@ -45,6 +59,6 @@ export interface SnapshotService {
   fork(
     tenant: string,
     sessionId: string,
-    opts: { count: number; keepSnapshot: boolean },
+    opts: { count: number; keepSnapshot: boolean; tmpfs?: boolean },
   ): Promise<ForkResult | undefined>
 }

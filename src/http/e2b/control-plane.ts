@@ -13,6 +13,7 @@ import { E2BApiError, e2bErrorResponse } from './errors.js'
 import { sandboxDomain } from './hosts.js'
 import { hostMaskOf, needsNoNetwork, networkRequestOf } from './network-request.js'
 import { E2BSandboxStore, type E2BSandbox } from './sandboxes.js'
+import { snapshotTemplate } from './snapshot-template.js'
 
 /** The envd version we report: the SDK enables features by it (0.6.x: octet-stream uploads, file metadata). */
 export const ENVD_VERSION = '0.6.4'
@@ -43,7 +44,8 @@ export function principalOf(c: Context, deps: E2BRouteDeps): Principal {
   return principal
 }
 
-async function jsonBody(c: Context): Promise<Json> {
+/** The request's JSON object body (`{}` when empty); 400 otherwise. */
+export async function jsonBody(c: Context): Promise<Json> {
   const raw = await c.req.text()
   if (!raw.trim()) return {}
   try {
@@ -67,14 +69,16 @@ function stringRecord(value: unknown, field: string): Record<string, string> {
   return out
 }
 
-function timeoutSeconds(value: unknown): number {
-  if (value === undefined || value === null) return DEFAULT_TIMEOUT_S
+/** A lifetime in seconds from a body field: E2B's default when absent, 400 when out of range. */
+export function timeoutSeconds(value: unknown, defaultS = DEFAULT_TIMEOUT_S): number {
+  if (value === undefined || value === null) return defaultS
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_TIMEOUT_S)
     throw new E2BApiError(400, `timeout must be an integer number of seconds from 0 to ${MAX_TIMEOUT_S}`)
   return value
 }
 
-function sandboxJson(s: E2BSandbox, domain: string) {
+/** What create, connect and fork answer for a sandbox. */
+export function sandboxJson(s: E2BSandbox, domain: string) {
   return {
     sandboxID: s.sandboxId,
     templateID: s.templateId,
@@ -178,7 +182,9 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
     const body = await jsonBody(c)
     const templateId = typeof body.templateID === 'string' && body.templateID ? body.templateID : ''
     if (!templateId) throw new E2BApiError(400, 'templateID is required')
-    const profile = deps.e2b.templates[templateId]
+    // A snapshot's id or name is a template too (E2B's snapshots are templates).
+    const snapshot = await snapshotTemplate(deps, p.tenant, templateId)
+    const profile = snapshot?.profile ?? deps.e2b.templates[templateId]
     if (!profile) {
       const known = Object.keys(deps.e2b.templates).join(', ') || '(none)'
       throw new E2BApiError(
@@ -186,7 +192,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         `template '${templateId}' not found; known templates: ${known} (map more in config e2b.templates)`,
       )
     }
-    const provider = deps.e2b.providerOf(profile)
+    const provider = snapshot?.provider ?? deps.e2b.providerOf(profile)
     if (body.autoPause === true)
       throw new E2BApiError(
         400,
@@ -216,11 +222,13 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       sessionProfile = offline
     }
     const sandboxId = E2BSandboxStore.newId()
-    await deps.sessions.create(
-      p.tenant,
-      { id: sandboxId, provider, profile: sessionProfile },
-      { admit: true },
-    )
+    if (snapshot) await snapshot.start(sandboxId, sessionProfile)
+    else
+      await deps.sessions.create(
+        p.tenant,
+        { id: sandboxId, provider, profile: sessionProfile },
+        { admit: true },
+      )
     const s = await store.add(
       sandboxId,
       {

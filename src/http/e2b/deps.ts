@@ -1,6 +1,7 @@
 import type { Logger } from '../../logger.js'
 import type { Keyring } from '../keyring.js'
 import type { CodeService, ProcessService, SessionService } from '../deps.js'
+import type { SnapshotService } from '../../services/index.js'
 import type { SessionStreamService } from '../../services/session-streams.js'
 import type { E2BState } from '../../services/e2b/state.js'
 
@@ -58,6 +59,8 @@ export interface E2BRouteDeps {
   processes?: ProcessService
   /** Port forwarding (`getHost(port)` host names); absent (`sbx api`): such a request is a 501. */
   streams?: SessionStreamService
+  /** Snapshots and forks (`createSnapshot`, `fork`, create from a snapshot); absent: 501. */
+  snapshots?: SnapshotService
   /** The code interpreter behind `/execute` (`@e2b/code-interpreter`'s runCode); absent: 501. */
   code?: CodeService
   /** Counts one request of the tenant against the limiter of the rest of the API (RATE_LIMITED past it). */

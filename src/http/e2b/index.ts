@@ -10,6 +10,7 @@ import type { E2BRouteDeps } from './deps.js'
 import { registerEnvd } from './envd.js'
 import { sandboxHostRouter } from './hosts.js'
 import { E2BSandboxStore } from './sandboxes.js'
+import { registerE2BSnapshotRoutes } from './snapshots.js'
 import { MemoryE2BState } from '../../services/e2b/state.js'
 
 export type { E2BEndpointDeps, E2BCommandVerdict, E2BRouteDeps } from './deps.js'
@@ -39,5 +40,6 @@ export function registerE2BRoutes(
   })
   registerEnvd(app, deps, store)
   registerControlPlane(app, deps, store)
+  registerE2BSnapshotRoutes(app, deps, store)
   return { store, hosts: sandboxHostRouter(deps, store) }
 }

@@ -27,6 +27,8 @@ export const SnapshotSchema = z
     reason: z.string().optional(),
     /** Bytes of the captured workspace. */
     workspaceBytes: z.number(),
+    /** The name it was given (E2B's `createSnapshot({ name })`). */
+    name: z.string().optional(),
   })
   .openapi('Snapshot')
 
