@@ -170,13 +170,9 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
       }
       if (c.req.param('service') !== 'process.Process')
         return unaryResponse(await unaryFilesystem(deps, s, method, message))
-      const answer =
-        (await ptys.unary(s, method, message)) ?? (await unaryProcess(deps, store, s, method, message))
-      if (method === 'List') {
-        const { processes } = answer as { processes: unknown[] }
-        return unaryResponse({ processes: [...processes, ...ptys.list(s)] })
-      }
-      return unaryResponse(answer)
+      return unaryResponse(
+        (await ptys.unary(s, method, message)) ?? (await unaryProcess(deps, store, s, method, message)),
+      )
     } catch (err) {
       const e =
         err instanceof E2BApiError

@@ -23,11 +23,15 @@ export interface ProcessConfig {
   cwd?: string
 }
 
-/** One E2B process: our process id behind an envd pid. */
-interface Tracked {
+/**
+ * One E2B process: our process id behind an envd pid; or a PTY (`pty`), which the API process that
+ * started it holds (pty-rpc.ts), recorded here so that every replica lists it and names its holder.
+ */
+export interface Tracked {
   id: string
   config: ProcessConfig
   tag?: string
+  pty?: true
 }
 
 /** The sandbox's process table (kept in the store, so any API replica can answer for a pid). */
@@ -72,6 +76,13 @@ async function selected(
   const m = await trackedOf(store, s)
   if (typeof sel.pid === 'number') {
     const t = m.get(sel.pid)
+    // This process's own PTYs were answered before (pty-rpc.ts): this one another replica holds.
+    if (t?.pty)
+      throw new ConnectRpcError(
+        'unavailable',
+        `process ${sel.pid} is a PTY, held by the API replica that created it: its input, size, stream and ` +
+          'kill go through that replica (send the calls of one PTY to one replica, e.g. with sticky routing by sandbox)',
+      )
     if (t) return { pid: sel.pid, t }
     throw new ConnectRpcError('not_found', `process with pid ${sel.pid} not found`)
   }
@@ -305,7 +316,7 @@ export async function unaryProcess(
       )
       return {
         processes: [...(await trackedOf(store, s))]
-          .filter(([, t]) => running.has(t.id))
+          .filter(([, t]) => t.pty || running.has(t.id))
           .map(([pid, t]) => ({ pid, config: t.config, ...(t.tag ? { tag: t.tag } : {}) })),
       }
     }

@@ -18,6 +18,7 @@ import {
   quote,
   timers,
   type ProcessConfig,
+  type Tracked,
 } from './process-rpc.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
@@ -35,6 +36,8 @@ interface Pty {
   readonly terminal: SandboxTerminal
   /** The streams reading it now (Start's, and each Connect's). */
   readonly readers: Set<ServerStream>
+  /** Settles once it ended and was forgotten (here and in the sandbox's process table). */
+  finished?: Promise<void>
 }
 
 const obj = (v: unknown): Json => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : {})
@@ -102,11 +105,17 @@ export class E2BPtys {
     const table = this.bySandbox.get(s.sandboxId) ?? new Map<number, Pty>()
     this.bySandbox.set(s.sandboxId, table)
     table.set(pty.pid, pty)
+    // In the sandbox's process table too: `List` shows it on every replica, and the others name its holder.
+    const tracked: Tracked = { id: `pty-${pty.pid}`, config, pty: true }
+    await this.store.setProcess(s.sandboxId, pty.pid, JSON.stringify(tracked)).catch((err: unknown) => {
+      terminal.close()
+      throw err
+    })
     const { response, stream } = openStream()
     stream.send({ start: { pid: pty.pid } })
     timers(headers, stream)
     this.attach(pty, stream)
-    this.pump(s, pty)
+    pty.finished = this.pump(s, pty).catch(() => undefined)
     // The terminal dies at the call's deadline, as envd's PTY does (the SDK's `timeoutMs`, 60 s by
     // default; 0 sends none), whether or not a stream still reads it.
     const deadline = deadlineOf(headers)
@@ -147,9 +156,9 @@ export class E2BPtys {
       }
       case 'SendSignal': {
         // Any signal ends the terminal's processes (its whole session), as closing it does; the
-        // answer waits until they are gone, so the pid is free when the caller looks.
+        // answer waits until they are gone and the pid forgotten, so the pid is free when the caller looks.
         pty.terminal.close()
-        await Promise.race([pty.terminal.exited, new Promise((r) => setTimeout(r, KILL_WAIT_MS).unref())])
+        await Promise.race([pty.finished, new Promise((r) => setTimeout(r, KILL_WAIT_MS).unref())])
         return {}
       }
       case 'CloseStdin':
@@ -162,17 +171,16 @@ export class E2BPtys {
     }
   }
 
-  /** The running PTYs of a sandbox, as `List` reports processes. */
-  list(s: E2BSandbox): Json[] {
-    return [...(this.bySandbox.get(s.sandboxId)?.values() ?? [])].map((p) => ({
-      pid: p.pid,
-      config: p.config,
-    }))
-  }
-
   private find(s: E2BSandbox, message: Json): Pty | undefined {
     const pid = obj(message.process).pid
     return typeof pid === 'number' ? this.bySandbox.get(s.sandboxId)?.get(pid) : undefined
+  }
+
+  /** Removes an ended PTY's entry from the sandbox's process table (unless its pid is another's by now). */
+  private async forget(s: E2BSandbox, pid: number): Promise<void> {
+    const entry = (await this.store.processes(s.sandboxId)).get(pid)
+    if (entry && (JSON.parse(entry) as Tracked).id === `pty-${pid}`)
+      await this.store.deleteProcess(s.sandboxId, pid)
   }
 
   /** Adds a reader until its stream ends. */
@@ -185,7 +193,7 @@ export class E2BPtys {
    * Sends the terminal's output to its readers, no faster than the slowest takes it (the terminal
    * pauses meanwhile, as the shell then waits on a full pty), and its end once every byte went out.
    */
-  private pump(s: E2BSandbox, pty: Pty): void {
+  private pump(s: E2BSandbox, pty: Pty): Promise<void> {
     const out = pty.terminal.stream
     out.on('data', (chunk: Buffer) => {
       const event = { data: { pty: chunk.toString('base64') } }
@@ -195,7 +203,7 @@ export class E2BPtys {
       void Promise.all([...pty.readers].map((r) => r.ready(READER_WAIT_MS))).then(() => out.resume())
     })
     out.on('error', () => undefined)
-    void pty.terminal.exited.then(async (exit) => {
+    return pty.terminal.exited.then(async (exit) => {
       if (!out.readableEnded && !out.destroyed)
         await new Promise<void>((resolve) => {
           out.once('end', resolve)
@@ -205,6 +213,7 @@ export class E2BPtys {
       const table = this.bySandbox.get(s.sandboxId)
       table?.delete(pty.pid)
       if (table && !table.size) this.bySandbox.delete(s.sandboxId)
+      await this.forget(s, pty.pid).catch(() => undefined)
       // A killed sandbox drops its streams, as E2B's does (the SDK then reports the sandbox gone).
       const gone = await this.store.gone(s.sandboxId).catch(() => false)
       const end = endEvent({
