@@ -1,6 +1,16 @@
+import { randomBytes } from 'node:crypto'
 import { CommandExitError, Sandbox } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import type { ConfigInput } from '../../src/config/schema.js'
+import type { LineChild } from '../support/redis-child.js'
+import {
+  configDir,
+  fleetConfig,
+  removeScope,
+  startSbxServer,
+  startSbxWorker,
+  uniqueName,
+} from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
 const KEY = `acme_e2bpty_${'p'.repeat(24)}`
@@ -150,6 +160,67 @@ describe('E2B endpoint: PTYs (sandbox.pty)', () => {
       const scoped = await sbx.commands.run('echo "[$FOO]"', { envs: { FOO: 'bar' } })
       expect(scoped.stdout).toBe('[bar]\n')
       expect((await sbx.commands.run('echo "[$FOO]"')).stdout).toBe('[]\n')
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+})
+
+/**
+ * The same through `sbx api` in an engine-routed fleet (a worker beside the engine, Redis between):
+ * the terminal opens on the worker through its gateway, with the command, envs and directory the SDK
+ * asked for; a second API replica lists the PTY and names the replica that holds it.
+ */
+describe('E2B endpoint: PTYs through sbx api + sbx worker (engine routing)', () => {
+  const scope = uniqueName('e2bptyf')
+  let api: SbxServer
+  let api2: SbxServer
+  let worker: LineChild
+
+  beforeAll(async () => {
+    const config = fleetConfig(scope, {
+      queue: { engineRouting: true },
+      fleet: { secret: randomBytes(32).toString('hex') },
+      quotas: { requestsPerSecond: 1000 },
+    } as Partial<ConfigInput>)
+    const cwd = configDir(config)
+    const env = { SBX_API_KEY: KEY }
+    worker = await startSbxWorker({ config, cwd, env })
+    api = await startSbxServer('api', { config, cwd, env })
+    api2 = await startSbxServer('api', { config, cwd, env })
+  }, 180_000)
+
+  afterAll(async () => {
+    await api?.stop()
+    await api2?.stop()
+    await worker?.stop()
+    await removeScope(scope)
+  }, 120_000)
+
+  test('envs, cwd and input reach the terminal on the worker; another replica lists it and names its holder', async () => {
+    const one = { apiUrl: api.url, sandboxUrl: api.url, apiKey: KEY }
+    const two = { apiUrl: api2.url, sandboxUrl: api2.url, apiKey: KEY }
+    const sbx = await Sandbox.create('base', { ...one, metadata: { suite: scope } })
+    try {
+      const out = terminalOutput()
+      const terminal = await sbx.pty.create({
+        cols: 80,
+        rows: 24,
+        cwd: '/tmp',
+        onData: out.onData,
+        envs: { MARK: 'through-gateway' },
+      })
+      await sbx.pty.sendInput(terminal.pid, typed('echo "T=$TERM M=$MARK D=$(pwd)"\n'))
+      await out.until(/T=xterm-256color M=through-gateway D=\/tmp/)
+
+      const other = await Sandbox.connect(sbx.sandboxId, two)
+      expect((await other.commands.list()).map((p) => p.pid)).toContain(terminal.pid)
+      await expect(other.pty.sendInput(terminal.pid, typed('echo x\n'))).rejects.toThrow(
+        /held by the API replica that created it/,
+      )
+
+      expect(await sbx.pty.kill(terminal.pid)).toBe(true)
+      expect((await other.commands.list()).map((p) => p.pid)).not.toContain(terminal.pid)
     } finally {
       await sbx.kill()
     }
