@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import { CommandExitError, Sandbox } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { join } from 'node:path'
 import type { ConfigInput } from '../../src/config/schema.js'
+import { PTY_BLOCK_REASON } from './fixtures/e2b-pty-policy.js'
 import type { LineChild } from '../support/redis-child.js'
 import {
   configDir,
@@ -14,6 +16,7 @@ import {
 import type { SbxServer } from '../support/sbx-cli.js'
 
 const KEY = `acme_e2bpty_${'p'.repeat(24)}`
+const GLOBEX = `globex_e2bpty_${'g'.repeat(24)}`
 
 /** How long a test waits for a terminal to print what it expects before failing with what it printed (ms). */
 const OUTPUT_DEADLINE_MS = 20_000
@@ -80,10 +83,15 @@ describe('E2B endpoint: PTYs (sandbox.pty)', () => {
     srv = await startSbxServer('serve', {
       config: {
         queue: { prefix: scope },
+        apiKeys: [
+          { keyEnv: 'E2BPTY_ACME_KEY', tenant: 'acme' },
+          { keyEnv: 'E2BPTY_GLOBEX_KEY', tenant: 'globex' },
+        ],
+        extensions: [join(import.meta.dirname, 'fixtures', 'e2b-pty-policy.ts')],
         e2b: { templates: { base: 'e2b' } },
         quotas: { requestsPerSecond: 1000 },
       },
-      env: { SBX_API_KEY: KEY },
+      env: { SBX_API_KEY: KEY, E2BPTY_ACME_KEY: KEY, E2BPTY_GLOBEX_KEY: GLOBEX },
     })
     conn = { apiUrl: srv.url, sandboxUrl: srv.url, apiKey: KEY }
   }, 180_000)
@@ -149,6 +157,18 @@ describe('E2B endpoint: PTYs (sandbox.pty)', () => {
       const ended = await terminal.wait().catch((e: unknown) => e)
       expect(ended).toBeInstanceOf(CommandExitError)
       expect((ended as CommandExitError).exitCode).toBe(3)
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
+
+  test('a PTY passes the server policy: its command line blocked, the SDK gets the reason', async () => {
+    const sbx = await Sandbox.create('base', { ...conn, apiKey: GLOBEX, metadata: { suite: scope } })
+    try {
+      await expect(sbx.pty.create({ cols: 80, rows: 24, onData: () => undefined })).rejects.toThrow(
+        PTY_BLOCK_REASON,
+      )
+      expect(await sbx.commands.list()).toEqual([])
     } finally {
       await sbx.kill()
     }
