@@ -292,7 +292,7 @@ export class DockerSandbox implements Sandbox {
         cols,
         rows,
         cwd,
-        command: '',
+        command: opts.command ?? '',
         env: { TERM: 'xterm-256color', ...(opts.env ?? {}) },
       }),
       (e) =>

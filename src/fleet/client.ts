@@ -17,10 +17,12 @@ import {
   SECRET_HEADER,
   SESSION_HEADER,
   TENANT_HEADER,
+  TERMINAL_OPTIONS_HEADER,
   TERMINAL_PATH,
   TERMINAL_UPGRADE,
+  encodeTerminalOptions,
 } from './protocol.js'
-import type { GatewayAnswer, GatewayCall } from './protocol.js'
+import type { GatewayAnswer, GatewayCall, TerminalTunnelOptions } from './protocol.js'
 
 /**
  * The call never reached a worker of the engine (nobody listened, or a worker of another engine
@@ -130,11 +132,14 @@ export async function openGatewayPort(
   return socket
 }
 
+/** The longest encoded terminal options a tunnel's request head carries. */
+const MAX_TERMINAL_OPTIONS_CHARS = 12 * 1024
+
 /**
  * Opens a terminal of `cols` × `rows` in the sandbox of tenant's session, through the terminal
  * tunnel of the gateway at `url` (a worker of `engineId`): a {@link SandboxTerminal} whose bytes,
- * window sizes and exit travel framed over the tunnel (terminal-tunnel.ts). Throws as
- * {@link callGateway} does.
+ * window sizes and exit travel framed over the tunnel (terminal-tunnel.ts). `options` (what it
+ * runs, its environment and directory) travel in a header. Throws as {@link callGateway} does.
  */
 export async function openGatewayTerminal(
   url: string,
@@ -142,7 +147,16 @@ export async function openGatewayTerminal(
   engineId: string,
   target: { tenant: string; sessionId: string; cols: number; rows: number },
   signal?: AbortSignal,
+  options: TerminalTunnelOptions = {},
 ): Promise<SandboxTerminal> {
+  const encoded = encodeTerminalOptions(options)
+  // Node refuses a request head over 16 KiB: say so here rather than as a broken tunnel.
+  if (encoded !== undefined && encoded.length > MAX_TERMINAL_OPTIONS_CHARS)
+    throw new AppError(
+      'BAD_REQUEST',
+      `the terminal's command, environment and directory take ${encoded.length} characters encoded, ` +
+        `over the ${MAX_TERMINAL_OPTIONS_CHARS} a fleet terminal tunnel carries; pass fewer or shorter environment variables`,
+    )
   const { socket, res } = await openTunnel(
     url,
     secret,
@@ -154,6 +168,7 @@ export async function openGatewayTerminal(
       [SESSION_HEADER]: target.sessionId,
       [COLS_HEADER]: String(target.cols),
       [ROWS_HEADER]: String(target.rows),
+      ...(encoded === undefined ? {} : { [TERMINAL_OPTIONS_HEADER]: encoded }),
     },
     signal,
   )

@@ -27,8 +27,10 @@ import {
   SECRET_HEADER,
   SESSION_HEADER,
   TENANT_HEADER,
+  TERMINAL_OPTIONS_HEADER,
   TERMINAL_PATH,
   TERMINAL_UPGRADE,
+  decodeTerminalOptions,
   secretMatches,
 } from './protocol.js'
 import type { GatewayAnswer, GatewayCall } from './protocol.js'
@@ -228,10 +230,13 @@ export async function listenGateway(opts: GatewayOptions): Promise<Gateway> {
       const cols = dim(COLS_HEADER)
       const rows = dim(ROWS_HEADER)
       const ok = (v: number): boolean => Number.isInteger(v) && v >= 1 && v <= 65_535
-      if (!ok(cols) || !ok(rows)) return fail(400, 'BAD_REQUEST', 'malformed terminal tunnel')
+      const options = decodeTerminalOptions(headerOf(req, TERMINAL_OPTIONS_HEADER))
+      if (!ok(cols) || !ok(rows) || !options) return fail(400, 'BAD_REQUEST', 'malformed terminal tunnel')
       let terminal: Awaited<ReturnType<typeof streams.openTerminal>>['terminal']
       try {
-        terminal = (await streams.openTerminal(tenant, session, { cols, rows, signal: ac.signal })).terminal
+        terminal = (
+          await streams.openTerminal(tenant, session, { ...options, cols, rows, signal: ac.signal })
+        ).terminal
       } catch (err) {
         return refused(err)
       }

@@ -23,6 +23,42 @@ export const TERMINAL_UPGRADE = 'sbx-terminal'
 export const COLS_HEADER = 'x-sbx-cols'
 export const ROWS_HEADER = 'x-sbx-rows'
 export const PID_HEADER = 'x-sbx-pid'
+/**
+ * Header of the terminal tunnel carrying the rest of its {@link TerminalTunnelOptions} (what the
+ * terminal runs, its environment, its directory), as base64url JSON; absent: an interactive bash.
+ */
+export const TERMINAL_OPTIONS_HEADER = 'x-sbx-terminal-options'
+
+/** What a terminal tunnel may ask beyond its size (TerminalOptions' `command`, `env`, `cwd`). */
+export const TerminalTunnelOptionsSchema = z
+  .object({
+    command: z.string().max(1_048_576).optional(),
+    env: z.record(z.string(), z.string()).optional(),
+    cwd: z.string().max(4096).optional(),
+  })
+  .strict()
+
+/** What a terminal tunnel may ask beyond its size. */
+export type TerminalTunnelOptions = z.infer<typeof TerminalTunnelOptionsSchema>
+
+/** The {@link TERMINAL_OPTIONS_HEADER} value of `opts`; undefined when it asks nothing. */
+export function encodeTerminalOptions(opts: TerminalTunnelOptions): string | undefined {
+  if (opts.command === undefined && opts.env === undefined && opts.cwd === undefined) return undefined
+  return Buffer.from(JSON.stringify(opts), 'utf8').toString('base64url')
+}
+
+/** The options a {@link TERMINAL_OPTIONS_HEADER} value carries; undefined when it is malformed. */
+export function decodeTerminalOptions(header: string | undefined): TerminalTunnelOptions | undefined {
+  if (header === undefined) return {}
+  try {
+    const r = TerminalTunnelOptionsSchema.safeParse(
+      JSON.parse(Buffer.from(header, 'base64url').toString('utf8')) as unknown,
+    )
+    return r.success ? r.data : undefined
+  } catch {
+    return undefined
+  }
+}
 /** Headers of the port and terminal tunnels: whose session, which session, which port. */
 export const TENANT_HEADER = 'x-sbx-tenant'
 export const SESSION_HEADER = 'x-sbx-session'

@@ -162,6 +162,11 @@ export function forwardedStreams(
             engineId,
             { tenant, sessionId, cols: opts.cols, rows: opts.rows },
             opts.signal,
+            {
+              ...(opts.command === undefined ? {} : { command: opts.command }),
+              ...(opts.env === undefined ? {} : { env: opts.env }),
+              ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
+            },
           )
           terminal.stream.on('error', () => undefined)
           // The worker holds the sandbox's lease until the terminal ends.

@@ -118,6 +118,11 @@ export interface TerminalOptions {
   cwd?: string
   /** Extra environment variables (`TERM` defaults to `xterm-256color`). */
   env?: Record<string, string>
+  /**
+   * A shell command line the terminal runs (as `bash -c <command>`; `exec` it to keep the shell's pid)
+   * instead of an interactive bash. @default an interactive bash
+   */
+  command?: string
   signal?: AbortSignal
 }
 

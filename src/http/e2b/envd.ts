@@ -22,6 +22,7 @@ import { E2BApiError, e2bErrorResponse } from './errors.js'
 import { answerExecute } from './code-execute.js'
 import { unaryFilesystem } from './filesystem-rpc.js'
 import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './process-rpc.js'
+import { E2BPtys } from './pty-rpc.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
 /** The sandbox an envd request names, or the error answer (502 unknown, 401 bad token). */
@@ -97,6 +98,7 @@ async function writeFiles(deps: E2BRouteDeps, s: E2BSandbox, c: Context): Promis
 
 /** Registers envd's routes (they answer only requests carrying `E2b-Sandbox-Id`). */
 export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStore): void {
+  const ptys = new E2BPtys(deps, store)
   const rest =
     (fn: (s: E2BSandbox, c: Context) => Promise<Response>) =>
     async (c: Context, next: () => Promise<void>): Promise<Response | void> => {
@@ -148,8 +150,13 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
             'unimplemented',
             `${c.req.param('service')}/${method} (streaming) is not implemented by sandbox-router`,
           )
-        if (method === 'Start') return await startProcess(deps, store, s, message, c.req.raw.headers)
-        if (method === 'Connect') return await connectProcess(deps, store, s, message, c.req.raw.headers)
+        const headers = c.req.raw.headers
+        if (method === 'Start')
+          return message.pty
+            ? await ptys.start(s, message, headers)
+            : await startProcess(deps, store, s, message, headers)
+        if (method === 'Connect')
+          return ptys.connect(s, message, headers) ?? (await connectProcess(deps, store, s, message, headers))
         throw new ConnectRpcError(
           'unimplemented',
           `process.Process/${method} (streaming) is not implemented by sandbox-router`,
@@ -161,10 +168,10 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
       } catch {
         throw new ConnectRpcError('invalid_argument', 'request body is not JSON')
       }
+      if (c.req.param('service') !== 'process.Process')
+        return unaryResponse(await unaryFilesystem(deps, s, method, message))
       return unaryResponse(
-        c.req.param('service') === 'process.Process'
-          ? await unaryProcess(deps, store, s, method, message)
-          : await unaryFilesystem(deps, s, method, message),
+        (await ptys.unary(s, method, message)) ?? (await unaryProcess(deps, store, s, method, message)),
       )
     } catch (err) {
       const e =

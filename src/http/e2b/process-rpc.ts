@@ -16,18 +16,22 @@ import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 type Json = Record<string, unknown>
 
 /** What envd's `process.ProcessConfig` carries. */
-interface ProcessConfig {
+export interface ProcessConfig {
   cmd: string
   args: string[]
   envs: Record<string, string>
   cwd?: string
 }
 
-/** One E2B process: our process id behind an envd pid. */
-interface Tracked {
+/**
+ * One E2B process: our process id behind an envd pid; or a PTY (`pty`), which the API process that
+ * started it holds (pty-rpc.ts), recorded here so that every replica lists it and names its holder.
+ */
+export interface Tracked {
   id: string
   config: ProcessConfig
   tag?: string
+  pty?: true
 }
 
 /** The sandbox's process table (kept in the store, so any API replica can answer for a pid). */
@@ -39,7 +43,8 @@ async function trackedOf(store: E2BSandboxStore, s: E2BSandbox): Promise<Map<num
 
 const obj = (v: unknown): Json => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : {})
 
-function configOf(message: Json): ProcessConfig {
+/** The `process` config of a `Start` request; `invalid_argument` without a `cmd`. */
+export function configOf(message: Json): ProcessConfig {
   const p = obj(message.process)
   if (typeof p.cmd !== 'string' || !p.cmd)
     throw new ConnectRpcError('invalid_argument', 'process.cmd is required')
@@ -49,7 +54,9 @@ function configOf(message: Json): ProcessConfig {
   return { cmd: p.cmd, args, envs, ...(typeof p.cwd === 'string' && p.cwd ? { cwd: p.cwd } : {}) }
 }
 
-const quote = (s: string): string => (/^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`)
+/** One shell word: as is when plain, else single-quoted. */
+export const quote = (s: string): string =>
+  /^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
 
 /** The shell command line of a config: the script of `bash -l -c <script>` (the SDK's form), else the quoted argv. */
 export function commandLineOf(config: ProcessConfig): string {
@@ -69,6 +76,13 @@ async function selected(
   const m = await trackedOf(store, s)
   if (typeof sel.pid === 'number') {
     const t = m.get(sel.pid)
+    // This process's own PTYs were answered before (pty-rpc.ts): this one another replica holds.
+    if (t?.pty)
+      throw new ConnectRpcError(
+        'unavailable',
+        `process ${sel.pid} is a PTY, held by the API replica that created it: its input, size, stream and ` +
+          'kill go through that replica (send the calls of one PTY to one replica, e.g. with sticky routing by sandbox)',
+      )
     if (t) return { pid: sel.pid, t }
     throw new ConnectRpcError('not_found', `process with pid ${sel.pid} not found`)
   }
@@ -107,7 +121,7 @@ export function connectErrorOf(err: unknown): ConnectRpcError {
 }
 
 /** The end event of a finished process, in envd's words. */
-function endEvent(p: ProcessInfo): Json {
+export function endEvent(p: Pick<ProcessInfo, 'signal' | 'exitCode'>): Json {
   if (p.signal) {
     const name = p.signal.replace(/^SIG/, '').toLowerCase()
     const status = `signal: ${name === 'kill' ? 'killed' : name === 'term' ? 'terminated' : name}`
@@ -197,7 +211,7 @@ async function endOnError(
 }
 
 /** Keepalive pings (the SDK asks with `Keepalive-Ping-Interval`, seconds) and the end of the stream at the call's deadline. */
-function timers(headers: Headers, stream: ServerStream): void {
+export function timers(headers: Headers, stream: ServerStream): void {
   const handles: NodeJS.Timeout[] = []
   const keepaliveS = Number(headers.get('keepalive-ping-interval'))
   if (keepaliveS > 0) handles.push(setInterval(() => stream.send({ keepalive: {} }), keepaliveS * 1000))
@@ -213,7 +227,7 @@ function timers(headers: Headers, stream: ServerStream): void {
 }
 
 /** The call's `Connect-Timeout-Ms`, when it sets one. */
-function deadlineOf(headers: Headers): number | undefined {
+export function deadlineOf(headers: Headers): number | undefined {
   const ms = Number(headers.get('connect-timeout-ms'))
   return ms > 0 ? ms : undefined
 }
@@ -302,7 +316,7 @@ export async function unaryProcess(
       )
       return {
         processes: [...(await trackedOf(store, s))]
-          .filter(([, t]) => running.has(t.id))
+          .filter(([, t]) => t.pty || running.has(t.id))
           .map(([pid, t]) => ({ pid, config: t.config, ...(t.tag ? { tag: t.tag } : {}) })),
       }
     }
@@ -318,6 +332,13 @@ export async function unaryProcess(
       const { t } = await selected(store, s, message)
       await svc.writeStdin(s.tenant, s.sandboxId, t.id, new Uint8Array(), true)
       return {}
+    }
+    case 'Update': {
+      const { pid } = await selected(store, s, message)
+      throw new ConnectRpcError(
+        'failed_precondition',
+        `process ${pid} has no terminal to resize: only a PTY (sandbox.pty.create) can be resized`,
+      )
     }
     case 'SendSignal': {
       const { t } = await selected(store, s, message)

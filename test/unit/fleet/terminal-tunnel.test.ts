@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http'
 import { Duplex } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { AppError } from '../../../src/errors.js'
@@ -6,6 +7,17 @@ import { listenGateway } from '../../../src/fleet/gateway.js'
 import type { Gateway, GatewayTarget } from '../../../src/fleet/gateway.js'
 import { createLogger } from '../../../src/logger.js'
 import type { SandboxTerminal, TerminalExit } from '../../../src/sandbox/types.js'
+import {
+  COLS_HEADER,
+  ENGINE_HEADER,
+  ROWS_HEADER,
+  SECRET_HEADER,
+  SESSION_HEADER,
+  TENANT_HEADER,
+  TERMINAL_OPTIONS_HEADER,
+  TERMINAL_PATH,
+  TERMINAL_UPGRADE,
+} from '../../../src/fleet/protocol.js'
 
 const SECRET = 't'.repeat(64)
 const logger = createLogger({ level: 'silent' })
@@ -110,5 +122,67 @@ describe("the gateway's terminal tunnel", () => {
     expect(await second.exited).toEqual({ exitCode: null })
     await made[1]?.exited
     expect(made[1]?.closed).toBe(true)
+  })
+
+  test('what the terminal runs, its environment and directory cross the tunnel; a bad options header is refused', async () => {
+    gw = await listenGateway({ secret: SECRET, host: '127.0.0.1', port: 0, maxBodyBytes: 1 << 20, logger })
+    const asked: unknown[] = []
+    gw.serve({
+      engineId: 'E1',
+      streams: {
+        openPort: () => Promise.reject(new AppError('UNSUPPORTED', 'no ports')),
+        openTerminal: async (_tenant: string, _id: string, opts: Record<string, unknown>) => {
+          const { signal: _signal, ...rest } = opts
+          asked.push(rest)
+          const t = fakeTerminal()
+          return { terminal: t, done: t.exited.then(() => undefined) }
+        },
+      },
+    } as unknown as GatewayTarget)
+    const target = { tenant: 'a', sessionId: 's1', cols: 80, rows: 24 }
+    const options = {
+      command: 'exec /bin/bash -i -l',
+      env: { TERM: 'xterm-256color', A: 'é b' },
+      cwd: '/home/user',
+    }
+    const term = await openGatewayTerminal(gw.url, SECRET, 'E1', target, undefined, options)
+    term.close()
+    const plain = await openGatewayTerminal(gw.url, SECRET, 'E1', target)
+    plain.close()
+    expect(asked).toEqual([
+      { cols: 80, rows: 24, ...options },
+      { cols: 80, rows: 24 },
+    ])
+
+    const tooBig = { env: { BIG: 'x'.repeat(20_000) } }
+    await expect(openGatewayTerminal(gw.url, SECRET, 'E1', target, undefined, tooBig)).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('fewer or shorter environment variables'),
+    })
+    // A header that is not the options' JSON: a 400, and no terminal opened.
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      const req = httpRequest(new URL(TERMINAL_PATH, gw!.url), {
+        headers: {
+          connection: 'Upgrade',
+          upgrade: TERMINAL_UPGRADE,
+          [SECRET_HEADER]: SECRET,
+          [ENGINE_HEADER]: 'E1',
+          [TENANT_HEADER]: 'a',
+          [SESSION_HEADER]: 's1',
+          [COLS_HEADER]: '80',
+          [ROWS_HEADER]: '24',
+          [TERMINAL_OPTIONS_HEADER]: Buffer.from('{"command":1}').toString('base64url'),
+        },
+      })
+      req.once('response', (r) => {
+        r.resume()
+        resolve(r.statusCode)
+      })
+      req.once('upgrade', () => reject(new Error('the gateway opened a terminal for malformed options')))
+      req.once('error', reject)
+      req.end()
+    })
+    expect(status).toBe(400)
+    expect(asked).toHaveLength(2)
   })
 })
