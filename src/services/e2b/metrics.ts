@@ -17,7 +17,7 @@ export type { SandboxStats }
 export interface E2BStatsHooks {
   /**
    * The CPU and memory use of the tenant's session's sandbox now; undefined when the session holds
-   * no sandbox yet, or its provider has no figures. `NOT_FOUND` for an unknown session.
+   * no sandbox yet. `NOT_FOUND` for an unknown session, `UNSUPPORTED` when its provider has no figures.
    */
   sandboxStats(tenant: string, sessionId: string): Promise<SandboxStats | undefined>
 }
@@ -43,7 +43,11 @@ export function e2bStatsHooks(runtime: {
       const record = await runtime.directory.get(tenant, sessionId)
       if (!record) throw new AppError('NOT_FOUND', `no session ${sessionId}`)
       const p = providerOf(record.provider)
-      if (!p?.stats) return undefined
+      if (!p?.stats)
+        throw new AppError(
+          'UNSUPPORTED',
+          `metrics are not available: provider '${record.provider}' (profile '${record.profile}') gives no figures of its sandboxes`,
+        )
       const { sandboxId } = await runtime.pool.state(keyOf(record))
       if (!sandboxId) return undefined
       return p.stats({ providerId: record.provider, id: sandboxId, profile: record.profile, labels: {} })
