@@ -1,9 +1,10 @@
 /**
  * E2B's REST control plane over our sessions, at the paths the pinned `e2b` SDK calls (and the v1
- * ones): create (`POST /v2/sandboxes`, `/sandboxes`), list with metadata filter, states and paging
- * (`GET /v2/sandboxes`, `GET /sandboxes`), get, kill, timeout, connect, refresh, and pause/resume
- * (where the provider can freeze a sandbox and this process holds it: Docker under `sbx serve`). The key comes as `X-API-Key` (the SDK's header) or as
- * a bearer token; it is one of our API keys, so tenants, quotas and rate limits are ours.
+ * ones): create (with its lifecycle policy), list with filters, order and paging (`list-query.ts`),
+ * get, kill, timeout, connect, refresh, and pause/resume (`lifecycle.ts`: where the provider can
+ * freeze a sandbox and this process holds it, Docker under `sbx serve`). Metrics and network updates
+ * have files of their own. The key comes as `X-API-Key` (the SDK's header) or as a bearer token; it
+ * is one of our API keys, so tenants, quotas and rate limits are ours.
  */
 import type { Context } from 'hono'
 import type { App } from '../app.js'
