@@ -247,9 +247,10 @@ export interface SandboxProvider {
   resume?(ref: SandboxRef): Promise<void>
   /**
    * Capability: the sandbox's CPU and memory use now, as its backend measures them (Docker: the
-   * engine's stats of the container). `NOT_FOUND` when it is gone. Absent: no figures.
+   * engine's stats of the container; E2B: its latest metric). Undefined while the backend has no
+   * figure yet. `NOT_FOUND` when it is gone. Absent: no figures.
    */
-  stats?(ref: SandboxRef, opts?: { signal?: AbortSignal }): Promise<SandboxStats>
+  stats?(ref: SandboxRef, opts?: { signal?: AbortSignal }): Promise<SandboxStats | undefined>
   /**
    * Container runtimes (kernel boundaries) the backend offers, for profiles' `runtime` (Docker:
    * the engine's registered runtimes, e.g. `runc`, `runsc`). A provider without it takes only
