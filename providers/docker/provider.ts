@@ -16,6 +16,7 @@ import { type DockerProviderOptions, DockerProviderOptionsSchema } from './optio
 import { engineRuntimes } from './runtimes.js'
 import type { DockerSandbox } from './sandbox.js'
 import { dockerSnapshots } from './snapshots.js'
+import { containerStats } from './stats.js'
 
 /** Provider id of the Docker provider. */
 export const DOCKER_PROVIDER_ID = 'docker'
@@ -82,6 +83,7 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
     create,
     pause: (ref: SandboxRef) => freezeContainer(docker, ref, true),
     resume: (ref: SandboxRef) => freezeContainer(docker, ref, false),
+    stats: (ref: SandboxRef) => containerStats(docker, ref),
     health,
     close,
   }

@@ -1,9 +1,9 @@
-import { type E2B, NotFoundError, SandboxNotFoundError } from 'e2b'
-import { AppError, type SandboxRef } from '../../src/sandbox/index.js'
+import { type E2B, NotFoundError, SandboxNotFoundError, type SandboxMetrics } from 'e2b'
+import { AppError, type SandboxRef, type SandboxStats } from '../../src/sandbox/index.js'
 import { type ErrorContext, mapE2BError } from './errors.js'
 
 /**
- * E2B's own pause and resume, as the SPI's `pause` / `resume`: `Sandbox.pause` (memory kept; a second
+ * E2B's own pause and resume, as the SPI's `pause` / `resume` (and its metrics as `stats`): `Sandbox.pause` (memory kept; a second
  * pause answers `false`, which is fine) and `Sandbox.connect`, which resumes a paused sandbox and
  * only ever extends its lifetime. A sandbox that is gone is `NOT_FOUND`, as the SPI states.
  */
@@ -22,5 +22,20 @@ export function e2bPause(client: E2B, requestTimeoutMs: number, errors: ErrorCon
       call(ref, 'pausing', () => client.Sandbox.pause(ref.id, { requestTimeoutMs })),
     resume: (ref: SandboxRef) =>
       call(ref, 'resuming', () => client.Sandbox.connect(ref.id, { requestTimeoutMs })),
+    /** E2B's latest metric of the sandbox (`Sandbox.getMetrics`); undefined before its first. */
+    async stats(ref: SandboxRef): Promise<SandboxStats | undefined> {
+      let latest: SandboxMetrics | undefined
+      await call(ref, 'reading the metrics of', async () => {
+        latest = (await client.Sandbox.getMetrics(ref.id, { requestTimeoutMs })).at(-1)
+      })
+      if (!latest) return undefined
+      return {
+        cpuUsedPct: latest.cpuUsedPct,
+        cpuCount: latest.cpuCount,
+        memUsedBytes: latest.memUsed,
+        memTotalBytes: latest.memTotal,
+        memCacheBytes: latest.memCache ?? 0,
+      }
+    },
   }
 }

@@ -16,6 +16,7 @@ import { redactUrl } from '../redis/index.js'
 import { createRuntime } from '../runtime/create-runtime.js'
 import { noNetworkVariant } from '../runtime/build-providers.js'
 import { e2bCommandPolicy } from '../services/e2b/policy.js'
+import { e2bStatsHooks } from '../services/e2b/metrics.js'
 import { e2bPauseHooks } from '../services/e2b/pause.js'
 import type { Runtime, RuntimeOptions } from '../runtime/create-runtime.js'
 import { describeNetwork } from '../egress/policy.js'
@@ -153,6 +154,7 @@ export async function startServer(
           : undefined,
       state: runtime.e2bState,
       ...e2bPauseHooks(runtime),
+      ...e2bStatsHooks(runtime),
       policy: (tenant, sandboxId, command) =>
         e2bCommandPolicy(runtime.chains.toolCall, tenant, sandboxId, command),
     },

@@ -38,6 +38,7 @@ export type {
   SandboxProcesses,
   SandboxProvider,
   SandboxRef,
+  SandboxStats,
   SandboxTerminal,
   ShellMode,
   SnapshotCapture,

@@ -251,6 +251,12 @@ export interface SandboxProvider {
   /** Thaws a sandbox {@link pause} froze; resuming a running one is not an error. */
   resume?(ref: SandboxRef): Promise<void>
   /**
+   * Capability: the sandbox's CPU and memory use now, as its backend measures them (Docker: the
+   * engine's stats of the container; E2B: its latest metric). Undefined while the backend has no
+   * figure yet. `NOT_FOUND` when it is gone. Absent: no figures.
+   */
+  stats?(ref: SandboxRef, opts?: { signal?: AbortSignal }): Promise<SandboxStats | undefined>
+  /**
    * Container runtimes (kernel boundaries) the backend offers, for profiles' `runtime` (Docker:
    * the engine's registered runtimes, e.g. `runc`, `runsc`). A provider without it takes only
    * profiles with the default `runtime: 'runc'`.
@@ -265,6 +271,20 @@ export interface SandboxProvider {
   readonly workspaces?: ProviderWorkspaces
   /** Capability: snapshots of a sandbox and sessions started from one. Absent: `UNSUPPORTED`. */
   readonly snapshots?: ProviderSnapshots
+}
+
+/** A sandbox's resource use at one moment ({@link SandboxProvider.stats}). */
+export interface SandboxStats {
+  /** CPU used over the backend's last sampling interval, in % of {@link cpuCount} CPUs' worth (0–100). */
+  cpuUsedPct: number
+  /** CPUs the sandbox may use (its limit, else the host's). */
+  cpuCount: number
+  /** Memory in use, page cache that can be reclaimed left out (bytes). */
+  memUsedBytes: number
+  /** The sandbox's memory limit (bytes). */
+  memTotalBytes: number
+  /** Page cache charged to the sandbox (bytes). */
+  memCacheBytes: number
 }
 
 /** Persistent workspaces of sessions ({@link SandboxProvider.workspaces}). */

@@ -1,9 +1,10 @@
 /**
  * E2B's REST control plane over our sessions, at the paths the pinned `e2b` SDK calls (and the v1
- * ones): create (`POST /v2/sandboxes`, `/sandboxes`), list with metadata filter, states and paging
- * (`GET /v2/sandboxes`, `GET /sandboxes`), get, kill, timeout, connect, refresh, and pause/resume
- * (where the provider can freeze a sandbox and this process holds it: Docker under `sbx serve`). The key comes as `X-API-Key` (the SDK's header) or as
- * a bearer token; it is one of our API keys, so tenants, quotas and rate limits are ours.
+ * ones): create (with its lifecycle policy), list with filters, order and paging (`list-query.ts`),
+ * get, kill, timeout, connect, refresh, and pause/resume (`lifecycle.ts`: where the provider can
+ * freeze a sandbox and this process holds it, Docker under `sbx serve`). Metrics and network updates
+ * have files of their own. The key comes as `X-API-Key` (the SDK's header) or as a bearer token; it
+ * is one of our API keys, so tenants, quotas and rate limits are ours.
  */
 import type { Context } from 'hono'
 import type { App } from '../app.js'
@@ -11,6 +12,8 @@ import type { Principal } from '../keyring.js'
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
 import { sandboxDomain } from './hosts.js'
+import { type E2BLifecycle, lifecyclePolicyOf } from './lifecycle.js'
+import { applyListQuery, parseListQuery } from './list-query.js'
 import { hostMaskOf, needsNoNetwork, networkRequestOf } from './network-request.js'
 import { E2BSandboxStore, type E2BSandbox } from './sandboxes.js'
 import { snapshotTemplate } from './snapshot-template.js'
@@ -21,8 +24,6 @@ export const ENVD_VERSION = '0.6.4'
 const DEFAULT_TIMEOUT_S = 300
 /** The longest lifetime one call may set (s): E2B's Pro tier limit, 24 h. */
 const MAX_TIMEOUT_S = 86_400
-/** How long a paused sandbox's record is kept (s); its profile's `idleTtlMs` may end it sooner. */
-const PAUSED_KEEP_S = MAX_TIMEOUT_S
 
 type Json = Record<string, unknown>
 
@@ -113,23 +114,20 @@ function detailJson(s: E2BSandbox, domain: string, internet: boolean | null) {
     envdAccessToken: s.accessToken,
     domain,
     allowInternetAccess: internet,
-    lifecycle: { onTimeout: 'kill', autoResume: false },
+    lifecycle: { onTimeout: s.onTimeout ?? 'kill', autoResume: s.autoResume === true },
   }
 }
 
 const notFound = (id: string) =>
   new E2BApiError(404, `sandbox "${id}" doesn't exist or you don't have access to it`)
 
-/** The `metadata` query: `k=v&…`, each side URL-encoded once more by the SDK. */
-function metadataFilter(raw: string | undefined): Record<string, string> {
-  const filter: Record<string, string> = {}
-  if (!raw) return filter
-  for (const [k, v] of new URLSearchParams(raw)) filter[decodeURIComponent(k)] = decodeURIComponent(v)
-  return filter
-}
-
 /** Registers the control-plane routes; `store` holds the E2B side of the sessions. */
-export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSandboxStore): void {
+export function registerControlPlane(
+  app: App,
+  deps: E2BRouteDeps,
+  store: E2BSandboxStore,
+  lifecycle: E2BLifecycle,
+): void {
   const handle =
     (fn: (c: Context, p: Principal) => Promise<Response>) =>
     async (c: Context): Promise<Response> => {
@@ -140,38 +138,6 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       }
     }
   const domainOf = (c: Context): string => sandboxDomain(deps.e2b.domain, c.req.header('host'))
-  /** The pause hook when the sandbox's provider can pause here; else 501 saying so. */
-  const pausable = (s: E2BSandbox, action: 'pause' | 'resume') => {
-    const setPaused = deps.e2b.setPaused
-    if (!setPaused || !deps.e2b.canPause?.(s.provider))
-      // Not 409: the SDK reads a 409 on pause as "already paused" and returns false.
-      throw new E2BApiError(
-        501,
-        `${action} is not supported: provider '${s.provider}' (template '${s.templateId}', profile '${s.profile}') ` +
-          'cannot pause sandboxes here; keep the sandbox running (setTimeout) or kill it',
-      )
-    return setPaused
-  }
-  /** Thaws a paused sandbox; NOT_FOUND (404 to the SDK) when it was destroyed while paused. */
-  const thaw = async (s: E2BSandbox): Promise<void> => {
-    const setPaused = pausable(s, 'resume')
-    try {
-      await setPaused(s.tenant, s.sandboxId, false, s.pausedSandbox)
-    } catch (err) {
-      if ((err as { code?: string }).code === 'NOT_FOUND')
-        throw new E2BApiError(
-          404,
-          `sandbox "${s.sandboxId}" was destroyed while paused (${(err as Error).message}); ` +
-            "a paused sandbox is kept while its profile's idleTtlMs allows: create a new one",
-        )
-      throw err
-    }
-  }
-  const resume = async (s: E2BSandbox, ms: number): Promise<void> => {
-    await thaw(s)
-    await store.setPaused(s, false, ms)
-    deps.logger.info({ tenant: s.tenant, sandboxId: s.sandboxId }, 'e2b sandbox resumed')
-  }
   const own = async (p: Principal, id: string): Promise<E2BSandbox> => {
     const s = await store.get(p.tenant, id)
     if (!s) throw notFound(id)
@@ -193,12 +159,11 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       )
     }
     const provider = snapshot?.provider ?? deps.e2b.providerOf(profile)
-    if (body.autoPause === true)
+    const policy = lifecyclePolicyOf(body)
+    if (policy.onTimeout === 'pause' && !deps.e2b.canPause?.(provider))
       throw new E2BApiError(
         400,
-        deps.e2b.canPause?.(provider)
-          ? `autoPause is not supported: a sandbox here is killed at the end of its lifetime; create without autoPause and call pause() yourself`
-          : `autoPause is not supported: provider '${provider}' (profile '${profile}') cannot pause sandboxes; create without autoPause`,
+        `autoPause (lifecycle.onTimeout: 'pause') is not supported: provider '${provider}' (profile '${profile}') cannot pause sandboxes here; create without it (the sandbox is then killed at its timeout)`,
       )
     const metadata = stringRecord(body.metadata, 'metadata')
     const envVars = stringRecord(body.envVars, 'envVars')
@@ -241,6 +206,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         envVars,
         publicTraffic: publicTraffic !== false,
         ...(maskRequestHost !== undefined ? { maskRequestHost } : {}),
+        ...policy,
       },
       timeoutS * 1000,
     )
@@ -255,11 +221,10 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
 
   const list = (paged: boolean) =>
     handle(async (c, p) => {
-      const filter = metadataFilter(c.req.query('metadata'))
-      const states = (c.req.query('state') ?? 'running,paused').split(',')
-      const matching = (await store.list(p.tenant))
-        .filter((s) => states.includes(s.paused ? 'paused' : 'running'))
-        .filter((s) => Object.entries(filter).every(([k, v]) => s.metadata[k] === v))
+      const matching = applyListQuery(
+        await store.list(p.tenant),
+        parseListQuery((n) => c.req.query(n)),
+      )
       if (!paged) return c.json(matching.map(listedJson))
       const limitRaw = c.req.query('limit')
       const limit = limitRaw === undefined ? 100 : Number(limitRaw)
@@ -297,7 +262,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         const id = c.req.param('id') ?? ''
         const s = await own(p, id)
         // A frozen sandbox is thawed first, so its processes get their signals as they end.
-        if (s.paused) await thaw(s).catch(() => undefined)
+        if (s.paused) await lifecycle.thaw(s).catch(() => undefined)
         await store.remove(id)
         await deps.sessions.delete(p.tenant, id)
         deps.logger.info({ tenant: p.tenant, sandboxId: id }, 'e2b sandbox killed')
@@ -328,7 +293,7 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
         const ms = timeoutSeconds((await jsonBody(c)).timeout) * 1000
         // A paused sandbox is resumed with the new lifetime (201, as E2B answers a resume).
         if (s.paused) {
-          await resume(s, ms)
+          await lifecycle.resume(s, ms)
           return c.json(sandboxJson(s, domainOf(c)), 201)
         }
         // Connect only ever extends a running sandbox's lifetime.
@@ -340,12 +305,13 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       `${prefix}/pause`,
       handle(async (c, p) => {
         const s = await own(p, c.req.param('id') ?? '')
-        const setPaused = pausable(s, 'pause')
+        lifecycle.assertPausable(s, 'pause')
+        const memory = (await jsonBody(c)).memory
+        if (memory !== undefined && memory !== null && typeof memory !== 'boolean')
+          throw new E2BApiError(400, 'memory must be a boolean (false: a filesystem-only pause)')
         // 409: the SDK reads it as "already paused" and returns false.
         if (s.paused) throw new E2BApiError(409, `sandbox ${s.sandboxId} is already paused`)
-        const frozen = await setPaused(s.tenant, s.sandboxId, true)
-        await store.setPaused(s, true, PAUSED_KEEP_S * 1000, frozen)
-        deps.logger.info({ tenant: s.tenant, sandboxId: s.sandboxId }, 'e2b sandbox paused')
+        await lifecycle.pause(s, { filesystemOnly: memory === false })
         return c.body(null, 204)
       }),
     )
@@ -353,9 +319,9 @@ export function registerControlPlane(app: App, deps: E2BRouteDeps, store: E2BSan
       `${prefix}/resume`,
       handle(async (c, p) => {
         const s = await own(p, c.req.param('id') ?? '')
-        pausable(s, 'resume')
+        lifecycle.assertPausable(s, 'resume')
         if (!s.paused) throw new E2BApiError(409, `sandbox ${s.sandboxId} is not paused`)
-        await resume(s, timeoutSeconds((await jsonBody(c)).timeout) * 1000)
+        await lifecycle.resume(s, timeoutSeconds((await jsonBody(c)).timeout) * 1000)
         return c.json(sandboxJson(s, domainOf(c)), 201)
       }),
     )

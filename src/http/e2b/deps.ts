@@ -4,6 +4,7 @@ import type { CodeService, ProcessService, SessionService } from '../deps.js'
 import type { SnapshotService } from '../../services/index.js'
 import type { SessionStreamService } from '../../services/session-streams.js'
 import type { E2BState } from '../../services/e2b/state.js'
+import type { SandboxStats } from '../../services/e2b/metrics.js'
 
 /** The server's tool-call policy applied to one E2B command: run it (maybe rewritten) or refuse it. */
 import type { E2BCommandVerdict } from '../../services/e2b/policy.js'
@@ -46,6 +47,11 @@ export interface E2BEndpointDeps {
     paused: boolean,
     sandbox?: string,
   ): Promise<string | undefined>
+  /**
+   * The CPU and memory use of the sandbox behind the tenant's session now (E2B's metrics);
+   * undefined while it holds no sandbox. Absent: metrics are a 501.
+   */
+  sandboxStats?(tenant: string, sessionId: string): Promise<SandboxStats | undefined>
   /** Runs `command` through the server's tool-call interceptors as a `bash` call. */
   policy(tenant: string, sandboxId: string, command: string): Promise<E2BCommandVerdict>
 }

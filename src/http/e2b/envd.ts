@@ -22,19 +22,27 @@ import { E2BApiError, e2bErrorResponse } from './errors.js'
 import { answerExecute } from './code-execute.js'
 import { unaryFilesystem } from './filesystem-rpc.js'
 import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './process-rpc.js'
+import type { E2BLifecycle } from './lifecycle.js'
 import { E2BPtys } from './pty-rpc.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
 /** The sandbox an envd request names, or the error answer (502 unknown, 401 bad token). */
-async function sandboxOf(c: Context, store: E2BSandboxStore, deps: E2BRouteDeps): Promise<E2BSandbox> {
+async function sandboxOf(
+  c: Context,
+  store: E2BSandboxStore,
+  deps: E2BRouteDeps,
+  lifecycle: E2BLifecycle,
+): Promise<E2BSandbox> {
   const id = c.req.header('e2b-sandbox-id') ?? ''
   const found = await store.byToken(id, c.req.header('x-access-token'))
   if (found === 'unknown') throw new E2BApiError(502, `The sandbox ${id} was not found`)
   if (found === 'bad-token')
     throw new E2BApiError(401, 'invalid or missing X-Access-Token (the envdAccessToken create returned)')
-  // As E2B's proxy: a paused sandbox does not answer (the SDK's isRunning() is then false).
-  if (found.paused) throw new E2BApiError(502, `The sandbox ${id} is paused; Sandbox.connect resumes it`)
   deps.admitRequest(found.tenant)
+  // As E2B's proxy: a paused sandbox does not answer (the SDK's isRunning() is then false), unless
+  // it was created with autoResume: then the request wakes it.
+  if (found.paused && !(await lifecycle.wake(found)))
+    throw new E2BApiError(502, `The sandbox ${id} is paused; Sandbox.connect resumes it`)
   return found
 }
 
@@ -97,14 +105,19 @@ async function writeFiles(deps: E2BRouteDeps, s: E2BSandbox, c: Context): Promis
 }
 
 /** Registers envd's routes (they answer only requests carrying `E2b-Sandbox-Id`). */
-export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStore): void {
+export function registerEnvd(
+  app: App,
+  deps: E2BRouteDeps,
+  store: E2BSandboxStore,
+  lifecycle: E2BLifecycle,
+): void {
   const ptys = new E2BPtys(deps, store)
   const rest =
     (fn: (s: E2BSandbox, c: Context) => Promise<Response>) =>
     async (c: Context, next: () => Promise<void>): Promise<Response | void> => {
       if (!c.req.header('e2b-sandbox-id')) return next()
       try {
-        return await fn(await sandboxOf(c, store, deps), c)
+        return await fn(await sandboxOf(c, store, deps, lifecycle), c)
       } catch (err) {
         return e2bErrorResponse(err)
       }
@@ -141,7 +154,7 @@ export function registerEnvd(app: App, deps: E2BRouteDeps, store: E2BSandboxStor
     const streaming = isStreaming(c.req.header('content-type'))
     const method = c.req.param('method')
     try {
-      const s = await sandboxOf(c, store, deps)
+      const s = await sandboxOf(c, store, deps, lifecycle)
       const raw = new Uint8Array(await c.req.arrayBuffer())
       if (streaming) {
         const message = parseEnvelopedRequest(raw) as Record<string, unknown>

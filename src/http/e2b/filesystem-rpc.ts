@@ -18,7 +18,7 @@ const NOT_FOUND = 44
 const EXISTS = 17
 
 /** Runs `script` (`$1`, `$2` … = `args`) in the sandbox to its end; returns its exit code and stdout. */
-async function runShort(
+export async function runShort(
   deps: E2BRouteDeps,
   s: E2BSandbox,
   script: string,

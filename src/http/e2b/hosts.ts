@@ -12,6 +12,7 @@ import { AppError } from '../../errors.js'
 import type { HttpEnv } from '../app.js'
 import { forwardToPort } from '../routes/ports.js'
 import type { E2BRouteDeps } from './deps.js'
+import type { E2BLifecycle } from './lifecycle.js'
 import type { E2BSandboxStore } from './sandboxes.js'
 
 /** envd's port: a host name with it reaches the envd routes. */
@@ -63,13 +64,16 @@ function proxyError(message: string, sandboxId: string, extra: Record<string, un
  * The middleware that serves sandbox host names; every other request goes on unchanged. Register it
  * before authentication and body limits: the request belongs to the sandbox's server.
  */
-export function sandboxHostRouter(deps: E2BRouteDeps, store: E2BSandboxStore): MiddlewareHandler<HttpEnv> {
+export function sandboxHostRouter(
+  deps: E2BRouteDeps,
+  store: E2BSandboxStore,
+  lifecycle: E2BLifecycle,
+): MiddlewareHandler<HttpEnv> {
   return async (c: Context<HttpEnv>, next) => {
     const target = parseSandboxHost(c.req.header('host'), deps.e2b.domain)
     if (!target) return next()
     const s = await store.byId(target.sandboxId)
     if (!s) return proxyError('The sandbox was not found', target.sandboxId)
-    if (s.paused) return proxyError('The sandbox is paused', s.sandboxId)
     if (target.port === ENVD_PORT) {
       // envd: the routes behind check the X-Access-Token as for any envd call.
       const headers = new Headers(c.req.raw.headers)
@@ -88,6 +92,14 @@ export function sandboxHostRouter(deps: E2BRouteDeps, store: E2BSandboxStore): M
         { status: 403 },
       )
     deps.admitRequest(s.tenant)
+    // A paused sandbox answers only when created with autoResume: the request wakes it first.
+    if (s.paused) {
+      const woken = await lifecycle.wake(s).catch((err: unknown) => {
+        deps.logger.warn({ err, sandboxId: s.sandboxId }, 'could not auto-resume an e2b sandbox')
+        return false
+      })
+      if (!woken) return proxyError('The sandbox is paused', s.sandboxId)
+    }
     const url = new URL(c.req.url)
     try {
       return await forwardToPort(c, deps, s.tenant, {

@@ -9,6 +9,9 @@ import { registerControlPlane } from './control-plane.js'
 import type { E2BRouteDeps } from './deps.js'
 import { registerEnvd } from './envd.js'
 import { sandboxHostRouter } from './hosts.js'
+import { e2bLifecycle } from './lifecycle.js'
+import { registerMetrics } from './metrics.js'
+import { registerNetworkUpdate } from './network-update.js'
 import { E2BSandboxStore } from './sandboxes.js'
 import { registerE2BSnapshotRoutes } from './snapshots.js'
 import { MemoryE2BState } from '../../services/e2b/state.js'
@@ -24,22 +27,41 @@ export function registerE2BRoutes(
   app: App,
   deps: E2BRouteDeps,
 ): { store: E2BSandboxStore; hosts: MiddlewareHandler<HttpEnv> } {
-  const store = new E2BSandboxStore(deps.e2b.state ?? new MemoryE2BState(), async (s) => {
-    deps.logger.info(
-      { tenant: s.tenant, sandboxId: s.sandboxId },
-      'e2b sandbox timed out; deleting its session',
-    )
-    // A frozen sandbox is thawed first, so its processes get their signals as they end.
-    if (s.paused)
-      await deps.e2b.setPaused?.(s.tenant, s.sandboxId, false, s.pausedSandbox).catch(() => undefined)
-    await deps.sessions
-      .delete(s.tenant, s.sandboxId)
-      .catch((err: unknown) =>
-        deps.logger.warn({ err, sandboxId: s.sandboxId }, 'could not delete a timed-out e2b sandbox'),
+  const store: E2BSandboxStore = new E2BSandboxStore(
+    deps.e2b.state ?? new MemoryE2BState(),
+    async (s) => {
+      deps.logger.info(
+        { tenant: s.tenant, sandboxId: s.sandboxId },
+        'e2b sandbox timed out; deleting its session',
       )
-  })
-  registerEnvd(app, deps, store)
-  registerControlPlane(app, deps, store)
+      // A frozen sandbox is thawed first, so its processes get their signals as they end.
+      if (s.paused)
+        await deps.e2b.setPaused?.(s.tenant, s.sandboxId, false, s.pausedSandbox).catch(() => undefined)
+      await deps.sessions
+        .delete(s.tenant, s.sandboxId)
+        .catch((err: unknown) =>
+          deps.logger.warn({ err, sandboxId: s.sandboxId }, 'could not delete a timed-out e2b sandbox'),
+        )
+    },
+    async (s) => {
+      deps.logger.info(
+        { tenant: s.tenant, sandboxId: s.sandboxId },
+        'e2b sandbox reached its timeout; pausing it (onTimeout: pause)',
+      )
+      await lifecycle.pauseAtTimeout(s).catch((err: unknown) => {
+        deps.logger.warn(
+          { err, sandboxId: s.sandboxId },
+          'could not pause a timed-out e2b sandbox; killing it',
+        )
+        throw err
+      })
+    },
+  )
+  const lifecycle = e2bLifecycle(deps, store)
+  registerEnvd(app, deps, store, lifecycle)
+  registerControlPlane(app, deps, store, lifecycle)
+  registerMetrics(app, deps, store)
+  registerNetworkUpdate(app, deps, store)
   registerE2BSnapshotRoutes(app, deps, store)
-  return { store, hosts: sandboxHostRouter(deps, store) }
+  return { store, hosts: sandboxHostRouter(deps, store, lifecycle) }
 }

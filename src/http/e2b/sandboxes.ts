@@ -30,6 +30,16 @@ export interface E2BSandbox {
   paused?: boolean
   /** The provider's id of the sandbox the pause froze. */
   pausedSandbox?: string
+  /** The pause in force ended the processes (filesystem-only). */
+  pausedFilesystemOnly?: boolean
+  /** `pause`: the end of the lifetime pauses the sandbox instead of killing it (create's `autoPause`). */
+  readonly onTimeout?: 'kill' | 'pause'
+  /** The auto-pause is filesystem-only (`autoPauseMemory: false`). */
+  readonly autoPauseFilesystemOnly?: boolean
+  /** Traffic to its host name resumes it when paused (`autoResume`). */
+  readonly autoResume?: boolean
+  /** The lifetime create asked for (ms), which an auto-resume gives again. */
+  readonly timeoutMs?: number
   readonly startedAt: Date
   endAt: Date
 }
@@ -37,7 +47,15 @@ export interface E2BSandbox {
 /** What creating a sandbox records. */
 export type NewE2BSandbox = Omit<
   E2BSandbox,
-  'sandboxId' | 'accessToken' | 'trafficAccessToken' | 'paused' | 'pausedSandbox' | 'startedAt' | 'endAt'
+  | 'sandboxId'
+  | 'accessToken'
+  | 'trafficAccessToken'
+  | 'paused'
+  | 'pausedSandbox'
+  | 'pausedFilesystemOnly'
+  | 'timeoutMs'
+  | 'startedAt'
+  | 'endAt'
 > & {
   /** Whether ports answer through the sandbox's host name without a traffic token. @default true */
   publicTraffic?: boolean
@@ -57,15 +75,22 @@ const recordOf = (s: E2BSandbox): E2BRecord => ({
   endAt: s.endAt.getTime(),
 })
 
-/** E2B sandboxes by id; `onExpire` deletes the session behind one whose lifetime ended. */
+/**
+ * E2B sandboxes by id; `onExpire` deletes the session behind one whose lifetime ended, and
+ * `onPauseAtTimeout` pauses one created with `onTimeout: 'pause'` instead (its failure falls back to
+ * `onExpire`: a sandbox that cannot be paused is killed, as without the policy).
+ */
 export class E2BSandboxStore {
   /** Sandboxes removed (killed or timed out) by this process: their streams drop at once. */
   private readonly removed = new Set<string>()
   private readonly sweeper: NodeJS.Timeout
+  /** Sandboxes this process is pausing at their timeout (a pause outlasts a sweep period). */
+  private readonly pausing = new Set<string>()
 
   constructor(
     private readonly state: E2BState,
     private readonly onExpire: (s: E2BSandbox) => Promise<void>,
+    private readonly onPauseAtTimeout?: (s: E2BSandbox) => Promise<void>,
   ) {
     this.sweeper = setInterval(() => void this.sweep().catch(() => undefined), SWEEP_MS)
     this.sweeper.unref()
@@ -82,6 +107,7 @@ export class E2BSandboxStore {
     const s: E2BSandbox = {
       ...rest,
       sandboxId,
+      timeoutMs,
       accessToken: randomBytes(24).toString('hex'),
       ...(publicTraffic ? {} : { trafficAccessToken: randomBytes(24).toString('hex') }),
       startedAt: now,
@@ -128,11 +154,19 @@ export class E2BSandboxStore {
    * Marks the sandbox paused (its lifetime then ends `ms` from now: a paused sandbox is kept that
    * long) or running again with `ms` of lifetime.
    */
-  async setPaused(s: E2BSandbox, paused: boolean, ms: number, sandbox?: string): Promise<void> {
+  async setPaused(
+    s: E2BSandbox,
+    paused: boolean,
+    ms: number,
+    sandbox?: string,
+    filesystemOnly = false,
+  ): Promise<void> {
     if (paused) s.paused = true
     else delete s.paused
     if (paused && sandbox) s.pausedSandbox = sandbox
     else delete s.pausedSandbox
+    if (paused && filesystemOnly) s.pausedFilesystemOnly = true
+    else delete s.pausedFilesystemOnly
     s.endAt = new Date(Date.now() + ms)
     await this.state.put(recordOf(s))
   }
@@ -161,11 +195,25 @@ export class E2BSandboxStore {
     return this.state.deleteProcess(sandboxId, pid)
   }
 
-  /** Ends the lifetimes that are over: the process that removes a record deletes its session. */
+  /**
+   * Ends the lifetimes that are over: the process that removes a record deletes its session; a
+   * running sandbox created with `onTimeout: 'pause'` is paused instead.
+   */
   async sweep(now = Date.now()): Promise<void> {
     for (const id of await this.state.due(now)) {
       const r = await this.state.get(id)
-      if (!r || r.endAt > now) continue
+      if (!r || r.endAt > now || this.pausing.has(id)) continue
+      if (r.onTimeout === 'pause' && !r.paused && this.onPauseAtTimeout) {
+        this.pausing.add(id)
+        try {
+          await this.onPauseAtTimeout(sandboxOf(r))
+          continue
+        } catch {
+          // Not pausable after all (its sandbox is gone, the engine refused): killed, as by default.
+        } finally {
+          this.pausing.delete(id)
+        }
+      }
       if (await this.remove(id)) await this.onExpire(sandboxOf(r))
     }
   }

@@ -33,6 +33,19 @@ export interface E2BRecord {
   paused?: boolean
   /** The provider's id of the sandbox the pause froze (resume checks it is still the session's). */
   pausedSandbox?: string
+  /**
+   * What happens at the end of the lifetime (E2B's `lifecycle.onTimeout`, create's `autoPause`):
+   * `pause` pauses the sandbox instead of killing it. Absent: `kill`.
+   */
+  onTimeout?: 'kill' | 'pause'
+  /** The auto-pause drops the processes and keeps the files (`autoPauseMemory: false`). */
+  autoPauseFilesystemOnly?: boolean
+  /** A request to one of its ports through its host name resumes it when paused (`autoResume`). */
+  autoResume?: boolean
+  /** The lifetime create asked for (ms): an auto-resume gives the sandbox this much again. */
+  timeoutMs?: number
+  /** The pause in force dropped the processes (filesystem-only: `keepMemory: false`). */
+  pausedFilesystemOnly?: boolean
   startedAt: number
   endAt: number
 }

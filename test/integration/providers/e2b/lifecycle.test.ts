@@ -232,4 +232,23 @@ describe('e2b provider lifecycle', () => {
     },
     T,
   )
+
+  test(
+    "stats are E2B's latest metric of the sandbox; a gone one is NOT_FOUND",
+    async () => {
+      const sb = await fx.create()
+      await sb.exec({ ...quick, command: 'true' })
+      // The endpoint behind it answers its engine's figures of the container.
+      const stats = await fx.provider.stats?.(sb.ref)
+      expect(stats?.cpuCount).toBeGreaterThanOrEqual(1)
+      expect(stats?.memUsedBytes).toBeGreaterThan(0)
+      expect(stats?.memTotalBytes).toBeGreaterThan(stats?.memUsedBytes ?? 0)
+      expect(endpoint.requests.some((r) => r.path === `/sandboxes/${sb.ref.id}/metrics`)).toBe(true)
+      await fx.provider.destroy(sb.ref)
+      expect(await rejectionOf(fx.provider.stats?.(sb.ref) ?? Promise.resolve())).toMatchObject({
+        code: 'NOT_FOUND',
+      })
+    },
+    T,
+  )
 })
