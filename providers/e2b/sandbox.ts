@@ -244,6 +244,7 @@ export class E2BSandbox implements Sandbox {
         requestTimeoutMs: this.settings.options.requestTimeoutMs,
         classify: (err, what) => this.classify(err, { what, sandboxId: this.ref.id, envd: true }),
         onUse: () => this.keepAlive(),
+        keepAliveMs: Math.max(1000, Math.floor(this.settings.lifetime.ttlMs / 4)),
       },
       opts,
     )

@@ -23,8 +23,13 @@ export interface E2BTerminalContext {
   requestTimeoutMs: number
   /** Maps an SDK error of `what` to an AppError. */
   classify(err: unknown, what: string): Promise<AppError>
-  /** Called on every use (open, input, resize): refreshes the sandbox's server-side lifetime. */
+  /**
+   * Called on every use (open, input, output, resize) and every `keepAliveMs` while the terminal is
+   * open: refreshes the sandbox's server-side lifetime, so an open terminal keeps its sandbox, as a
+   * Docker terminal's lease does.
+   */
   onUse(): void
+  keepAliveMs: number
 }
 
 const quote = (s: string): string => `'${s.replaceAll("'", `'\\''`)}'`
@@ -52,14 +57,14 @@ function signalOf(error: string | undefined): string | undefined {
   return GO_SIGNALS[name] ?? (short in constants.signals ? short : undefined)
 }
 
-/** How the PTY's process ended, from the SDK's wait. Never rejects. */
-function exitOf(handle: CommandHandle): Promise<TerminalExit> {
+/** How the PTY's process ended, from the SDK's wait, or why its stream broke (`lost`). Never rejects. */
+function exitOf(handle: CommandHandle): Promise<{ exit: TerminalExit; lost?: unknown }> {
   return handle.wait().then(
-    (r) => ({ exitCode: r.exitCode }),
+    (r) => ({ exit: { exitCode: r.exitCode } }),
     (err: unknown) => {
-      if (!(err instanceof CommandExitError)) return { exitCode: null }
+      if (!(err instanceof CommandExitError)) return { exit: { exitCode: null }, lost: err }
       const signal = signalOf(err.error)
-      return signal ? { exitCode: null, signal } : { exitCode: err.exitCode }
+      return { exit: signal ? { exitCode: null, signal } : { exitCode: err.exitCode } }
     },
   )
 }
@@ -151,6 +156,7 @@ export async function openE2BTerminal(ctx: E2BTerminalContext, opts: TerminalOpt
 
   const onData = (data: Uint8Array): Promise<void> | undefined => {
     if (stream.destroyed || closing) return undefined
+    ctx.onUse()
     if (stream.push(Buffer.from(data.buffer, data.byteOffset, data.byteLength))) return undefined
     return new Promise<void>((resolve) => (wake = resolve))
   }
@@ -187,8 +193,13 @@ export async function openE2BTerminal(ctx: E2BTerminalContext, opts: TerminalOpt
   }
 
   const pid = handle.pid
-  const exited = exitOf(handle).then((exit) => {
-    if (!stream.destroyed) stream.push(null)
+  const keepAlive = setInterval(() => ctx.onUse(), ctx.keepAliveMs).unref()
+  const exited = exitOf(handle).then(async ({ exit, lost }) => {
+    clearInterval(keepAlive)
+    // A stream that broke by itself (the sandbox gone) is an error of the stream, as Docker's is.
+    if (lost !== undefined && !closing && !stream.destroyed)
+      stream.destroy(await ctx.classify(lost, 'reading a terminal').catch((e: unknown) => e as Error))
+    else if (!stream.destroyed) stream.push(null)
     return exit
   })
   return {

@@ -133,6 +133,41 @@ describe('e2b provider terminals', () => {
   )
 
   test(
+    'every byte of a flood of output arrives, in order',
+    async () => {
+      const sb = await fx.create()
+      const t = await sb.openTerminal!({ cols: 80, rows: 24, command: 'seq 1 200000; exit 0' })
+      const out = await rest(t.stream)
+      expect(await t.exited).toEqual({ exitCode: 0 })
+      const numbers = out.replace(/\r/g, '').split('\n').filter((l) => /^\d+$/.test(l))
+      expect(numbers.length).toBe(200000)
+      expect(numbers.every((n, i) => Number(n) === i + 1)).toBe(true)
+    },
+    T,
+  )
+
+  test(
+    'an open terminal keeps its sandbox alive past the idle TTL; a sandbox killed behind its back ends it with SANDBOX_LOST',
+    async () => {
+      // idle TTL 3 s: E2B kills the sandbox 4 s after its last use unless the terminal refreshes it.
+      const sb = await fx.create({ idleTtlMs: 3000 })
+      const t = await sb.openTerminal!({ cols: 80, rows: 24 })
+      const alive = until(t.stream, /alive-2/)
+      t.stream.write('sleep 7; echo alive-$((1+1))\n')
+      await alive
+      const lost = new Promise<unknown>((resolve) => t.stream.once('error', resolve))
+      const r = await fetch(`${endpoint.apiUrl}/sandboxes/${sb.ref.id}`, {
+        method: 'DELETE',
+        headers: { 'x-api-key': endpoint.apiKey },
+      })
+      expect(r.status).toBe(204)
+      expect(await lost).toMatchObject({ code: 'SANDBOX_LOST' })
+      expect(await t.exited).toEqual({ exitCode: null })
+    },
+    T,
+  )
+
+  test(
     'bad input: a size out of range, a cwd that does not exist',
     async () => {
       const sb = await fx.create()
