@@ -197,7 +197,7 @@ async function endOnError(
 }
 
 /** Keepalive pings (the SDK asks with `Keepalive-Ping-Interval`, seconds) and the end of the stream at the call's deadline. */
-function timers(headers: Headers, stream: ServerStream): void {
+export function timers(headers: Headers, stream: ServerStream): void {
   const handles: NodeJS.Timeout[] = []
   const keepaliveS = Number(headers.get('keepalive-ping-interval'))
   if (keepaliveS > 0) handles.push(setInterval(() => stream.send({ keepalive: {} }), keepaliveS * 1000))
