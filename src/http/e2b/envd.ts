@@ -101,7 +101,10 @@ async function writeFiles(deps: E2BRouteDeps, s: E2BSandbox, c: Context): Promis
       // content of the query's path.
       if (typeof entry === 'string') {
         if (!queryPath)
-          throw new E2BApiError(400, 'multipart field "file" is text, not a file: name the path in the query (path=…)')
+          throw new E2BApiError(
+            400,
+            'multipart field "file" is text, not a file: name the path in the query (path=…)',
+          )
         written.push(await writeOne(deps, s, queryPath, new TextEncoder().encode(entry)))
         continue
       }

@@ -31,12 +31,18 @@ export function uploadMetadata(headers: Headers): Record<string, string> | undef
         `invalid metadata key ${JSON.stringify(key)}: 1-${MAX_KEY_BYTES} HTTP token characters (X-Metadata-<key>)`,
       )
     if (!VALUE.test(value))
-      throw new E2BApiError(400, `invalid metadata value for key ${JSON.stringify(key)}: printable US-ASCII only`)
+      throw new E2BApiError(
+        400,
+        `invalid metadata value for key ${JSON.stringify(key)}: printable US-ASCII only`,
+      )
     total += 'user.e2b.'.length + key.length + value.length
     metadata[key] = value
   })
   if (total > MAX_TOTAL_BYTES)
-    throw new E2BApiError(400, `metadata of ${total} bytes is over the ${MAX_TOTAL_BYTES}-byte limit per file`)
+    throw new E2BApiError(
+      400,
+      `metadata of ${total} bytes is over the ${MAX_TOTAL_BYTES}-byte limit per file`,
+    )
   return Object.keys(metadata).length ? metadata : undefined
 }
 
@@ -48,16 +54,26 @@ export async function storeMetadata(
   metadata: Record<string, string>,
 ): Promise<void> {
   const pairs = Object.entries(metadata).flat()
-  const r = await runHelper(deps, s, `${AGENT} --proc-fs-meta-set "$@"`, [String(paths.length), ...paths, ...pairs])
+  const r = await runHelper(deps, s, `${AGENT} --proc-fs-meta-set "$@"`, [
+    String(paths.length),
+    ...paths,
+    ...pairs,
+  ])
   const line = r.stdout.split('\n')[0] ?? ''
   if (r.exitCode === 0 && line.startsWith('{"ok"')) return
   const f = agentFailure(line)
   if (f && agentLacksMode(f))
     throw new E2BApiError(
       501,
-      "file metadata needs a newer agent than this sandbox has (it was created before the service was upgraded); create a new sandbox",
+      'file metadata needs a newer agent than this sandbox has (it was created before the service was upgraded); create a new sandbox',
     )
   if (f?.error === 'UNSUPPORTED')
-    throw new E2BApiError(400, `${f.message}: this filesystem keeps no extended attributes; write the file elsewhere`)
-  throw new E2BApiError(500, f?.message ?? (r.stderr.trim() || `storing metadata failed (exit ${r.exitCode})`))
+    throw new E2BApiError(
+      400,
+      `${f.message}: this filesystem keeps no extended attributes; write the file elsewhere`,
+    )
+  throw new E2BApiError(
+    500,
+    f?.message ?? (r.stderr.trim() || `storing metadata failed (exit ${r.exitCode})`),
+  )
 }

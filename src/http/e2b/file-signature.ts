@@ -35,7 +35,13 @@ export function signedFileRequest(url: URL, method: string): SignedFileRequest |
 
 /** The signature the SDK computes for `req` with the sandbox's access token. */
 export function fileSignature(req: Omit<SignedFileRequest, 'signature'>, accessToken: string): string {
-  const raw = [req.path, req.operation, req.username, accessToken, ...(req.expiration ? [req.expiration] : [])]
+  const raw = [
+    req.path,
+    req.operation,
+    req.username,
+    accessToken,
+    ...(req.expiration ? [req.expiration] : []),
+  ]
   const digest = createHash('sha256').update(raw.join(':'), 'utf8').digest('base64')
   return `v1_${digest.replace(/=+$/, '')}`
 }

@@ -38,12 +38,10 @@ export async function unaryFilesystem(
   switch (method) {
     case 'Stat': {
       const path = pathOf(message)
-      const r = await runShort(
-        deps,
-        s,
-        `[ -e "$1" ] || [ -L "$1" ] || exit ${NOT_FOUND}; ${DESCRIBE}`,
-        [path, path],
-      )
+      const r = await runShort(deps, s, `[ -e "$1" ] || [ -L "$1" ] || exit ${NOT_FOUND}; ${DESCRIBE}`, [
+        path,
+        path,
+      ])
       if (r.exitCode !== 0) throw failed(r, path)
       return { entry: entriesOf(r.stdout)[0] }
     }

@@ -68,7 +68,11 @@ class LineReader {
     const parts = (this.rest + out.stdout.data).split('\n')
     this.rest = parts.pop() ?? ''
     const p = out.process
-    return { lines: parts, ended: p.state !== 'running' && this.offset >= p.stdoutBytes, stderr: out.stderr.data }
+    return {
+      lines: parts,
+      ended: p.state !== 'running' && this.offset >= p.stdoutBytes,
+      stderr: out.stderr.data,
+    }
   }
 }
 
@@ -152,12 +156,16 @@ export async function watchDir(
         if (f && agentLacksMode(f)) throw agentTooOld('files.watchDir')
         if (f?.error === 'NOT_FOUND') throw new ConnectRpcError('not_found', f.message)
         if (f) throw new ConnectRpcError('invalid_argument', f.message)
-        if (first !== '{"start":true}') throw new ConnectRpcError('internal', `unexpected watch output: ${first}`)
+        if (first !== '{"start":true}')
+          throw new ConnectRpcError('internal', `unexpected watch output: ${first}`)
         reader.pending = lines.slice(1)
         break
       }
       if (ended)
-        throw new ConnectRpcError('internal', `the watch of ${path} ended at once: ${stderr.trim() || 'no output'}`)
+        throw new ConnectRpcError(
+          'internal',
+          `the watch of ${path} ended at once: ${stderr.trim() || 'no output'}`,
+        )
     }
   } catch (err) {
     remove()
