@@ -202,6 +202,11 @@ describe('E2B endpoint files: watchDir, metadata, symlinks, signed URLs (e2b SDK
       // globex's own URL reads globex's file: the signature names the sandbox whose token made it.
       const url = await theirs.downloadUrl('hello.txt', { useSignatureExpiration: 60 })
       expect(await (await fetch(url)).text()).toBe('globex data')
+      // acme's URL names acme's sandbox, with or without its id in the header.
+      const own = await mine.downloadUrl('hello.txt', { useSignatureExpiration: 60 })
+      expect(await (await fetch(own, { headers: { 'E2b-Sandbox-Id': mine.sandboxId } })).text()).toBe(
+        'acme data',
+      )
       // Aimed at acme's sandbox (its id in the header envd calls carry), with or without globex's
       // API key, it is refused: acme's token did not sign it.
       const attempts: Record<string, string>[] = [
