@@ -46,6 +46,14 @@ export function fileSignature(req: Omit<SignedFileRequest, 'signature'>, accessT
   return `v1_${digest.replace(/=+$/, '')}`
 }
 
+/** What every signature looks like (`v1_` + 43 base64 characters): anything else matches no token. */
+const SIGNATURE_SHAPE = /^v1_[A-Za-z0-9+/]{43}$/
+
+/** Whether the signature could be one at all: checked before any sandbox's token is tried. */
+export function wellFormed(req: SignedFileRequest): boolean {
+  return SIGNATURE_SHAPE.test(req.signature)
+}
+
 /** Whether `req.signature` is the one `accessToken` gives (constant time); expiry is not looked at. */
 export function signatureMatches(req: SignedFileRequest, accessToken: string): boolean {
   const want = Buffer.from(fileSignature(req, accessToken))

@@ -10,10 +10,11 @@
  */
 import { posix } from 'node:path'
 import { ConnectRpcError, openStream, type ServerStream } from './connect.js'
+import type { ProcessService } from '../deps.js'
 import type { E2BRouteDeps } from './deps.js'
 import { unaryFilesystem } from './filesystem-rpc.js'
 import { lossOf } from './output-loss.js'
-import { timers } from './process-rpc.js'
+import { connectErrorOf, timers } from './process-rpc.js'
 import { AGENT, agentFailure, agentLacksMode, agentTooOld } from './sandbox-helper.js'
 import type { E2BSandbox } from './sandboxes.js'
 
@@ -37,7 +38,7 @@ class LineReader {
   /** Lines read ahead of the caller (after the watch's first line). */
   pending: string[] = []
   constructor(
-    private readonly deps: E2BRouteDeps,
+    private readonly svc: ProcessService,
     private readonly s: E2BSandbox,
     private readonly id: string,
     private readonly pid: number,
@@ -45,7 +46,7 @@ class LineReader {
 
   /** Reads nothing, but tells the sandbox a reader is still there (so the watch stays held back, not dropped). */
   async touch(): Promise<void> {
-    await this.deps.processes!.read(this.s.tenant, this.s.sandboxId, this.id, {
+    await this.svc.read(this.s.tenant, this.s.sandboxId, this.id, {
       stdoutOffset: this.offset,
       stderrOffset: 0,
       maxBytes: 0,
@@ -55,7 +56,7 @@ class LineReader {
   /** The next complete lines (maybe none after a quiet wait); `ended` once the process is done and read. */
   async next(): Promise<{ lines: string[]; ended: boolean; stderr: string }> {
     if (this.pending.length) return { lines: this.pending.splice(0), ended: false, stderr: '' }
-    const out = await this.deps.processes!.read(this.s.tenant, this.s.sandboxId, this.id, {
+    const out = await this.svc.read(this.s.tenant, this.s.sandboxId, this.id, {
       stdoutOffset: this.offset,
       stderrOffset: 0,
       maxBytes: 65_536,
@@ -145,7 +146,7 @@ export async function watchDir(
   })
   if (!info) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
   const remove = (): void => void svc.remove(s.tenant, s.sandboxId, info.id).catch(() => undefined)
-  const reader = new LineReader(deps, s, info.id, info.pid)
+  const reader = new LineReader(svc, s, info.id, info.pid)
   try {
     // Its first line says whether it watches (`{"start":true}`) or why not.
     for (;;) {
@@ -176,7 +177,7 @@ export async function watchDir(
   stream.send({ start: {} })
   timers(headers, stream)
   void pump(deps, s, reader, posix.resolve(s.cwd, path), includeEntry, stream).catch((err: unknown) => {
-    const e = err instanceof ConnectRpcError ? err : new ConnectRpcError('internal', String(err))
+    const e = connectErrorOf(err)
     stream.end({ code: e.code, message: e.message })
   })
   return response

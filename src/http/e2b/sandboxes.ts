@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { E2BRecord, E2BState } from '../../services/e2b/state.js'
-import { signatureMatches, type SignedFileRequest } from './file-signature.js'
+import { signatureMatches, wellFormed, type SignedFileRequest } from './file-signature.js'
 
 /** One E2B sandbox: a session of `tenant` plus E2B's attributes. */
 export interface E2BSandbox {
@@ -109,6 +109,7 @@ export class E2BSandboxStore {
    * the credential, and only the token's holder can make it.
    */
   async bySignature(req: SignedFileRequest): Promise<E2BSandbox | undefined> {
+    if (!wellFormed(req)) return undefined
     const r = (await this.state.all()).find((x) => signatureMatches(req, x.accessToken))
     return r ? sandboxOf(r) : undefined
   }
