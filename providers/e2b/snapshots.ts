@@ -21,6 +21,9 @@ import { lifetimeOf, type StartDeps, type StartedE2BSandbox, startE2BSandbox } f
 /** Session label values of sandboxes bound to no session (src/sessions/keys.ts): they have no seed. */
 const UNBOUND_SESSIONS = new Set(['warm', 'ephemeral'])
 
+/** Seed ids remembered as handed out (oldest forgotten first). */
+const MAX_TAKEN = 10_000
+
 /** The E2B provider's snapshots, and how a session's first create finds the sandbox restored for it. */
 export interface E2BSnapshots {
   snapshots: ProviderSnapshots
@@ -104,6 +107,8 @@ export function e2bSnapshots(deps: StartDeps): E2BSnapshots {
         for (const s of await paginator.nextItems()) {
           if (taken.has(s.sandboxId)) continue
           taken.add(s.sandboxId)
+          // Bounded: a seed is taken within its session's first create, long before this wraps.
+          if (taken.size > MAX_TAKEN) taken.delete(taken.values().next().value as string)
           const ttl = positiveIntLabel(s.metadata[PROVIDER_LABELS.idleTtlMs], opts.defaultIdleTtlMs)
           const asked = Lifetime.initialFor(ttl, opts.lifetimeSlackMs)
           const start = Date.now()
