@@ -41,7 +41,7 @@ export interface E2BSnapshots {
  *
  * - capture: E2B snapshots the sandbox under the name `snapshotId`;
  * - restore: a sandbox of the session's profile starts from that template at once, carrying the
- *   session's labels and `sandbox-router.e2b-seed=true` — the snapshot may be deleted right after
+ *   session's labels and `sandbox-router.snapshot-seed=true` — the snapshot may be deleted right after
  *   (a fork does so), the seed holds its state; the session's next create takes the seed
  *   ({@link E2BSnapshots.takeSeed}, one metadata query of E2B), and the reaper destroys a seed no
  *   session took (it carries the pool's scope and creation time);

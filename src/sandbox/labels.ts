@@ -78,7 +78,7 @@ export const PROVIDER_LABELS = {
    * E2B: `true` on a sandbox started from a snapshot for a session that has no sandbox yet; the
    * session's next create takes it (providers/e2b/snapshots.ts).
    */
-  e2bSeed: 'sandbox-router.e2b-seed',
+  e2bSeed: 'sandbox-router.snapshot-seed',
 } as const
 
 /** Label key carrying a conformance-suite run id; the suite's `afterAll` destroys everything carrying it. */

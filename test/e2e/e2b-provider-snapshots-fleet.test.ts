@@ -78,7 +78,7 @@ describe('E2B provider snapshots through sbx api + sbx worker', () => {
     expect(first.result?.stdout).toBe('from-origin\n/home/user\n')
     // The sandbox the restore started is the one the session uses.
     const info = await Sandbox.getInfo(first.result?.sandboxId ?? '', innerConn)
-    expect(info.metadata).toMatchObject({ 'sandbox-router.e2b-seed': 'true' })
+    expect(info.metadata).toMatchObject({ 'sandbox-router.snapshot-seed': 'true' })
 
     const forked = await json<{ sessions: { id: string }[] }>(
       await api2.post('/v1/sessions/origin/fork', { count: 2 }),
