@@ -6,6 +6,7 @@ import {
   OWNER,
   ownedLabels,
   positiveIntLabel,
+  POOL_LABELS,
   PROVIDER_LABELS,
   type ProviderSnapshots,
   type ResolvedProfile,
@@ -95,31 +96,36 @@ export function e2bSnapshots(deps: StartDeps): E2BSnapshots {
     const session = metadata[LABELS.session]
     const tenant = metadata[LABELS.tenant]
     if (session === undefined || tenant === undefined || UNBOUND_SESSIONS.has(session)) return undefined
+    const scope = metadata[POOL_LABELS.scope]
     const query = {
       [LABELS.owner]: OWNER,
       [LABELS.tenant]: tenant,
       [LABELS.session]: session,
       [PROVIDER_LABELS.e2bSeed]: 'true',
+      ...(scope === undefined ? {} : { [POOL_LABELS.scope]: scope }),
     }
+    let seed: { sandboxId: string; metadata: Labels } | undefined
     try {
       const paginator = client.Sandbox.list({ query: { metadata: query, state: ['running'] }, ...request })
-      while (paginator.hasNext) {
-        for (const s of await paginator.nextItems()) {
-          if (taken.has(s.sandboxId)) continue
-          taken.add(s.sandboxId)
-          // Bounded: a seed is taken within its session's first create, long before this wraps.
-          if (taken.size > MAX_TAKEN) taken.delete(taken.values().next().value as string)
-          const ttl = positiveIntLabel(s.metadata[PROVIDER_LABELS.idleTtlMs], opts.defaultIdleTtlMs)
-          const asked = Lifetime.initialFor(ttl, opts.lifetimeSlackMs)
-          const start = Date.now()
-          const sdk = await client.Sandbox.connect(s.sandboxId, { ...request, timeoutMs: asked })
-          return { sdk, lifetime: lifetimeOf(sdk, opts, ttl, start + asked) }
-        }
-      }
+      while (paginator.hasNext && !seed)
+        seed = (await paginator.nextItems()).find((s) => !taken.has(s.sandboxId))
     } catch (err) {
       throw mapE2BError(err, { what: `finding the sandbox restored for session ${session}` }, errors)
     }
-    return undefined
+    if (!seed) return undefined
+    taken.add(seed.sandboxId)
+    // Bounded: a seed is taken within its session's first create, long before this wraps.
+    if (taken.size > MAX_TAKEN) taken.delete(taken.values().next().value as string)
+    const ttl = positiveIntLabel(seed.metadata[PROVIDER_LABELS.idleTtlMs], opts.defaultIdleTtlMs)
+    const asked = Lifetime.initialFor(ttl, opts.lifetimeSlackMs)
+    const start = Date.now()
+    try {
+      const sdk = await client.Sandbox.connect(seed.sandboxId, { ...request, timeoutMs: asked })
+      return { sdk, lifetime: lifetimeOf(sdk, opts, ttl, start + asked) }
+    } catch (err) {
+      const what = `taking sandbox ${seed.sandboxId}, started from snapshot ${seed.metadata[VOLUME_LABELS.snapshot] ?? '?'} for session ${session}`
+      throw mapE2BError(err, { what, sandboxId: seed.sandboxId }, errors)
+    }
   }
 
   return { snapshots: { wholeSandbox: true, capture, restore, remove }, takeSeed }
