@@ -173,6 +173,11 @@ function countingQueue(q: JobQueue, accepted: Set<string>): JobQueue {
       accepted.add(job.jobId)
       return r
     },
+    submitOrGet: async (job, o) => {
+      const r = await q.submitOrGet(job, o)
+      accepted.add(job.jobId)
+      return r
+    },
     wait: (jobId, o) => q.wait(jobId, o),
     getResult: (jobId) => q.getResult(jobId),
     inspect: (jobId) => q.inspect(jobId),

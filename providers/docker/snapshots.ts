@@ -189,7 +189,10 @@ export function dockerSnapshots(
     try {
       await docker.getImage(image).remove({ force: true })
     } catch (err) {
-      if (engineStatus(err) !== 404) throw mapEngineError(err, `removing image ${image}`)
+      // Gone already: 404, or the 500 an engine answers when a concurrent removal of another tag of
+      // the same image (two sessions restored from one snapshot, deleted at once) took it meanwhile.
+      if (engineStatus(err) === 404 || /unrecognized image ID|No such image/i.test(String(err))) return
+      throw mapEngineError(err, `removing image ${image}`)
     }
   }
 

@@ -1,7 +1,6 @@
 import type { E2B, Sandbox as E2BSdkSandbox } from 'e2b'
 import {
   AppError,
-  e2bNetwork,
   type LabelSettings,
   type ListedSandbox,
   positiveIntLabel,
@@ -14,6 +13,8 @@ import { type ErrorContext, mapE2BError } from './errors.js'
 import { Lifetime } from './lifetime.js'
 import type { ResolvedE2BProviderOptions } from './options.js'
 import type { E2BSandbox } from './sandbox.js'
+import type { E2BSnapshots } from './snapshots.js'
+import { lifetimeOf, startE2BSandbox } from './start.js'
 
 /** The backend's object for one sandbox: the SDK handle and the lifetime it was given. */
 export interface E2BNative {
@@ -29,22 +30,24 @@ export interface E2BBackendDeps {
   errors: ErrorContext
   /** A handle on `sdk`, registered with the provider (which closes it on `close`). */
   handle(sdk: E2BSdkSandbox, ref: SandboxRef, settings: LabelSettings & { lifetime: Lifetime }): E2BSandbox
+  /** Where a session's create finds the sandbox a snapshot restore started for it. */
+  seeds: Pick<E2BSnapshots, 'takeSeed'>
 }
 
 /**
  * The E2B backend of `defineProvider`: every sandbox carries the create labels as metadata and a
  * server-side lifetime (the profile's idle TTL, killed on expiry, refreshed on use); a new one gets
- * the profile's cwd; a failed start is classified by probing the sandbox before it is killed.
+ * the profile's cwd; a failed start is classified by probing the sandbox before it is killed. A
+ * session started from a snapshot takes the sandbox the restore started (snapshots.ts).
  */
 export function e2bBackend({
   client,
   opts,
   errors,
   handle,
+  seeds,
 }: E2BBackendDeps): ProviderBackend<E2BNative, E2BSandbox> {
   const request = { requestTimeoutMs: opts.requestTimeoutMs }
-  const lifetimeOf = (sdk: E2BSdkSandbox, ttlMs: number, expiresAt: number): Lifetime =>
-    new Lifetime(ttlMs, opts.lifetimeSlackMs, (ms) => sdk.setTimeout(ms, request), expiresAt)
 
   return {
     describe: (id) => `E2B sandbox ${id}`,
@@ -53,34 +56,16 @@ export function e2bBackend({
     createLabels: (profile) => ({ [PROVIDER_LABELS.idleTtlMs]: String(profile.idleTtlMs) }),
 
     async create(profile, metadata) {
-      const template = profile.template ?? opts.defaultTemplate
-      const initialMs = Lifetime.initialFor(profile.idleTtlMs, opts.lifetimeSlackMs)
-      // Throws for a policy E2B cannot enforce (start-up refuses such a profile first).
-      const { allowInternetAccess, ...egressRules } = e2bNetwork(profile.network)
-      const start = Date.now()
-      let sdk: E2BSdkSandbox
-      try {
-        sdk = await client.Sandbox.create(template, {
+      const seed = await seeds.takeSeed(metadata)
+      const made =
+        seed ??
+        (await startE2BSandbox(
+          { client, opts, errors },
+          profile.template ?? opts.defaultTemplate,
+          profile,
           metadata,
-          envs: profile.env,
-          timeoutMs: initialMs,
-          lifecycle: { onTimeout: 'kill' },
-          allowInternetAccess,
-          // Preview hosts only with the traffic token: the service is the gatekeeper of ports.
-          network: { allowPublicTraffic: false, ...egressRules },
-          ...request,
-        })
-      } catch (err) {
-        throw mapE2BError(
-          err,
-          { what: `creating a sandbox from template '${template}'`, create: true },
-          errors,
-        )
-      }
-      return {
-        id: sdk.sandboxId,
-        native: { sdk, lifetime: lifetimeOf(sdk, profile.idleTtlMs, start + initialMs) },
-      }
+        ))
+      return { id: made.sdk.sandboxId, native: made }
     },
 
     open: (ref, { sdk, lifetime }, settings) => Promise.resolve(handle(sdk, ref, { ...settings, lifetime })),
@@ -122,7 +107,7 @@ export function e2bBackend({
         return {
           id: ref.id,
           labels: info.metadata,
-          native: { sdk, lifetime: lifetimeOf(sdk, ttl, start + asked) },
+          native: { sdk, lifetime: lifetimeOf(sdk, opts, ttl, start + asked) },
         }
       } catch (err) {
         signal?.throwIfAborted()

@@ -12,6 +12,7 @@ import type { Lifetime } from './lifetime.js'
 import { type E2BProviderOptions, parseE2BProviderOptions } from './options.js'
 import { e2bPause } from './pause.js'
 import { E2BSandbox } from './sandbox.js'
+import { e2bSnapshots } from './snapshots.js'
 
 /** Provider id of the E2B provider. */
 export const E2B_PROVIDER_ID = 'e2b'
@@ -26,7 +27,8 @@ export interface E2BProvider extends SandboxProvider {
 /**
  * Creates the E2B provider (id `e2b`) on the `e2b` SDK. Every sandbox carries the create labels as
  * metadata and a server-side lifetime (the profile's idle TTL, killed on expiry, refreshed on use);
- * commands run through an in-sandbox wrapper that owns timeouts and cancellation.
+ * commands run through an in-sandbox wrapper that owns timeouts and cancellation. Snapshots are
+ * E2B's own (snapshots.ts).
  */
 export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
   const opts = parseE2BProviderOptions(options)
@@ -73,10 +75,12 @@ export function createE2BProvider(options: E2BProviderOptions): E2BProvider {
     await Promise.all([...handles].map((h) => h.close()))
   }
 
-  const backend = e2bBackend({ client, opts, errors, handle })
+  const { snapshots, takeSeed } = e2bSnapshots({ client, opts, errors })
+  const backend = e2bBackend({ client, opts, errors, handle, seeds: { takeSeed } })
   return {
     ...defineProvider({ id: E2B_PROVIDER_ID, instanceId: opts.instanceId, backend }),
     ...e2bPause(client, opts.requestTimeoutMs, errors),
+    snapshots,
     health,
     close,
   }

@@ -7,6 +7,7 @@ import type { ExecJob, ExecResult, JobResult, LoggedChunk, OutputChunk, QueueJob
 import { anyKind, EXEC_JOBS } from './job-kind.js'
 import type { Consumer, ConsumeOptions, JobAbortReason, JobInfo, JobKind, JobQueue } from './types.js'
 import { boundedWait } from './wait-for.js'
+import { writeAlongside } from './submit-or-get.js'
 
 /** Options of {@link createInProcessJobQueue}. */
 export interface InProcessQueueOptions {
@@ -185,20 +186,32 @@ export function createInProcessJobQueue(
     dispatch()
   }
 
+  /** Adds the job unless its id exists (then `existing` is its entry). */
+  const added = (input: QueueJob): Promise<{ job: QueueJob; existing?: Entry }> => {
+    if (closed) return Promise.reject(new AppError('QUEUE_UNAVAILABLE', 'The job queue is closed.'))
+    const job = kind.payload.parse(input)
+    sweep()
+    const existing = entries.get(job.jobId)
+    if (existing) return Promise.resolve({ job, existing })
+    const entry: Entry = { job, state: 'waiting', attempt: 0, waiters: new Set() }
+    entries.set(job.jobId, entry)
+    waiting.push(entry)
+    dispatch()
+    return Promise.resolve({ job })
+  }
+
   return {
     driver: 'in-process',
 
     submit(input) {
-      if (closed) return Promise.reject(new AppError('QUEUE_UNAVAILABLE', 'The job queue is closed.'))
-      const job = kind.payload.parse(input)
-      sweep()
-      const existing = entries.get(job.jobId)
-      if (existing) return Promise.resolve({ jobId: job.jobId })
-      const entry: Entry = { job, state: 'waiting', attempt: 0, waiters: new Set() }
-      entries.set(job.jobId, entry)
-      waiting.push(entry)
-      dispatch()
-      return Promise.resolve({ jobId: job.jobId })
+      return added(input).then(({ job }) => ({ jobId: job.jobId }))
+    },
+
+    async submitOrGet(input, opts = {}) {
+      const { existing } = await added(input)
+      // No Redis here: the record is written by itself.
+      await writeAlongside(opts.alongside)
+      return existing ? { kind: 'exists', info: infoOf(existing) } : { kind: 'added' }
     },
 
     wait(jobId, opts) {

@@ -1,4 +1,5 @@
 export type {
+  AlongsideWrite,
   Consumer,
   ConsumeOptions,
   FenceOutcome,
@@ -10,6 +11,9 @@ export type {
   JobProcessor,
   JobQueue,
   QueueDriver,
+  SetIfAbsent,
+  SubmitOrGetOptions,
+  SubmitOrGetOutcome,
   Unsubscribe,
   WaitOptions,
 } from './types.js'

@@ -143,6 +143,27 @@ export interface SetIfAbsent {
   readonly value: string
 }
 
+/**
+ * A record written with a job's submission whether the job is new or not (the session's record for
+ * `GET /v1/sessions`). A queue on the Redis the record lives in writes `setIfAbsent` with its add (or
+ * its lookup), with no round trip of its own; any other queue calls `write` beside the add.
+ */
+export interface AlongsideWrite {
+  /** The record as an `HSETNX` on the fleet's Redis; absent when the record does not live in Redis. */
+  readonly setIfAbsent?: SetIfAbsent
+  /** Writes the record by itself (an existing record is kept). */
+  write(): Promise<void>
+}
+
+/** Options of {@link JobQueue.submitOrGet}. */
+export interface SubmitOrGetOptions {
+  /**
+   * Written whether the job is new or not. A write that fails on its own never fails the submission
+   * (the session's next call writes it again).
+   */
+  readonly alongside?: AlongsideWrite
+}
+
 /** What {@link JobQueue.submitOrGet} did. */
 export type SubmitOrGetOutcome<TJob extends QueueJob = ExecJob, TValue = ExecResult> =
   | { readonly kind: 'added' }
@@ -159,11 +180,12 @@ export interface JobQueue<TJob extends QueueJob = ExecJob, TValue = ExecResult> 
   /** Adds the job unless one with its id exists (a resubmission is a no-op that resolves the same way). */
   submit(job: TJob): Promise<{ readonly jobId: string }>
   /**
-   * {@link submit} and the lookup of an existing job of that id in one step, with `alongside` (a
-   * record on the same Redis, written whether the job is new or not). Queues whose add cannot carry
-   * them leave this out: their callers look the job up with {@link inspect} first.
+   * {@link submit} that answers an existing job of that id instead (the idempotency answer), with
+   * `opts.alongside` written either way. The `redis` driver does it in its add script; the others
+   * look the job up ({@link inspect}) and submit it when the id is free. Rejects with
+   * `QUEUE_UNAVAILABLE`, saying the job was not accepted, while Redis is away.
    */
-  submitOrGet?(job: TJob, opts?: { alongside?: SetIfAbsent }): Promise<SubmitOrGetOutcome<TJob, TValue>>
+  submitOrGet(job: TJob, opts?: SubmitOrGetOptions): Promise<SubmitOrGetOutcome<TJob, TValue>>
   /** Resolves with the job's result once it has one (immediately when it already finished). */
   wait(jobId: string, opts: WaitOptions): Promise<JobResult<TValue>>
   /** The job's result if it finished within the retention window. */

@@ -74,6 +74,11 @@ export const PROVIDER_LABELS = {
   probe: 'sandbox-router.probe',
   /** E2B: the idle timeout a sandbox was created with, for `connect`. */
   idleTtlMs: 'sandbox-router.idle-ttl-ms',
+  /**
+   * E2B: `true` on a sandbox started from a snapshot for a session that has no sandbox yet; the
+   * session's next create takes it (providers/e2b/snapshots.ts).
+   */
+  e2bSeed: 'sandbox-router.snapshot-seed',
 } as const
 
 /** Label key carrying a conformance-suite run id; the suite's `afterAll` destroys everything carrying it. */

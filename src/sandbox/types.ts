@@ -302,12 +302,20 @@ export interface ProviderWorkspaces {
 export interface SnapshotCapture {
   /** Bytes of the captured workspace. */
   workspaceBytes: number
-  /** `tmpfs`: it holds the files of the sandbox's in-memory mounts, not a persistent workspace. */
-  layout?: 'tmpfs'
+  /**
+   * `tmpfs`: it holds the files of the sandbox's in-memory mounts, not a persistent workspace;
+   * `sandbox`: it is the whole sandbox (a provider with {@link ProviderSnapshots.wholeSandbox}).
+   */
+  layout?: 'tmpfs' | 'sandbox'
 }
 
 /** Snapshots of sandboxes ({@link SandboxProvider.snapshots}). */
 export interface ProviderSnapshots {
+  /**
+   * Its snapshots are whole sandboxes (E2B's): any profile's sandbox can be captured (no persistent
+   * workspace needed, `tmpfs` does not apply), and `restore` starts the session's sandbox itself.
+   */
+  readonly wholeSandbox?: boolean
   /**
    * Captures a running sandbox under `snapshotId`: its filesystem changes and its persistent
    * workspace. `BAD_REQUEST` when the sandbox has no persistent workspace, unless `tmpfs` asks for
@@ -323,9 +331,10 @@ export interface ProviderSnapshots {
    * Prepares a session that has no sandbox yet (`labels` as its sandboxes get them) so that its
    * sandboxes start from the snapshot: its filesystem changes, and its workspace as the session's
    * (a `tmpfs` snapshot: its files copied into each sandbox's in-memory mounts at start).
-   * `CONFLICT` when the session already has a workspace.
+   * `CONFLICT` when the session already has a workspace. `profile` is the session's (a
+   * {@link wholeSandbox} provider starts the session's sandbox from the snapshot with it).
    */
-  restore(snapshotId: string, labels: Labels): Promise<void>
+  restore(snapshotId: string, labels: Labels, profile?: ResolvedProfile): Promise<void>
   /** Deletes what the snapshot holds; a missing snapshot is fine. */
   remove(snapshotId: string): Promise<void>
 }

@@ -4,10 +4,11 @@ import type { ExecInput, ExecService, JobEvent, JobView } from './index.js'
 import type { ExecJob, ExecJobResult } from '../queue/schemas.js'
 import { chunkBytes, OutputCursor } from '../queue/output-log.js'
 import type { LoggedChunk } from '../queue/schemas.js'
-import type { JobInfo, JobQueue } from '../queue/types.js'
+import { notAccepted } from '../queue/submit-or-get.js'
+import type { AlongsideWrite, JobInfo, JobQueue, SubmitOrGetOutcome } from '../queue/types.js'
 import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import { jobView, unknownJobView, vanishedJobView } from './job-view.js'
-import { ensureSessionRecord } from './session-directory.js'
+import { sessionRecordAlongside } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
 import type { TenantJobLimiter } from './tenant-jobs.js'
 import type { SessionPool } from '../sessions/types.js'
@@ -52,86 +53,26 @@ export class QueueExecService implements ExecService {
       ...(input.shell !== undefined ? { shell: input.shell } : {}),
     })
     const target = { provider: input.provider, profile: input.profile }
-    const admission = this.bounds?.admit(sessionKeyOf(job)).then(
-      () => undefined,
-      (err: unknown) => ({ err }),
-    )
-    const lookup = (): Promise<JobInfo | undefined> =>
-      this.queue.inspect(job.jobId).catch((err: unknown) => {
-        throw notAccepted(err, job.jobId)
-      })
-    const { submitOrGet } = this.queue
-    if (!submitOrGet) {
-      // The lookup and the bounds check are independent reads: one round trip, not two. A job already
-      // submitted (same Idempotency-Key) is answered as it is; a new one must fit.
-      const existing = await lookup()
-      const refused = await admission
-      if (existing) return this.resubmitted(tenant, job, existing, target, true)
-      if (refused) throw refused.err
-      const view = await this.addNew(tenant, job, target, () => this.queue.submit(job).then(() => undefined))
-      return view ?? jobView({ job, state: 'waiting' })
+    // The session's record goes with the submission, whether the job is new or not.
+    const alongside = sessionRecordAlongside(this.directory, tenant, job.sessionId, target)
+    // A new job must fit: the bounds (its sandbox), then one of the tenant's job slots.
+    let release: (() => void) | undefined
+    try {
+      await this.bounds?.admit(sessionKeyOf(job))
+      release = this.limiter?.take(tenant)
+    } catch (refusal) {
+      return this.refused(tenant, job, alongside, refusal)
     }
-    // The queue looks the job up in its add: a new job must fit first. One refused is looked up (a
-    // job already submitted is answered as it is, whatever the bounds say now).
-    const refused = await admission
-    if (refused) {
-      const existing = await lookup()
-      if (!existing) throw refused.err
-      return this.resubmitted(tenant, job, existing, target, true)
-    }
-    const record = input.sessionId
-      ? this.directory.ensureWrite?.({ id: input.sessionId, tenant, ...target, createdAt: Date.now() })
-      : undefined
-    let found: JobInfo | undefined
-    // The record rides with the add when the directory can hand it over, else it goes beside it.
-    let recorded = true
-    const view = await this.addNew(
-      tenant,
-      job,
-      record ? undefined : target,
-      async () => {
-        const r = await submitOrGet.call(this.queue, job, record ? { alongside: record } : {})
-        if (r.kind === 'exists' && r.info) found = r.info
-      },
-      () => found !== undefined,
-    ).catch(async (err: unknown) => {
-      // The tenant's job slots are full: only an existing job is answered.
-      if (!(err instanceof AppError && err.code === 'QUOTA_EXCEEDED')) throw err
-      const existing = await lookup()
-      if (!existing) throw err
-      found = existing
-      recorded = false
-      return undefined
-    })
-    if (found) return this.resubmitted(tenant, job, found, target, !recorded)
-    return view ?? jobView({ job, state: 'waiting' })
-  }
-
-  /**
-   * Submits a new job (`add`) under a tenant job slot, with the session's record beside it (unless
-   * `target` is undefined: the add carries it). `existed` tells, after the add, that the id was taken
-   * (the slot is given back at once).
-   */
-  private async addNew(
-    tenant: string,
-    job: ExecJob,
-    target: { provider: string; profile: string } | undefined,
-    add: () => Promise<void>,
-    existed: () => boolean = () => false,
-  ): Promise<JobView | undefined> {
-    const release = this.limiter?.take(tenant)
-    // The session's record and the job go to Redis side by side. Once the job is accepted, a record
-    // that failed (Redis went away just then) must not turn the answer into "not accepted": the
-    // session's next call records it again.
-    const record = target ? ensureSessionRecord(this.directory, tenant, job.sessionId, target) : undefined
-    const [, submitted] = await Promise.allSettled([record, add()])
-    if (submitted.status === 'rejected') {
+    let outcome: SubmitOrGetOutcome
+    try {
+      outcome = await this.queue.submitOrGet(job, alongside ? { alongside } : {})
+    } catch (err) {
       release?.()
-      throw submitted.reason
+      throw notAccepted(err, job.jobId)
     }
-    if (existed()) {
+    if (outcome.kind === 'exists' && outcome.info) {
       release?.()
-      return undefined
+      return this.resubmitted(tenant, job, outcome.info)
     }
     if (release) {
       // The slot is held until the job is over, whoever waits for it.
@@ -147,27 +88,33 @@ export class QueueExecService implements ExecService {
   }
 
   /**
-   * The answer to a resubmission (an Idempotency-Key used before): the job as it is, or 409 for a
-   * different request under the same key. `record` writes the session's record (a resubmission
-   * records it too) and reads the job once more, as it is after the record.
+   * A submission the bounds or the tenant's job slots refused: a job already submitted under its id
+   * is answered as it is (whatever the bounds say now), with the session's record written and the
+   * job read once more, as it is after the record; else the refusal stands.
    */
-  private async resubmitted(
+  private async refused(
     tenant: string,
     job: ExecJob,
-    existing: JobInfo,
-    target: { provider: string; profile: string },
-    record: boolean,
+    alongside: AlongsideWrite | undefined,
+    refusal: unknown,
   ): Promise<JobView> {
-    if (!sameRequest(existing.job, job)) {
-      throw new AppError(
-        'CONFLICT',
-        `Idempotency-Key already used for a different request (job ${job.jobId}); use a new key for a new command`,
-      )
-    }
-    if (!record) return this.ownView(tenant, existing)
-    await ensureSessionRecord(this.directory, tenant, job.sessionId, target)
+    const existing = await this.queue.inspect(job.jobId).catch((err: unknown) => {
+      throw notAccepted(err, job.jobId)
+    })
+    if (!existing) throw refusal
+    sameRequestOrConflict(existing.job, job)
+    await alongside?.write()
     const info = await this.queue.inspect(job.jobId).catch(() => undefined)
     return this.ownView(tenant, info ?? { job: existing.job, state: 'waiting' })
+  }
+
+  /**
+   * The answer to a resubmission (an Idempotency-Key used before): the job as it is, or 409 for a
+   * different request under the same key.
+   */
+  private resubmitted(tenant: string, job: ExecJob, existing: JobInfo): JobView {
+    sameRequestOrConflict(existing.job, job)
+    return this.ownView(tenant, existing)
   }
 
   private ownView(tenant: string, info: JobInfo): JobView {
@@ -412,13 +359,11 @@ function sameRequest(a: ExecJob, b: ExecJob): boolean {
   )
 }
 
-/** A Redis outage before the job was accepted: the 503 says so, and how to retry safely. */
-function notAccepted(err: unknown, jobId: string): unknown {
-  if (!(err instanceof AppError) || err.code !== 'QUEUE_UNAVAILABLE') return err
-  return new AppError(
-    'QUEUE_UNAVAILABLE',
-    `Redis is unreachable, so job ${jobId} was not accepted: submit it again once Redis is back ` +
-      '(with the same Idempotency-Key, a repeat never runs it twice)',
-    { retryable: true, cause: err },
+/** Throws 409 CONFLICT when a resubmission under the stored job's key asks for something else. */
+function sameRequestOrConflict(stored: ExecJob, job: ExecJob): void {
+  if (sameRequest(stored, job)) return
+  throw new AppError(
+    'CONFLICT',
+    `Idempotency-Key already used for a different request (job ${job.jobId}); use a new key for a new command`,
   )
 }

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
 import { AppError } from '../errors.js'
-import type { SetIfAbsent } from '../queue/types.js'
+import type { AlongsideWrite, SetIfAbsent } from '../queue/types.js'
 
 /** The API-level record of a sandbox session (the sandbox binding itself lives in the session pool). */
 export interface SessionRecord {
@@ -24,8 +24,8 @@ export interface SessionDirectory {
   /** Creates the record unless one exists (which is kept); resolves with nothing, so it is one write. */
   ensure?(record: SessionRecord): Promise<void>
   /**
-   * The write {@link ensure} makes, for a job queue on the same Redis to carry with a job's add
-   * (`JobQueue.submitOrGet`) instead of a round trip of its own.
+   * The write {@link ensure} makes, for a job queue on the same Redis to make with a job's add
+   * (`JobQueue.submitOrGet`) instead of a round trip of its own (see {@link sessionRecordAlongside}).
    */
   ensureWrite?(record: SessionRecord): SetIfAbsent
 }
@@ -108,7 +108,31 @@ export async function ensureSessionRecord(
   target: { provider: string; profile: string },
 ): Promise<void> {
   if (!sessionId) return
-  const record = { id: sessionId, tenant, ...target, createdAt: Date.now() }
+  await ensureRecord(directory, { id: sessionId, tenant, ...target, createdAt: Date.now() })
+}
+
+/** Creates the record unless one exists (which is kept). */
+async function ensureRecord(directory: SessionDirectory, record: SessionRecord): Promise<void> {
   if (directory.ensure) await directory.ensure(record)
   else await directory.create(record, { ifAbsent: true })
+}
+
+/**
+ * The session's record as the write that goes with a job's submission (`JobQueue.submitOrGet`
+ * writes it whether the job is new or not): the directory's `HSETNX` for a queue on its Redis to
+ * make with its add, and its own write for any other queue. Undefined without a session id.
+ */
+export function sessionRecordAlongside(
+  directory: SessionDirectory,
+  tenant: string,
+  sessionId: string | undefined,
+  target: { provider: string; profile: string },
+): AlongsideWrite | undefined {
+  if (!sessionId) return undefined
+  const record = { id: sessionId, tenant, ...target, createdAt: Date.now() }
+  const setIfAbsent = directory.ensureWrite?.(record)
+  return {
+    ...(setIfAbsent ? { setIfAbsent } : {}),
+    write: () => ensureRecord(directory, record),
+  }
 }

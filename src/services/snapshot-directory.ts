@@ -24,9 +24,10 @@ export interface SnapshotRecord {
   name?: string
   /**
    * `tmpfs`: it holds the files of a sandbox's in-memory mounts (no persistent workspace); sessions
-   * started from it need a profile without one. Absent: a persistent workspace.
+   * started from it need a profile without one. `sandbox`: it is the whole sandbox (E2B's), same
+   * rule. Absent: a persistent workspace.
    */
-  layout?: 'tmpfs'
+  layout?: 'tmpfs' | 'sandbox'
   /**
    * The Docker engine holding its image and workspace copy (`queue.engineRouting`): sessions start
    * from it only there. Absent: taken without engine routing (or on a provider without engines).

@@ -185,10 +185,11 @@ export class PooledSnapshotService implements SnapshotService {
    */
   private inMemoryProfile(snap: SnapshotRecord, name: string): void {
     const profile = this.o.providers.profile(name, snap.provider)
+    const holds = snap.layout === 'sandbox' ? 'a whole sandbox' : "a sandbox's in-memory files"
     if (profile.workspace.persistent)
       throw new AppError(
         'BAD_REQUEST',
-        `snapshot ${snap.id} holds a sandbox's in-memory files, not a persistent workspace; start it on a profile without workspace.persistent (such as its own, '${snap.profile}')`,
+        `snapshot ${snap.id} holds ${holds}, not a persistent workspace; start it on a profile without workspace.persistent (such as its own, '${snap.profile}')`,
       )
     if (profile.pool.minIdle > 0)
       throw new AppError(
@@ -210,11 +211,14 @@ export class PooledSnapshotService implements SnapshotService {
 
   private async capture(r: SessionRecord, opts: CaptureOptions): Promise<SnapshotRecord> {
     const snapshots = this.capability(r.provider)
+    // A whole-sandbox snapshot (E2B's) needs no workspace and takes no tmpfs option.
+    const whole = snapshots.wholeSandbox === true
     const inMemory =
-      opts.tmpfs === true && !this.o.providers.profile(r.profile, r.provider).workspace.persistent
-    const profile = inMemory
-      ? this.o.providers.profile(r.profile, r.provider)
-      : this.persistentProfile(r.profile, r.provider)
+      !whole && opts.tmpfs === true && !this.o.providers.profile(r.profile, r.provider).workspace.persistent
+    const profile =
+      inMemory || whole
+        ? this.o.providers.profile(r.profile, r.provider)
+        : this.persistentProfile(r.profile, r.provider)
     const key = keyOf(r)
     const record: SnapshotRecord = {
       id: `snap-${randomUUID()}`,
@@ -308,7 +312,7 @@ export class PooledSnapshotService implements SnapshotService {
       )
     const profile = input.profile ?? snap.profile
     const snapshots = this.capability(snap.provider)
-    if (snap.layout === 'tmpfs') this.inMemoryProfile(snap, profile)
+    if (snap.layout === 'tmpfs' || snap.layout === 'sandbox') this.inMemoryProfile(snap, profile)
     else this.persistentProfile(profile, snap.provider)
     const session = await this.o.sessions.create(
       snap.tenant,
@@ -317,7 +321,11 @@ export class PooledSnapshotService implements SnapshotService {
     )
     const key = keyOf({ id: session.id, tenant: snap.tenant, provider: snap.provider, profile, createdAt: 0 })
     try {
-      await snapshots.restore(snap.id, this.o.pool.sessionLabels(key))
+      await snapshots.restore(
+        snap.id,
+        this.o.pool.sessionLabels(key),
+        this.o.providers.profile(profile, snap.provider),
+      )
       // Its workspace now exists on this engine only: its sandboxes must start here.
       await this.o.pin?.(key)
     } catch (err) {

@@ -85,6 +85,46 @@ describe('E2B → sbx serve (E2B provider) → sbx serve (Docker)', () => {
     expect(await inner.sandboxIds()).toEqual([])
   }, 180_000)
 
+  test('snapshots and forks pass through: E2B holds them, copies have the files, delete reaches E2B', async () => {
+    const innerConn = { apiKey: inner.apiKey, apiUrl: inner.apiUrl, sandboxUrl: inner.sandboxUrl }
+    const innerSnapshots = async () => Sandbox.listSnapshots(innerConn).nextItems()
+    const providers = (await (await outer.fetch('/v1/providers')).json()) as {
+      providers: { id: string; workspaces: unknown }[]
+    }
+    expect(providers.providers.find((p) => p.id === 'e2b')?.workspaces).toEqual({
+      persistent: false,
+      snapshots: true,
+      fork: true,
+    })
+    const sbx = await Sandbox.create('base', { ...conn, metadata: { suite: scope } })
+    await sbx.files.write('/home/user/state.txt', 'at the snapshot')
+    const snap = await sbx.createSnapshot({ name: `${scope}-snap` })
+    // The outer snapshot is an E2B snapshot at the inner endpoint, named after the outer one.
+    expect((await innerSnapshots()).map((s) => s.names)).toEqual([[snap.snapshotId]])
+    await sbx.files.write('/home/user/state.txt', 'at the fork')
+
+    const copy = await Sandbox.create(`${scope}-snap`, conn)
+    expect(await copy.files.read('/home/user/state.txt')).toBe('at the snapshot')
+    const forks = await sbx.fork({ count: 2 })
+    expect(forks).toHaveLength(2)
+    for (const fork of forks) {
+      if (!(fork instanceof Sandbox)) throw new Error(`fork failed: ${JSON.stringify(fork)}`)
+      expect(await fork.files.read('/home/user/state.txt')).toBe('at the fork')
+      expect((await fork.commands.run('whoami; pwd')).stdout).toBe('user\n/home/user\n')
+    }
+    // Each copy has its own files.
+    await copy.files.write('/home/user/state.txt', 'changed in the copy')
+    expect(await sbx.files.read('/home/user/state.txt')).toBe('at the fork')
+    // A fork keeps no snapshot; deleting the named one deletes E2B's.
+    expect((await innerSnapshots()).map((s) => s.names)).toEqual([[snap.snapshotId]])
+    expect(await Sandbox.deleteSnapshot(snap.snapshotId, conn)).toBe(true)
+    expect(await innerSnapshots()).toEqual([])
+    expect(await copy.files.read('/home/user/state.txt')).toBe('changed in the copy')
+
+    await Promise.all([sbx, copy, ...forks].map((s) => (s instanceof Sandbox ? s.kill() : undefined)))
+    expect(await inner.sandboxIds()).toEqual([])
+  }, 180_000)
+
   test('a PTY: output, input, resize, exit and kill pass through to a PTY at the inner endpoint', async () => {
     const sbx = await Sandbox.create('base', { ...conn, metadata: { suite: scope } })
     let output = ''

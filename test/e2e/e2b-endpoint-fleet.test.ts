@@ -1,4 +1,4 @@
-import { Sandbox } from 'e2b'
+import { FilesystemEventType, Sandbox } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { LineChild } from '../support/redis-child.js'
 import {
@@ -14,7 +14,8 @@ import type { SbxServer } from '../support/sbx-cli.js'
 /**
  * The E2B-compatible endpoint of `sbx api` in fleet mode (a worker beside it, Redis between): the
  * e2b SDK creates a sandbox, runs a command, writes and reads a file, lists and kills it; with two
- * API replicas, a sandbox created through one is served whole by the other (its E2B side is in Redis).
+ * API replicas, a sandbox created through one is served whole by the other (its E2B side is in Redis),
+ * its signed file URLs included; watches and file metadata work through the worker's sandboxes.
  */
 describe('E2B-compatible endpoint through sbx api + sbx worker (fleet)', () => {
   const scope = uniqueName('e2bfleet')
@@ -83,5 +84,35 @@ describe('E2B-compatible endpoint through sbx api + sbx worker (fleet)', () => {
       )
       .toBe(0)
     expect(await Sandbox.kill(created.sandboxId, two)).toBe(false)
+  }, 120_000)
+
+  test("files through the fleet: a watch's event, metadata, and a signed URL made through one replica used at the other", async () => {
+    const sbx = await Sandbox.create('base', {
+      apiUrl: api.url,
+      sandboxUrl: api.url,
+      apiKey: api.key,
+      metadata: { suite: scope },
+    })
+    try {
+      await sbx.files.makeDir('w')
+      let wrote!: () => void
+      const written = new Promise<void>((resolve) => (wrote = resolve))
+      const handle = await sbx.files.watchDir('w', (e) => {
+        if (e.type === FilesystemEventType.WRITE && e.name === 'a.txt') wrote()
+      })
+      const info = await sbx.files.write('w/a.txt', 'fleet data', { metadata: { via: 'fleet' } })
+      expect(info.metadata).toEqual({ via: 'fleet' })
+      await written
+      await handle.stop()
+      expect((await sbx.files.getInfo('w/a.txt')).metadata).toEqual({ via: 'fleet' })
+      // The URL names no sandbox (E2B_SANDBOX_URL's form): the other replica finds the sandbox whose
+      // token signed it among the records in Redis.
+      const url = new URL(await sbx.downloadUrl('w/a.txt', { useSignatureExpiration: 60 }))
+      const atTwo = new URL(url.pathname + url.search, api2.url)
+      const r = await fetch(atTwo)
+      expect([r.status, await r.text()]).toEqual([200, 'fleet data'])
+    } finally {
+      await sbx.kill()
+    }
   }, 120_000)
 })

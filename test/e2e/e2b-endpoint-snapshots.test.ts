@@ -27,17 +27,17 @@ describe('E2B snapshots and fork through sbx serve (e2b SDK)', () => {
           { keyEnv: 'E2BSNAP_ACME_KEY', tenant: 'acme' },
           { keyEnv: 'E2BSNAP_GLOBEX_KEY', tenant: 'globex' },
         ],
-        // `remote`: a template on the E2B provider, which has no snapshots (never reached here).
+        // `remote`: a template on the Daytona provider, which has no snapshots (never reached here).
         e2b: { templates: { base: 'e2b', remote: 'remote' } },
-        profiles: { remote: { provider: 'e2b', template: 'base' } },
+        profiles: { remote: { provider: 'daytona' } },
         quotas: { requestsPerSecond: 1000 },
       },
       env: {
         SBX_API_KEY: ACME,
         E2BSNAP_ACME_KEY: ACME,
         E2BSNAP_GLOBEX_KEY: GLOBEX,
-        E2B_API_KEY: 'e2b_unused',
-        E2B_API_URL: 'http://127.0.0.1:9',
+        DAYTONA_API_KEY: 'daytona_unused',
+        DAYTONA_API_URL: 'http://127.0.0.1:9',
       },
     })
     process.env['E2B_API_URL'] = srv.url
@@ -166,13 +166,13 @@ describe('E2B snapshots and fork through sbx serve (e2b SDK)', () => {
   })
 
   test('a template whose provider cannot snapshot answers 501 saying so', async () => {
-    // The E2B provider's session holds no sandbox until its first call: nothing remote is reached.
+    // The Daytona provider's session holds no sandbox until its first call: nothing remote is reached.
     const sbx = await Sandbox.create('remote')
     try {
       const err = await sbx.createSnapshot().catch((e: unknown) => e)
       expect(err).toBeInstanceOf(SandboxError)
-      expect((err as SandboxError).message).toMatch(/^501: provider 'e2b' has no snapshots/)
-      await expect(sbx.fork()).rejects.toThrow(/^501: provider 'e2b' has no snapshots/)
+      expect((err as SandboxError).message).toMatch(/^501: provider 'daytona' has no snapshots/)
+      await expect(sbx.fork()).rejects.toThrow(/^501: provider 'daytona' has no snapshots/)
     } finally {
       await sbx.kill()
     }

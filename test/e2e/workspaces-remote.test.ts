@@ -1,7 +1,8 @@
 /*
- * Snapshots on the remote providers (the local Daytona fake, our own E2B endpoint): neither has a
- * native snapshot-of-a-sandbox feature here, so `/v1/providers` says so and the calls are a clear
- * 501 UNSUPPORTED; a profile asking them for a persistent workspace is refused at start-up.
+ * Snapshots on the remote providers (the local Daytona fake, our own E2B endpoint): Daytona has no
+ * snapshot-of-a-sandbox feature here, so `/v1/providers` says so and the calls are a clear 501
+ * UNSUPPORTED; E2B snapshots whole sandboxes (e2b-provider-snapshots-fleet.test.ts). A profile
+ * asking either for a persistent workspace is refused at start-up.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startFakeDaytona } from '../fakes/daytona/index.js'
@@ -60,23 +61,27 @@ describe('snapshots on the remote providers', () => {
     }
     const none = { persistent: false, snapshots: false, fork: false }
     expect(providers.find((p) => p.id === 'daytona')?.workspaces).toEqual(none)
-    expect(providers.find((p) => p.id === 'e2b')?.workspaces).toEqual(none)
+    expect(providers.find((p) => p.id === 'e2b')?.workspaces).toEqual({
+      persistent: false,
+      snapshots: true,
+      fork: true,
+    })
   })
 
-  test.each([
-    ['daytona', 'remote-daytona'],
-    ['e2b', 'remote-e2b'],
-  ])('%s: snapshot and fork are 501 UNSUPPORTED, naming the provider', async (provider, profile) => {
-    const id = `ws-${provider}`
-    expect((await api('/v1/sessions', { id, provider, profile })).status).toBe(201)
-    for (const path of [`/v1/sessions/${id}/snapshots`, `/v1/sessions/${id}/fork`]) {
-      const res = await api(path, {})
-      expect(res.status).toBe(501)
-      const { error } = (await res.json()) as { error: { code: string; message: string } }
-      expect(error.code).toBe('UNSUPPORTED')
-      expect(error.message).toContain(`provider '${provider}' has no snapshots`)
-    }
-  })
+  test.each([['daytona', 'remote-daytona']])(
+    '%s: snapshot and fork are 501 UNSUPPORTED, naming the provider',
+    async (provider, profile) => {
+      const id = `ws-${provider}`
+      expect((await api('/v1/sessions', { id, provider, profile })).status).toBe(201)
+      for (const path of [`/v1/sessions/${id}/snapshots`, `/v1/sessions/${id}/fork`]) {
+        const res = await api(path, {})
+        expect(res.status).toBe(501)
+        const { error } = (await res.json()) as { error: { code: string; message: string } }
+        expect(error.code).toBe('UNSUPPORTED')
+        expect(error.message).toContain(`provider '${provider}' has no snapshots`)
+      }
+    },
+  )
 
   test('a persistent workspace on a remote provider is refused at start-up', async () => {
     const cwd = configDir({

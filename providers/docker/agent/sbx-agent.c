@@ -4,6 +4,7 @@
  *   sbx-agent          speak the frame protocol (protocol.h) on stdin/stdout until stdin ends
  *   sbx-agent --init   container main process: reap orphans, exit on SIGTERM/SIGINT
  *   sbx-agent --proc-* background processes of the sandbox (procs.c)
+ *   sbx-agent --proc-fs-* file metadata and directory watches for the E2B endpoint (fsops.c)
  *   sbx-agent --init --egress-forward PORT SOCKET
  *                      ... and forward 127.0.0.1:PORT to the Unix socket SOCKET (forward.c)
  *   sbx-agent --init --idle-exit-ms N
@@ -44,6 +45,8 @@ below): state stays, a timeout kills what the command started, not the shell. Ou
 #include "agent.h"
 #include "ports.h"
 #include "protocol.h"
+
+#include "fsops.c"
 
 #define CHUNK 65536
 #define MAX_CMDS 512
@@ -1086,6 +1089,8 @@ static write_report_t write_plain(char *path, uint32_t flags, uint32_t mode, con
     close(fd);
     return rep;
   }
+  /* Replacing the content replaces the E2B metadata too (none, unless the upload sets it after). */
+  if (flags & 1) fs_clear_meta_fd(fd);
   int fl = fcntl(fd, F_GETFL);
   if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   size_t off = 0;
@@ -1413,6 +1418,10 @@ static int run_init(long idle_exit_ms, int fwd_port, const char *fwd_socket) {
 #include "procs.c"
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strncmp(argv[1], "--proc-fs-", 10) == 0) {
+    int r = fs_main(argc, argv);
+    if (r >= 0) return r;
+  }
   if (argc > 1 && strncmp(argv[1], "--proc-", 7) == 0) return proc_main(argc, argv);
   if (argc > 1 && strcmp(argv[1], "--init") == 0) {
     long idle_exit_ms = 0;

@@ -118,8 +118,12 @@ export interface ServerStream {
 /** Bytes a stream queues for a client that reads slower than the server sends, before {@link ServerStream.ready} waits. */
 export const STREAM_HIGH_WATER_BYTES = 1024 * 1024
 
-/** Opens a server-streaming answer: the response to return and the stream to write it through. */
-export function openStream(): { response: Response; stream: ServerStream } {
+/**
+ * Opens a server-streaming answer: the response to return and the stream to write it through. Each
+ * message goes out as `{ event: message }` (process.Process's responses, whose one field is `event`);
+ * with `inline`, as it is (a response whose oneof is at its top level, as filesystem's WatchDir).
+ */
+export function openStream(opts: { inline?: boolean } = {}): { response: Response; stream: ServerStream } {
   const done = new AbortController()
   let controller!: ReadableStreamDefaultController<Uint8Array>
   /** Senders waiting for room in the queue (woken by `pull`, which runs once there is room). */
@@ -161,7 +165,7 @@ export function openStream(): { response: Response; stream: ServerStream } {
     },
     send(message) {
       if (done.signal.aborted) return false
-      controller.enqueue(envelope(0, { event: message }))
+      controller.enqueue(envelope(0, opts.inline ? message : { event: message }))
       return true
     },
     drop() {

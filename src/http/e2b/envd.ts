@@ -20,7 +20,10 @@ import {
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
 import { answerExecute } from './code-execute.js'
+import { storeMetadata, uploadMetadata } from './file-metadata.js'
+import { checkFileSignature, signedFileRequest, type SignedFileRequest } from './file-signature.js'
 import { unaryFilesystem } from './filesystem-rpc.js'
+import { watchDir } from './filesystem-watch.js'
 import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './process-rpc.js'
 import type { E2BLifecycle } from './lifecycle.js'
 import { E2BPtys } from './pty-rpc.js'
@@ -43,6 +46,31 @@ async function sandboxOf(
   // it was created with autoResume: then the request wakes it.
   if (found.paused && !(await lifecycle.wake(found)))
     throw new E2BApiError(502, `The sandbox ${id} is paused; Sandbox.connect resumes it`)
+  return found
+}
+
+/**
+ * The sandbox of a `/files` call: as {@link sandboxOf} when it carries `X-Access-Token`, else
+ * authorised by the URL's signature (`downloadUrl` / `uploadUrl`). A signed URL that names no sandbox
+ * (the SDK's form when `E2B_SANDBOX_URL` is set) is matched against every sandbox's token.
+ */
+async function fileSandboxOf(
+  c: Context,
+  store: E2BSandboxStore,
+  deps: E2BRouteDeps,
+  lifecycle: E2BLifecycle,
+  signed: SignedFileRequest | undefined,
+): Promise<E2BSandbox> {
+  const id = c.req.header('e2b-sandbox-id')
+  if (!signed || (id && c.req.header('x-access-token') !== undefined))
+    return sandboxOf(c, store, deps, lifecycle)
+  const found = id ? await store.byId(id) : await store.bySignature(signed)
+  if (!found && id) throw new E2BApiError(502, `The sandbox ${id} was not found`)
+  if (!found) throw new E2BApiError(401, 'invalid signature')
+  checkFileSignature(signed, found.accessToken)
+  deps.admitRequest(found.tenant)
+  if (found.paused && !(await lifecycle.wake(found)))
+    throw new E2BApiError(502, `The sandbox ${found.sandboxId} is paused; Sandbox.connect resumes it`)
   return found
 }
 
@@ -75,11 +103,22 @@ async function writeOne(deps: E2BRouteDeps, s: E2BSandbox, path: string, data: U
 async function writeFiles(deps: E2BRouteDeps, s: E2BSandbox, c: Context): Promise<Response> {
   const type = c.req.header('content-type') ?? ''
   const queryPath = c.req.query('path') ?? ''
-  const written = []
+  const metadata = uploadMetadata(c.req.raw.headers)
+  const written: { name: string; type: string; path: string; metadata?: Record<string, string> }[] = []
   if (type.startsWith('multipart/form-data')) {
     const form = await c.req.raw.formData()
     for (const entry of form.getAll('file')) {
-      if (typeof entry === 'string') throw new E2BApiError(400, 'multipart field "file" must be a file')
+      // A plain field (`form.append('file', 'text')`, as a browser posts to an uploadUrl) is the
+      // content of the query's path.
+      if (typeof entry === 'string') {
+        if (!queryPath)
+          throw new E2BApiError(
+            400,
+            'multipart field "file" is text, not a file: name the path in the query (path=…)',
+          )
+        written.push(await writeOne(deps, s, queryPath, new TextEncoder().encode(entry)))
+        continue
+      }
       written.push(
         await writeOne(deps, s, queryPath || entry.name, new Uint8Array(await entry.arrayBuffer())),
       )
@@ -100,6 +139,15 @@ async function writeFiles(deps: E2BRouteDeps, s: E2BSandbox, c: Context): Promis
       400,
       `unsupported upload type '${type}': send multipart/form-data or application/octet-stream`,
     )
+  }
+  if (metadata) {
+    await storeMetadata(
+      deps,
+      s,
+      written.map((w) => w.path),
+      metadata,
+    )
+    for (const w of written) w.metadata = metadata
   }
   return Response.json(written)
 }
@@ -126,13 +174,25 @@ export function registerEnvd(
     '/health',
     rest(async () => new Response(null, { status: 204 })),
   )
+  // `/files` also answers a signed URL without the sandbox header (E2B_SANDBOX_URL's form).
+  const files =
+    (fn: (s: E2BSandbox, c: Context) => Promise<Response>) =>
+    async (c: Context, next: () => Promise<void>): Promise<Response | void> => {
+      const signed = signedFileRequest(new URL(c.req.url), c.req.method)
+      if (!c.req.header('e2b-sandbox-id') && !signed) return next()
+      try {
+        return await fn(await fileSandboxOf(c, store, deps, lifecycle, signed), c)
+      } catch (err) {
+        return e2bErrorResponse(err)
+      }
+    }
   app.get(
     '/files',
-    rest((s, c) => readFile(deps, s, c)),
+    files((s, c) => readFile(deps, s, c)),
   )
   app.post(
     '/files',
-    rest((s, c) => writeFiles(deps, s, c)),
+    files((s, c) => writeFiles(deps, s, c)),
   )
 
   // The code interpreter's `/execute` (port 49999 on E2B), on the same port and sandbox header.
@@ -158,6 +218,8 @@ export function registerEnvd(
       const raw = new Uint8Array(await c.req.arrayBuffer())
       if (streaming) {
         const message = parseEnvelopedRequest(raw) as Record<string, unknown>
+        if (c.req.param('service') === 'filesystem.Filesystem' && method === 'WatchDir')
+          return await watchDir(deps, s, message, c.req.raw.headers)
         if (c.req.param('service') !== 'process.Process')
           throw new ConnectRpcError(
             'unimplemented',

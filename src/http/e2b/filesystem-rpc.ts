@@ -4,84 +4,18 @@
  * `EntryInfo` in proto3 JSON. Relative paths resolve against the sandbox's working directory, and
  * entries carry absolute paths. File operations are not commands: the tool-call policy does not see them.
  */
-import { posix } from 'node:path'
 import { ConnectRpcError } from './connect.js'
-import { lossOf } from './output-loss.js'
 import type { E2BRouteDeps } from './deps.js'
+import { entriesOf, INFO, STAT_FORMAT } from './entry-info.js'
 import type { E2BSandbox } from './sandboxes.js'
+import { runHelper as runShort } from './sandbox-helper.js'
 
 type Json = Record<string, unknown>
 
-/** `stat -c` format of one entry: type, size, octal mode, permission string, owner, group, mtime, path. */
-const STAT_FORMAT = '%F|%s|%a|%A|%U|%G|%Y|%n'
 const NOT_FOUND = 44
 const EXISTS = 17
-
-/** Runs `script` (`$1`, `$2` … = `args`) in the sandbox to its end; returns its exit code and stdout. */
-export async function runShort(
-  deps: E2BRouteDeps,
-  s: E2BSandbox,
-  script: string,
-  args: string[],
-): Promise<{ exitCode: number | null; stdout: string; stderr: string }> {
-  const svc = deps.processes
-  if (!svc) throw new ConnectRpcError('unimplemented', 'this server has no sandbox processes')
-  const quoted = args.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ')
-  // With backpressure, as every E2B command: a listing longer than the output buffer is not cut.
-  const info = await svc.start(s.tenant, s.sandboxId, {
-    command: `set -- ${quoted}; ${script}`,
-    backpressure: true,
-  })
-  if (!info) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
-  let stdout = ''
-  let stderr = ''
-  let from = { stdoutOffset: 0, stderrOffset: 0 }
-  try {
-    await svc.writeStdin(s.tenant, s.sandboxId, info.id, new Uint8Array(), true).catch(() => undefined)
-    for (;;) {
-      const out = await svc.read(s.tenant, s.sandboxId, info.id, {
-        ...from,
-        maxBytes: 1 << 20,
-        waitMs: 5_000,
-      })
-      if (!out) throw new ConnectRpcError('not_found', `sandbox ${s.sandboxId} is gone`)
-      const loss = lossOf(out, info.pid)
-      if (loss) throw loss
-      stdout += out.stdout.data
-      stderr += out.stderr.data
-      from = { stdoutOffset: out.stdout.nextOffset, stderrOffset: out.stderr.nextOffset }
-      const p = out.process
-      if (p.state !== 'running' && from.stdoutOffset >= p.stdoutBytes && from.stderrOffset >= p.stderrBytes)
-        return { exitCode: p.exitCode, stdout, stderr }
-    }
-  } finally {
-    await svc.remove(s.tenant, s.sandboxId, info.id).catch(() => undefined)
-  }
-}
-
-function fileType(kind: string): string {
-  if (kind === 'directory') return 'FILE_TYPE_DIRECTORY'
-  if (kind === 'symbolic link') return 'FILE_TYPE_SYMLINK'
-  return 'FILE_TYPE_FILE'
-}
-
-/** One `STAT_FORMAT` line → envd's EntryInfo; `cwd` makes a relative path absolute. */
-function entryOf(line: string, cwd: string): Json {
-  const parts = line.split('|')
-  const [kind = '', size = '0', mode = '0', perms = '', owner = '', group = '', mtime = '0'] = parts
-  const path = posix.resolve(cwd, parts.slice(7).join('|'))
-  return {
-    name: posix.basename(path),
-    type: fileType(kind),
-    path,
-    size: size,
-    mode: parseInt(mode, 8),
-    permissions: perms,
-    owner,
-    group,
-    modifiedTime: new Date(Number(mtime) * 1000).toISOString(),
-  }
-}
+/** Shell: the `stat` line and the `--proc-fs-info` line of `$2` (after the working directory). */
+const DESCRIBE = `pwd && stat -c '${STAT_FORMAT}' -- "$2" || exit $?; ${INFO} "$2" 2>/dev/null; exit 0`
 
 function pathOf(message: Json): string {
   const path = message.path
@@ -104,28 +38,24 @@ export async function unaryFilesystem(
   switch (method) {
     case 'Stat': {
       const path = pathOf(message)
-      const r = await runShort(
-        deps,
-        s,
-        `[ -e "$1" ] || [ -L "$1" ] || exit ${NOT_FOUND}; pwd; stat -c '${STAT_FORMAT}' -- "$1"`,
-        [path],
-      )
+      const r = await runShort(deps, s, `[ -e "$1" ] || [ -L "$1" ] || exit ${NOT_FOUND}; ${DESCRIBE}`, [
+        path,
+        path,
+      ])
       if (r.exitCode !== 0) throw failed(r, path)
-      const [cwd = '/', line = ''] = r.stdout.split('\n')
-      return { entry: entryOf(line, cwd) }
+      return { entry: entriesOf(r.stdout)[0] }
     }
     case 'MakeDir': {
       const path = pathOf(message)
       const r = await runShort(
         deps,
         s,
-        `[ -e "$1" ] && exit ${EXISTS}; mkdir -p -- "$1" && pwd && stat -c '${STAT_FORMAT}' -- "$1"`,
-        [path],
+        `[ -e "$1" ] && exit ${EXISTS}; mkdir -p -- "$1" || exit $?; ${DESCRIBE}`,
+        [path, path],
       )
       if (r.exitCode === EXISTS) throw new ConnectRpcError('already_exists', `path '${path}' already exists`)
       if (r.exitCode !== 0) throw failed(r, path)
-      const [cwd = '/', line = ''] = r.stdout.split('\n')
-      return { entry: entryOf(line, cwd) }
+      return { entry: entriesOf(r.stdout)[0] }
     }
     case 'Move': {
       const source = typeof message.source === 'string' ? message.source : ''
@@ -135,12 +65,11 @@ export async function unaryFilesystem(
       const r = await runShort(
         deps,
         s,
-        `[ -e "$1" ] || [ -L "$1" ] || exit ${NOT_FOUND}; mv -- "$1" "$2" && pwd && stat -c '${STAT_FORMAT}' -- "$2"`,
+        `[ -e "$1" ] || [ -L "$1" ] || exit ${NOT_FOUND}; mv -- "$1" "$2" || exit $?; ${DESCRIBE}`,
         [source, destination],
       )
       if (r.exitCode !== 0) throw failed(r, source)
-      const [cwd = '/', line = ''] = r.stdout.split('\n')
-      return { entry: entryOf(line, cwd) }
+      return { entry: entriesOf(r.stdout)[0] }
     }
     case 'Remove': {
       const path = pathOf(message)
@@ -156,14 +85,12 @@ export async function unaryFilesystem(
       const r = await runShort(
         deps,
         s,
-        `[ -d "$1" ] || exit ${NOT_FOUND}; pwd; find "$1" -mindepth 1 -maxdepth "$2" -exec stat -c '${STAT_FORMAT}' -- {} +`,
+        `[ -d "$1" ] || exit ${NOT_FOUND}; pwd; find "$1" -mindepth 1 -maxdepth "$2" -exec stat -c '${STAT_FORMAT}' -- {} + || exit $?; ` +
+          `find "$1" -mindepth 1 -maxdepth "$2" -exec ${INFO} {} + 2>/dev/null; exit 0`,
         [path, String(depth)],
       )
       if (r.exitCode !== 0) throw failed(r, path)
-      const [cwd = '/', ...lines] = r.stdout.split('\n').filter(Boolean)
-      const entries = lines
-        .map((l) => entryOf(l, cwd))
-        .sort((a, b) => String(a.path).localeCompare(String(b.path)))
+      const entries = entriesOf(r.stdout).sort((a, b) => String(a.path).localeCompare(String(b.path)))
       return { entries }
     }
     default:

@@ -11,7 +11,7 @@ import type { App } from '../app.js'
 import { principalOf } from './control-plane.js'
 import type { E2BRouteDeps } from './deps.js'
 import { E2BApiError, e2bErrorResponse } from './errors.js'
-import { runShort } from './filesystem-rpc.js'
+import { runHelper as runShort } from './sandbox-helper.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
 
 /** The shortest time between two samples of one sandbox (ms): E2B collects every 5 s. */

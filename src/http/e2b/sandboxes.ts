@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { E2BRecord, E2BState } from '../../services/e2b/state.js'
+import { signatureMatches, wellFormed, type SignedFileRequest } from './file-signature.js'
 
 /** One E2B sandbox: a session of `tenant` plus E2B's attributes. */
 export interface E2BSandbox {
@@ -128,6 +129,17 @@ export class E2BSandboxStore {
     const r = await this.state.get(sandboxId)
     if (!r) return 'unknown'
     return token === r.accessToken ? sandboxOf(r) : 'bad-token'
+  }
+
+  /**
+   * The sandbox whose access token signed `req` (a signed `/files` URL that names no sandbox: the
+   * SDK's form when `E2B_SANDBOX_URL` is set). Every record is tried, any tenant's: the signature is
+   * the credential, and only the token's holder can make it.
+   */
+  async bySignature(req: SignedFileRequest): Promise<E2BSandbox | undefined> {
+    if (!wellFormed(req)) return undefined
+    const r = (await this.state.all()).find((x) => signatureMatches(req, x.accessToken))
+    return r ? sandboxOf(r) : undefined
   }
 
   /** The sandbox of any tenant (a request through its host name, whose id and token are the credentials). */

@@ -87,6 +87,36 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
   }
   const notFound = (jobId: string) =>
     new AppError('NOT_FOUND', `No job ${jobId} in the queue: never submitted, or past retention.`)
+  /** The lane of the job's engine: the one it was routed to before, else its session's or a placement. */
+  const laneFor = async (job: ExecJob): Promise<JobQueue> => {
+    let route
+    try {
+      route = await engines.route(job, Date.now(), memoryOf?.(job) ?? 0)
+    } catch (err) {
+      throw new AppError(
+        'QUEUE_UNAVAILABLE',
+        `Could not route job ${job.jobId} to an engine: Redis is unreachable (${(err as Error).message}); ` +
+          'the job was not accepted: submit it again once Redis is back.',
+        { retryable: true, cause: err },
+      )
+    }
+    if ('none' in route) {
+      throw new AppError(
+        route.live === 0 ? 'UNAVAILABLE' : 'QUOTA_EXCEEDED',
+        route.live === 0
+          ? `No live Docker engine for job ${job.jobId}: no worker reached its engine in the last ` +
+              `${engines.staleMs} ms (or every engine is drained); start \`sbx worker\` beside an engine, ` +
+              'or `sbx engine undrain <id>`. The job was not accepted.'
+          : `Every live Docker engine (${route.live}) is at its sandbox cap (providers.docker.maxSandboxes) ` +
+              'or its memory capacity (providers.docker.memoryCapacityMb); delete sessions, add an engine, ' +
+              'or raise the cap. The job was not accepted.',
+        { retryable: true },
+      )
+    }
+    remember(job.jobId, route.engineId)
+    return lane(route.engineId)
+  }
+
   const consumers = new Set<Consumer>()
   let closed = false
 
@@ -96,32 +126,14 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
 
     async submit(input) {
       const job = ExecJobSchema.parse(input)
-      let route
-      try {
-        route = await engines.route(job, Date.now(), memoryOf?.(job) ?? 0)
-      } catch (err) {
-        throw new AppError(
-          'QUEUE_UNAVAILABLE',
-          `Could not route job ${job.jobId} to an engine: Redis is unreachable (${(err as Error).message}); ` +
-            'the job was not accepted: submit it again once Redis is back.',
-          { retryable: true, cause: err },
-        )
-      }
-      if ('none' in route) {
-        throw new AppError(
-          route.live === 0 ? 'UNAVAILABLE' : 'QUOTA_EXCEEDED',
-          route.live === 0
-            ? `No live Docker engine for job ${job.jobId}: no worker reached its engine in the last ` +
-                `${engines.staleMs} ms (or every engine is drained); start \`sbx worker\` beside an engine, ` +
-                'or `sbx engine undrain <id>`. The job was not accepted.'
-            : `Every live Docker engine (${route.live}) is at its sandbox cap (providers.docker.maxSandboxes) ` +
-                'or its memory capacity (providers.docker.memoryCapacityMb); delete sessions, add an engine, ' +
-                'or raise the cap. The job was not accepted.',
-          { retryable: true },
-        )
-      }
-      remember(job.jobId, route.engineId)
-      return (await lane(route.engineId)).submit(job)
+      return (await laneFor(job)).submit(job)
+    },
+
+    // A resubmission routes to the lane that holds the job; its lane answers it (under `redis`, in
+    // its add script).
+    async submitOrGet(input, opts) {
+      const job = ExecJobSchema.parse(input)
+      return (await laneFor(job)).submitOrGet(job, opts)
     },
 
     async wait(jobId, opts) {

@@ -22,8 +22,10 @@ import type {
   JobQueue,
   QueueDriver,
   SetIfAbsent,
+  SubmitOrGetOptions,
   SubmitOrGetOutcome,
 } from '../types.js'
+import { lookUpThenSubmit, writeAlongside } from '../submit-or-get.js'
 import { JobWatches } from './job-watches.js'
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
@@ -111,7 +113,8 @@ export interface JobBackend {
   add(job: QueueJob): Promise<boolean>
   /**
    * Adds the job unless its id exists, with `alongside`, in one step; resolves the existing job's raw
-   * record when there is one. Optional: the queue then offers no {@link JobQueue.submitOrGet}.
+   * record when there is one. Optional: without it, {@link JobQueue.submitOrGet} looks the job up and
+   * adds it when the id is free, with `alongside` written on the command connection beside the lookup.
    */
   addOrGet?(
     job: QueueJob,
@@ -232,35 +235,43 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
   }
   const addOrGet = backend.addOrGet?.bind(backend)
 
+  const submit = async (input: QueueJob): Promise<{ readonly jobId: string }> => {
+    const job = kind.payload.parse(input)
+    await enqueue(
+      job,
+      () => backend.add(job),
+      (fresh) => fresh,
+    )
+    return { jobId: job.jobId }
+  }
+  const inspect = (jobId: string): Promise<JobInfo<QueueJob, unknown> | undefined> =>
+    inspectJob(jobId).catch((err: unknown) => {
+      throw queueUnavailable(err, `Looking up job ${jobId}`)
+    })
+
   return {
     driver: backend.driver,
+    submit,
 
-    async submit(input) {
+    async submitOrGet(
+      input: QueueJob,
+      opts: SubmitOrGetOptions = {},
+    ): Promise<SubmitOrGetOutcome<QueueJob, unknown>> {
       const job = kind.payload.parse(input)
-      await enqueue(
-        job,
-        () => backend.add(job),
-        (fresh) => fresh,
-      )
-      return { jobId: job.jobId }
+      const { alongside } = opts
+      if (!addOrGet) return lookUpThenSubmit({ inspect, submit }, job, writeAlongside(alongside, command))
+      // The add script answers the lookup, and writes the record when it lives on this Redis.
+      const folded = alongside?.setIfAbsent
+      const [, r] = await Promise.all([
+        folded ? undefined : writeAlongside(alongside),
+        enqueue(
+          job,
+          () => addOrGet(job, folded),
+          (o) => o.added,
+        ),
+      ])
+      return r.added ? { kind: 'added' } : { kind: 'exists', info: describe(r.raw) }
     },
-
-    ...(addOrGet
-      ? {
-          async submitOrGet(
-            input: QueueJob,
-            opts: { alongside?: SetIfAbsent } = {},
-          ): Promise<SubmitOrGetOutcome<QueueJob, unknown>> {
-            const job = kind.payload.parse(input)
-            const r = await enqueue(
-              job,
-              () => addOrGet(job, opts.alongside),
-              (o) => o.added,
-            )
-            return r.added ? { kind: 'added' } : { kind: 'exists', info: describe(r.raw) }
-          },
-        }
-      : {}),
 
     wait: (jobId, opts) => watches.wait(jobId, opts),
 
@@ -270,10 +281,7 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
         throw queueUnavailable(err, `Reading the result of job ${jobId}`)
       }),
 
-    inspect: (jobId) =>
-      inspectJob(jobId).catch((err: unknown) => {
-        throw queueUnavailable(err, `Looking up job ${jobId}`)
-      }),
+    inspect,
 
     async list(tenant, opts) {
       try {

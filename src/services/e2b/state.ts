@@ -57,6 +57,8 @@ export interface E2BState {
   get(sandboxId: string): Promise<E2BRecord | undefined>
   /** Every record of `tenant`. */
   list(tenant: string): Promise<E2BRecord[]>
+  /** Every record of every tenant (a signed `/files` URL that names no sandbox is matched against them). */
+  all(): Promise<E2BRecord[]>
   /** Deletes a record and its process table; `true` only for the call that removed it. */
   delete(sandboxId: string): Promise<boolean>
   /** Ids of the records whose lifetime ended by `now`. */
@@ -81,6 +83,9 @@ export class MemoryE2BState implements E2BState {
   }
   async list(tenant: string): Promise<E2BRecord[]> {
     return [...this.records.values()].filter((r) => r.tenant === tenant).map((r) => ({ ...r }))
+  }
+  async all(): Promise<E2BRecord[]> {
+    return [...this.records.values()].map((r) => ({ ...r }))
   }
   async delete(sandboxId: string): Promise<boolean> {
     this.procs.delete(sandboxId)
@@ -134,8 +139,10 @@ export class RedisE2BState implements E2BState {
     return raw ? (JSON.parse(raw) as E2BRecord) : undefined
   }
   async list(tenant: string): Promise<E2BRecord[]> {
-    const all = await this.redis.hvals(this.records)
-    return all.map((r) => JSON.parse(r) as E2BRecord).filter((r) => r.tenant === tenant)
+    return (await this.all()).filter((r) => r.tenant === tenant)
+  }
+  async all(): Promise<E2BRecord[]> {
+    return (await this.redis.hvals(this.records)).map((r) => JSON.parse(r) as E2BRecord)
   }
   async delete(sandboxId: string): Promise<boolean> {
     const res = await this.redis

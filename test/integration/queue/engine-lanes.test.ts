@@ -14,6 +14,7 @@ import { keyspace } from '../../../src/redis/index.js'
 import { makeJob } from '../../support/queue-drivers.js'
 import { deleteKeys, REDIS_URL } from '../../support/redis.js'
 import { ScriptedProcessor } from '../../support/scripted-processor.js'
+import { expectSubmitOrGetConforms } from '../../support/submit-or-get.js'
 
 const engine: EngineSide = {
   engineId: 'e1',
@@ -59,5 +60,21 @@ describe.each(['bullmq', 'redis'] as const)('engine lanes of driver %s', (driver
     } finally {
       redis.disconnect()
     }
+  })
+  test('submitOrGet passes through to the lane: added, then exists with the stored job; alongside written both times', async () => {
+    const prefix = `sbxtest-${randomUUID().slice(0, 8)}`
+    const queue: EngineJobQueue = await createEngineJobQueue({
+      driver,
+      redisUrl: REDIS_URL,
+      prefix,
+      queueName: 'exec',
+    })
+    cleanup = async () => {
+      await queue.close()
+      await deleteKeys(`${prefix}:*`)
+    }
+    // A live engine to route to, with no consumer: the jobs stay waiting.
+    await queue.engines.beat('e1', { seenAt: Date.now(), healthy: true, running: 0, workerId: 'w-e1' })
+    await expectSubmitOrGetConforms(queue, prefix)
   })
 })

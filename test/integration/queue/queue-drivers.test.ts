@@ -5,6 +5,7 @@ import type { Consumer, OutputChunk } from '../../../src/queue/index.js'
 import { DRIVERS, makeJob } from '../../support/queue-drivers.js'
 import type { QueueUnderTest } from '../../support/queue-drivers.js'
 import { ScriptedProcessor } from '../../support/scripted-processor.js'
+import { expectSubmitOrGetConforms } from '../../support/submit-or-get.js'
 
 const WAIT = { timeoutMs: 15_000 }
 
@@ -59,6 +60,11 @@ describe.each(DRIVERS)('JobQueue driver: %s', (_name, factory) => {
     // Another process's handle sees the same result.
     const other = await q.reopen()
     expect(await other.wait(job.jobId, WAIT)).toEqual(first)
+  })
+
+  test('submitOrGet answers added, then exists with the stored job; alongside is written both times', async () => {
+    q = await factory()
+    await expectSubmitOrGetConforms(q.queue, q.prefix)
   })
 
   test('inspect and counts follow a job through its states', async () => {

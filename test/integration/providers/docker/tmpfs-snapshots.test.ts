@@ -92,6 +92,26 @@ describe('docker snapshots of in-memory mounts', () => {
     expect(await inspectVolume(docker, workspaceVolumeName(b) ?? '')).toBeUndefined()
   })
 
+  test('sessions restored from one snapshot can all be dropped at once (a fork of two, killed together)', async () => {
+    const src = sessionLabels(`s-${randomUUID()}`)
+    const forks = [sessionLabels(`s-${randomUUID()}`), sessionLabels(`s-${randomUUID()}`)]
+    sessions.push(src, ...forks)
+    const sb = await provider.create(home, { labels: src })
+    const id = `snap-${randomUUID()}`
+    snapshots.push(id)
+    try {
+      await provider.snapshots?.capture(sb.ref, id, { labels: src, tmpfs: true })
+    } finally {
+      await provider.destroy(sb.ref)
+    }
+    for (const l of forks) await provider.snapshots?.restore(id, l)
+    await provider.snapshots?.remove(id)
+    // Their session images are tags of one image: removing both at once must not fail either.
+    const dropped = await Promise.allSettled(forks.map((l) => provider.workspaces?.drop(l)))
+    expect(dropped.map((d) => d.status)).toEqual(['fulfilled', 'fulfilled'])
+    for (const l of forks) expect(await inspectVolume(docker, workspaceVolumeName(l) ?? '')).toBeUndefined()
+  })
+
   test('without tmpfs it is refused as before; over the bound it is NO_SPACE and nothing is kept', async () => {
     const labels = sessionLabels(`s-${randomUUID()}`)
     sessions.push(labels)
