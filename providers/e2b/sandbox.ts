@@ -14,7 +14,9 @@ import {
   type SandboxHealth,
   type SandboxProcesses,
   type SandboxRef,
+  type SandboxTerminal,
   Semaphore,
+  type TerminalOptions,
   uploadedAgentProcesses,
 } from '../../src/sandbox/index.js'
 import { type Sandbox as E2BSdkSandbox, SandboxError, SandboxNotFoundError, TimeoutError } from 'e2b'
@@ -25,6 +27,7 @@ import type { ResolvedE2BProviderOptions } from './options.js'
 import { type E2BShellProcess, e2bShellTransport } from './shell.js'
 import { openE2BPort } from './preview.js'
 import { e2bCode } from './code.js'
+import { openE2BTerminal } from './terminal.js'
 
 /** What a handle knows about its sandbox (from the profile, or from metadata on connect). */
 export interface E2BSandboxSettings {
@@ -53,7 +56,11 @@ export class E2BSandbox implements Sandbox {
   readonly persistentShell = true
   /** Ports are reached through E2B's preview hosts (`getHost`), see `preview.ts`. */
   readonly ports = true
+  /** Terminals are E2B's own PTYs (`sandbox.pty`), see `terminal.ts`. */
+  readonly terminals = true
   private closed = false
+  /** Terminals opened through this handle and still open; closing the handle closes them. */
+  private readonly openTerminals = new Set<SandboxTerminal>()
   private readonly shell: PersistentShellRunner<E2BShellProcess>
   private readonly slots: Semaphore
   private readonly execContext: ExecContext
@@ -226,6 +233,26 @@ export class E2BSandbox implements Sandbox {
     return openE2BPort(this.sdk, port, { previewUrl: this.settings.options.previewUrl, signal: opts.signal })
   }
 
+  /** A terminal on an E2B PTY (see {@link openE2BTerminal}). */
+  async openTerminal(opts: TerminalOptions): Promise<SandboxTerminal> {
+    this.assertOpen()
+    const terminal = await openE2BTerminal(
+      {
+        sdk: this.sdk,
+        sandboxId: this.ref.id,
+        cwd: this.settings.cwd,
+        requestTimeoutMs: this.settings.options.requestTimeoutMs,
+        classify: (err, what) => this.classify(err, { what, sandboxId: this.ref.id, envd: true }),
+        onUse: () => this.keepAlive(),
+        keepAliveMs: Math.max(1000, Math.floor(this.settings.lifetime.ttlMs / 4)),
+      },
+      opts,
+    )
+    this.openTerminals.add(terminal)
+    void terminal.exited.then(() => this.openTerminals.delete(terminal))
+    return terminal
+  }
+
   async health(): Promise<SandboxHealth> {
     try {
       const running = await this.sdk.isRunning({ requestTimeoutMs: this.settings.options.requestTimeoutMs })
@@ -239,6 +266,7 @@ export class E2BSandbox implements Sandbox {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    for (const terminal of this.openTerminals) terminal.close()
     await this.shell.close()
     this.onClose?.(this)
   }

@@ -124,4 +124,44 @@ describe('E2B → sbx serve (E2B provider) → sbx serve (Docker)', () => {
     await Promise.all([sbx, copy, ...forks].map((s) => (s instanceof Sandbox ? s.kill() : undefined)))
     expect(await inner.sandboxIds()).toEqual([])
   }, 180_000)
+
+  test('a PTY: output, input, resize, exit and kill pass through to a PTY at the inner endpoint', async () => {
+    const sbx = await Sandbox.create('base', { ...conn, metadata: { suite: scope } })
+    let output = ''
+    const waiters: { pattern: RegExp; resolve: () => void }[] = []
+    const seen = (pattern: RegExp): Promise<void> =>
+      new Promise((resolve) => {
+        if (pattern.test(output)) resolve()
+        else waiters.push({ pattern, resolve })
+      })
+    const decoder = new TextDecoder()
+    const onData = (data: Uint8Array): void => {
+      output += decoder.decode(data, { stream: true })
+      for (const w of waiters.filter((w) => w.pattern.test(output))) {
+        waiters.splice(waiters.indexOf(w), 1)
+        w.resolve()
+      }
+    }
+    const input = (text: string): Uint8Array => new TextEncoder().encode(text)
+
+    const terminal = await sbx.pty.create({ cols: 80, rows: 24, envs: { CHAIN_VAR: 'chained' }, onData })
+    const innerId = (await inner.sandboxIds())[0] ?? ''
+    await sbx.pty.sendInput(terminal.pid, input('echo "$CHAIN_VAR-$((2+3)) $(stty size) pid=$$"\n'))
+    await seen(new RegExp(`chained-5 24 80 pid=${terminal.pid}`))
+    await sbx.pty.resize(terminal.pid, { cols: 120, rows: 40 })
+    await sbx.pty.sendInput(terminal.pid, input('echo "size=$(stty size)"; exit 4\n'))
+    const ended = await terminal.wait().catch((e: unknown) => e)
+    expect(ended).toMatchObject({ exitCode: 4 })
+    expect(output).toContain('size=40 120')
+    // The PTY at the inner endpoint (the outer E2B provider's) got the resize before the input after it.
+    expect(inner.requests.some((r) => r.path === '/process.Process/Update' && r.sandboxId === innerId)).toBe(
+      true,
+    )
+
+    const second = await sbx.pty.create({ cols: 80, rows: 24, onData })
+    expect(await sbx.pty.kill(second.pid)).toBe(true)
+    expect(await second.wait().catch((e: unknown) => e)).toMatchObject({ exitCode: -1, error: 'signal: killed' })
+    await expect(sbx.commands.run(`kill -0 ${second.pid}`)).rejects.toBeInstanceOf(CommandExitError)
+    await sbx.kill()
+  }, 180_000)
 })

@@ -3,13 +3,14 @@ import WebSocket from 'ws'
 import { type E2BEndpoint, startE2BEndpoint } from '../support/e2b-endpoint.js'
 import { fleetConfig, removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
+import { closed, collect, opened } from '../support/terminal-socket.js'
 
 /**
  * Ports in the other ways the service runs. `sbx serve` of a fleet (`--redis`: Redis session store,
- * BullMQ) forwards like the embedded one. Where ports and terminals are not offered, the answer
- * says so (501 UNSUPPORTED) and what to do: a terminal on a provider without the capability (E2B,
- * here our own E2B endpoint on Docker; its ports go through E2B's preview hosts, see remote-ports.test.ts), and
- * `sbx api` of a fleet, whose process holds no sandbox channel.
+ * BullMQ) forwards like the embedded one. A session on the E2B provider (here our own E2B endpoint
+ * on Docker) has a terminal on E2B's PTYs; its ports go through E2B's preview hosts (see
+ * remote-ports.test.ts). Where ports and terminals are not offered, the answer says so
+ * (501 UNSUPPORTED) and what to do: `sbx api` of a fleet, whose process holds no sandbox channel.
  */
 
 interface ErrorAnswer {
@@ -27,7 +28,7 @@ afterAll(async () => {
   for (const stop of stops.reverse()) await stop()
 }, 120_000)
 
-describe('ports and terminals in fleet mode and where they are not offered', () => {
+describe('ports and terminals in fleet mode, on E2B, and where they are not offered', () => {
   test('sbx serve in fleet mode (Redis) forwards a port too', async () => {
     const scope = uniqueName('ports-fleet')
     const srv = await startSbxServer('serve', { config: fleetConfig(scope) })
@@ -53,7 +54,7 @@ describe('ports and terminals in fleet mode and where they are not offered', () 
     expect(await res.text()).toBe('fleet-page\n')
   }, 180_000)
 
-  test('a terminal on a provider without terminals (E2B) gets 501 UNSUPPORTED naming the provider', async () => {
+  test('a session on the E2B provider: a terminal on E2B’s PTY (type, resize, exit); a closed port is 502', async () => {
     const scope = uniqueName('ports-e2b')
     const e2b: E2BEndpoint = await startE2BEndpoint()
     stops.push(async () => void (await e2b.close()))
@@ -80,10 +81,19 @@ describe('ports and terminals in fleet mode and where they are not offered', () 
     const res = await srv.fetch('/v1/sessions/remote-1/ports/8000/')
     expect(res.status).toBe(502)
     expect(((await res.json()) as ErrorAnswer).error?.code).toBe('PORT_UNREACHABLE')
-    const ws = new WebSocket(`${srv.url.replace(/^http/, 'ws')}/v1/sessions/remote-1/terminal`, {
+    const ws = new WebSocket(`${srv.url.replace(/^http/, 'ws')}/v1/sessions/remote-1/terminal?cols=80&rows=24`, {
       headers: { authorization: `Bearer ${srv.key}` },
     })
-    expect(await refusedWith(ws)).toBe(501)
+    const out = collect(ws)
+    const end = closed(ws)
+    await opened(ws)
+    ws.send(Buffer.from('echo "size=$(stty size) term=$TERM"\n'))
+    await out.until((s) => s.includes('size=24 80 term=xterm-256color'), 'the terminal’s size')
+    ws.send(JSON.stringify({ type: 'resize', cols: 100, rows: 40 }))
+    ws.send(Buffer.from('echo "size=$(stty size)"; exit 5\n'))
+    expect((await end).code).toBe(1000)
+    expect(out.text()).toContain('size=40 100')
+    expect(out.json()).toContainEqual({ type: 'exit', exitCode: 5 })
   }, 180_000)
 
   test('sbx api (fleet) answers 501 UNSUPPORTED pointing at sbx serve', async () => {
