@@ -51,7 +51,10 @@ const GO_SIGNALS: Readonly<Record<string, string>> = {
 
 /** The signal named by an end status such as `signal: killed` (Go's names) or `signal: hup`. */
 function signalOf(error: string | undefined): string | undefined {
-  const name = /^signal: (.+)$/.exec(error ?? '')?.[1]?.trim().toLowerCase()
+  const name = /^signal: (.+)$/
+    .exec(error ?? '')?.[1]
+    ?.trim()
+    .toLowerCase()
   if (!name) return undefined
   const short = `SIG${name.replace(/^sig/, '').toUpperCase()}`
   return GO_SIGNALS[name] ?? (short in constants.signals ? short : undefined)
@@ -101,7 +104,10 @@ function envOf(opts: TerminalOptions): Record<string, string> {
  * profile's by default), with `env` (`TERM` defaults to `xterm-256color`). The PTY has no deadline:
  * it lives until its shell ends or {@link SandboxTerminal.close} kills it (SIGKILL, through E2B).
  */
-export async function openE2BTerminal(ctx: E2BTerminalContext, opts: TerminalOptions): Promise<SandboxTerminal> {
+export async function openE2BTerminal(
+  ctx: E2BTerminalContext,
+  opts: TerminalOptions,
+): Promise<SandboxTerminal> {
   checkSize('cols', opts.cols)
   checkSize('rows', opts.rows)
   const cwd = opts.cwd ? resolveSandboxPath(ctx.cwd, opts.cwd) : ctx.cwd

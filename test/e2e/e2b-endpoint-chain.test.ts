@@ -160,7 +160,10 @@ describe('E2B → sbx serve (E2B provider) → sbx serve (Docker)', () => {
 
     const second = await sbx.pty.create({ cols: 80, rows: 24, onData })
     expect(await sbx.pty.kill(second.pid)).toBe(true)
-    expect(await second.wait().catch((e: unknown) => e)).toMatchObject({ exitCode: -1, error: 'signal: killed' })
+    expect(await second.wait().catch((e: unknown) => e)).toMatchObject({
+      exitCode: -1,
+      error: 'signal: killed',
+    })
     await expect(sbx.commands.run(`kill -0 ${second.pid}`)).rejects.toBeInstanceOf(CommandExitError)
     await sbx.kill()
   }, 180_000)

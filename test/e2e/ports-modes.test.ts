@@ -81,9 +81,12 @@ describe('ports and terminals in fleet mode, on E2B, and where they are not offe
     const res = await srv.fetch('/v1/sessions/remote-1/ports/8000/')
     expect(res.status).toBe(502)
     expect(((await res.json()) as ErrorAnswer).error?.code).toBe('PORT_UNREACHABLE')
-    const ws = new WebSocket(`${srv.url.replace(/^http/, 'ws')}/v1/sessions/remote-1/terminal?cols=80&rows=24`, {
-      headers: { authorization: `Bearer ${srv.key}` },
-    })
+    const ws = new WebSocket(
+      `${srv.url.replace(/^http/, 'ws')}/v1/sessions/remote-1/terminal?cols=80&rows=24`,
+      {
+        headers: { authorization: `Bearer ${srv.key}` },
+      },
+    )
     const out = collect(ws)
     const end = closed(ws)
     await opened(ws)

@@ -90,7 +90,10 @@ describe('e2b provider terminals', () => {
       t.close()
       expect(await t.exited).toEqual({ exitCode: null, signal: 'SIGKILL' })
       await ended
-      const r = await sb.exec({ ...quick, command: `kill -0 ${t.pid} 2>/dev/null && echo alive || echo gone` })
+      const r = await sb.exec({
+        ...quick,
+        command: `kill -0 ${t.pid} 2>/dev/null && echo alive || echo gone`,
+      })
       expect(r.stdout).toBe('gone\n')
     },
     T,
@@ -117,7 +120,8 @@ describe('e2b provider terminals', () => {
         rows: 24,
         cwd: 'sub',
         env: { PROMPT_COMMAND: 'kept' },
-        command: 'read -r word; echo "got=$word pid=$$ cwd=$PWD pc=$PROMPT_COMMAND posix=${POSIXLY_CORRECT-unset}"; exit 7',
+        command:
+          'read -r word; echo "got=$word pid=$$ cwd=$PWD pc=$PROMPT_COMMAND posix=${POSIXLY_CORRECT-unset}"; exit 7',
       })
       const ended = rest(t.stream)
       t.stream.write('hello\n')
@@ -139,7 +143,10 @@ describe('e2b provider terminals', () => {
       const t = await sb.openTerminal!({ cols: 80, rows: 24, command: 'seq 1 200000; exit 0' })
       const out = await rest(t.stream)
       expect(await t.exited).toEqual({ exitCode: 0 })
-      const numbers = out.replace(/\r/g, '').split('\n').filter((l) => /^\d+$/.test(l))
+      const numbers = out
+        .replace(/\r/g, '')
+        .split('\n')
+        .filter((l) => /^\d+$/.test(l))
       expect(numbers.length).toBe(200000)
       expect(numbers.every((n, i) => Number(n) === i + 1)).toBe(true)
     },
@@ -177,7 +184,9 @@ describe('e2b provider terminals', () => {
       })
       expect(await rejectionOf(sb.openTerminal!({ cols: 80, rows: 24, cwd: '/no/such/dir' }))).toMatchObject({
         code: 'BAD_REQUEST',
-        message: expect.stringMatching(/terminal cwd \/no\/such\/dir does not exist .*create it or pick another/),
+        message: expect.stringMatching(
+          /terminal cwd \/no\/such\/dir does not exist .*create it or pick another/,
+        ),
       })
     },
     T,
