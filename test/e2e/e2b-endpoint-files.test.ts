@@ -226,4 +226,33 @@ describe('E2B endpoint files: watchDir, metadata, symlinks, signed URLs (e2b SDK
       await theirs.kill()
     }
   }, 120_000)
+
+  // Last in the file: it spends this client's allowance of URLs that name no sandbox.
+  test('guessing signatures of URLs that name no sandbox is rate-limited; a named sandbox is not', async () => {
+    const sbx = await Sandbox.create('base', { metadata: { suite: scope }, secure: true })
+    try {
+      await sbx.files.write('hello.txt', 'named')
+      const url = new URL(await sbx.downloadUrl('hello.txt', { useSignatureExpiration: 60 }))
+      const guesses = Array.from({ length: 60 }, (_, i) => {
+        const u = new URL(url)
+        u.searchParams.set('signature', 'v1_' + String(i).padStart(43, 'A'))
+        return fetch(u)
+      })
+      const answers = await Promise.all(guesses)
+      const statuses = answers.map((r) => r.status)
+      expect(statuses.filter((st) => st === 401).length).toBeGreaterThan(0)
+      const limited = answers.filter((r) => r.status === 429)
+      expect(limited.length).toBeGreaterThan(0)
+      expect(Number(limited[0]?.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      expect((await limited[0]?.json()) as unknown).toMatchObject({
+        code: 429,
+        message: expect.stringMatching(/name no sandbox.*E2b-Sandbox-Id/),
+      })
+      // The same URL naming its sandbox needs no lookup, and is served.
+      const named = await fetch(url, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId } })
+      expect([named.status, await named.text()]).toEqual([200, 'named'])
+    } finally {
+      await sbx.kill()
+    }
+  }, 120_000)
 })

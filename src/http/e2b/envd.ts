@@ -28,6 +28,19 @@ import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './pr
 import type { E2BLifecycle } from './lifecycle.js'
 import { E2BPtys } from './pty-rpc.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
+import { RateLimiter } from '../rate-limit.js'
+
+/**
+ * Signed `/files` URLs that name no sandbox are matched against every sandbox's token (a read of all
+ * records) before anything authenticates them: at most this many per second per client address.
+ */
+const UNNAMED_SIGNED_PER_SECOND = 20
+const unnamedSigned = new RateLimiter(UNNAMED_SIGNED_PER_SECOND)
+
+/** The caller's address (Node's socket), for the limit above. */
+const clientAddress = (c: Context): string =>
+  (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket
+    ?.remoteAddress ?? 'unknown'
 
 /** The sandbox an envd request names, or the error answer (502 unknown, 401 bad token). */
 async function sandboxOf(
@@ -64,6 +77,15 @@ async function fileSandboxOf(
   const id = c.req.header('e2b-sandbox-id')
   if (!signed || (id && c.req.header('x-access-token') !== undefined))
     return sandboxOf(c, store, deps, lifecycle)
+  if (!id) {
+    const admitted = unnamedSigned.take(clientAddress(c))
+    if (!admitted.ok)
+      throw new E2BApiError(
+        429,
+        `too many signed /files URLs that name no sandbox (at most ${UNNAMED_SIGNED_PER_SECOND}/s per client): use the sandbox's host name (49983-<sandboxId>.<domain>) or send the E2b-Sandbox-Id header`,
+        { 'retry-after': String(Math.ceil(admitted.retryAfterMs / 1000)) },
+      )
+  }
   const found = id ? await store.byId(id) : await store.bySignature(signed)
   if (!found && id) throw new E2BApiError(502, `The sandbox ${id} was not found`)
   if (!found) throw new E2BApiError(401, 'invalid signature')
