@@ -77,6 +77,11 @@ export async function expectNoServerError(
   what: string,
   opts: { jsonRpc?: boolean } = {},
 ): Promise<number> {
+  if (res.ok && (res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+    // An event stream (a random path that is `/v1/events`) stays open until the client leaves.
+    await res.body?.cancel()
+    return res.status
+  }
   const text = await res.text()
   const label = `${what} → ${res.status} ${text.slice(0, 300)}`
   if (res.status === 501) {
