@@ -1,8 +1,6 @@
 import { Sandbox } from '@e2b/code-interpreter'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
-import type { SbxServer } from '../support/sbx-cli.js'
-import { saveEnv } from '../support/saved-env.js'
+import { e2bServe } from '../support/e2b-serve.js'
 
 /**
  * An `@e2b/code-interpreter` app against `node bin/sbx.js serve`'s E2B-compatible endpoint: only its
@@ -10,28 +8,18 @@ import { saveEnv } from '../support/saved-env.js'
  * profile. runCode keeps state between cells and gives logs, results, errors as E2B's does.
  */
 describe('@e2b/code-interpreter against sbx serve', () => {
-  const scope = uniqueName('e2bci')
-  let srv: SbxServer
-  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
+  const e2b = e2bServe('e2bci')
 
   beforeAll(async () => {
-    srv = await startSbxServer('serve', {
+    await e2b.start({
       config: {
-        queue: { prefix: scope },
         e2b: { templates: { 'code-interpreter-v1': 'dev' } },
         quotas: { requestsPerSecond: 1000 },
       },
     })
-    process.env['E2B_API_URL'] = srv.url
-    process.env['E2B_SANDBOX_URL'] = srv.url
-    process.env['E2B_API_KEY'] = srv.key
   }, 180_000)
 
-  afterAll(async () => {
-    restoreEnv()
-    await srv?.stop()
-    await removeScope(scope)
-  }, 120_000)
+  afterAll(() => e2b.stop(), 120_000)
 
   test('runCode: state, logs, main result, rich results, errors, javascript', async () => {
     const sbx = await Sandbox.create()

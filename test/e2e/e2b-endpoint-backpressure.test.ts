@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto'
 import { Sandbox } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
-import type { SbxServer } from '../support/sbx-cli.js'
+import { type E2BConnection, e2bServe } from '../support/e2b-serve.js'
 
 const KEY = `acme_e2bbp_${'b'.repeat(24)}`
 /** The output buffer per stream: a command's output is 130 times as much. */
@@ -17,26 +16,24 @@ const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex
  * serve` and the real `e2b` SDK).
  */
 describe('E2B endpoint: commands.run returns output far larger than the output buffer', () => {
-  const scope = uniqueName('e2bbp')
-  let srv: SbxServer
-  let conn: { apiUrl: string; sandboxUrl: string; apiKey: string }
+  const e2b = e2bServe('e2bbp')
+  const { scope } = e2b
+  let conn: E2BConnection
 
   beforeAll(async () => {
-    srv = await startSbxServer('serve', {
+    await e2b.start({
       config: {
-        queue: { prefix: scope },
         e2b: { templates: { base: 'e2b' } },
         quotas: { requestsPerSecond: 1000, processOutputBytes: RING },
       },
       env: { SBX_API_KEY: KEY },
+      key: KEY,
+      sdkEnv: false,
     })
-    conn = { apiUrl: srv.url, sandboxUrl: srv.url, apiKey: KEY }
+    conn = e2b.conn
   }, 180_000)
 
-  afterAll(async () => {
-    await srv?.stop()
-    await removeScope(scope)
-  }, 120_000)
+  afterAll(() => e2b.stop(), 120_000)
 
   test(`${LINES} lines (8 MiB) through a 64 KiB buffer arrive whole: length and sha256`, async () => {
     const expected = Array.from({ length: LINES }, (_, i) => `${i + 1}\n`).join('')

@@ -7,9 +7,7 @@ import {
   type FilesystemEvent,
 } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
-import type { SbxServer } from '../support/sbx-cli.js'
-import { saveEnv } from '../support/saved-env.js'
+import { type E2BConnection, e2bServe } from '../support/e2b-serve.js'
 
 const ACME = `acme_e2bf_${'a'.repeat(24)}`
 const GLOBEX = `globex_e2bf_${'g'.repeat(24)}`
@@ -42,15 +40,13 @@ function eventLog() {
  * targets, and signed `/files` URLs (`downloadUrl` / `uploadUrl`) across tenants.
  */
 describe('E2B endpoint files: watchDir, metadata, symlinks, signed URLs (e2b SDK)', () => {
-  const scope = uniqueName('e2bfiles')
-  let srv: SbxServer
-  let conn: { apiUrl: string; sandboxUrl: string; apiKey: string }
-  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
+  const e2b = e2bServe('e2bfiles')
+  const { scope } = e2b
+  let conn: E2BConnection
 
   beforeAll(async () => {
-    srv = await startSbxServer('serve', {
+    await e2b.start({
       config: {
-        queue: { prefix: scope },
         apiKeys: [
           { keyEnv: 'E2BF_ACME_KEY', tenant: 'acme' },
           { keyEnv: 'E2BF_GLOBEX_KEY', tenant: 'globex' },
@@ -58,18 +54,12 @@ describe('E2B endpoint files: watchDir, metadata, symlinks, signed URLs (e2b SDK
         quotas: { requestsPerSecond: 1000 },
       },
       env: { SBX_API_KEY: ACME, E2BF_ACME_KEY: ACME, E2BF_GLOBEX_KEY: GLOBEX },
+      key: ACME,
     })
-    process.env['E2B_API_URL'] = srv.url
-    process.env['E2B_SANDBOX_URL'] = srv.url
-    process.env['E2B_API_KEY'] = ACME
-    conn = { apiUrl: srv.url, sandboxUrl: srv.url, apiKey: ACME }
+    conn = e2b.conn
   }, 180_000)
 
-  afterAll(async () => {
-    restoreEnv()
-    await srv?.stop()
-    await removeScope(scope)
-  }, 120_000)
+  afterAll(() => e2b.stop(), 120_000)
 
   test('watchDir: writes, a folder added later (recursive), removes, entry info; a missing dir or a file is refused', async () => {
     const sbx = await Sandbox.create('base', { metadata: { suite: scope } })

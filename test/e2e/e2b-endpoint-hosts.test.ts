@@ -7,7 +7,7 @@ import { promisify } from 'node:util'
 import { Sandbox } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { freePort } from '../support/redis-server.js'
-import { saveEnv } from '../support/saved-env.js'
+import { e2bServe } from '../support/e2b-serve.js'
 import { LineChild, removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
@@ -35,27 +35,20 @@ function getVia(port: number, host: string, path = '/', headers: Record<string, 
  * traffic token.
  */
 describe('E2B sandbox host names (getHost) through sbx serve', () => {
-  const scope = uniqueName('e2bhost')
-  let srv: SbxServer
+  const e2b = e2bServe('e2bhost')
+  const { scope } = e2b
   let port: number
-  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
 
   beforeAll(async () => {
-    srv = await startSbxServer('serve', {
-      config: { queue: { prefix: scope }, quotas: { requestsPerSecond: 1000 } },
+    await e2b.start({
+      config: { quotas: { requestsPerSecond: 1000 } },
       env: { SBX_API_KEY: KEY },
+      key: KEY,
     })
-    port = Number(new URL(srv.url).port)
-    process.env['E2B_API_URL'] = srv.url
-    process.env['E2B_SANDBOX_URL'] = srv.url
-    process.env['E2B_API_KEY'] = KEY
+    port = e2b.port
   }, 180_000)
 
-  afterAll(async () => {
-    restoreEnv()
-    await srv?.stop()
-    await removeScope(scope)
-  }, 120_000)
+  afterAll(() => e2b.stop(), 120_000)
 
   test('a server in the sandbox answers at getHost(port); a closed port and a killed sandbox are 502s', async () => {
     const sbx = await Sandbox.create('base', { metadata: { suite: scope } })

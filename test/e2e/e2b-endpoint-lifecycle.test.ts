@@ -3,8 +3,8 @@ import { request } from 'node:http'
 import { promisify } from 'node:util'
 import { ALL_TRAFFIC, Sandbox, SandboxNotFoundError } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { saveEnv } from '../support/saved-env.js'
-import { removeScope, scopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import { e2bServe } from '../support/e2b-serve.js'
+import { scopeContainers, uniqueName } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
 
 const run = promisify(execFile)
@@ -32,19 +32,18 @@ function getVia(port: number, host: string, path = '/') {
  * pauses (processes end, files stay), metrics from the engine, list filters and network updates.
  */
 describe('E2B lifecycle, metrics, list filters and network updates through sbx serve (e2b SDK)', () => {
-  const scope = uniqueName('e2blife')
+  const e2b = e2bServe('e2blife')
+  const { scope } = e2b
   let srv: SbxServer
   let port: number
-  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
   const globex = () => ({ apiKey: GLOBEX })
   /** Resolves when the server logs that it paused `sandboxId`. */
   const pausedLogged = (sandboxId: string) =>
     srv.child.next((l) => l.text.includes('e2b sandbox paused') && l.text.includes(sandboxId), 60_000)
 
   beforeAll(async () => {
-    srv = await startSbxServer('serve', {
+    srv = await e2b.start({
       config: {
-        queue: { prefix: scope },
         apiKeys: [
           { keyEnv: 'E2BLIFE_ACME_KEY', tenant: 'acme' },
           { keyEnv: 'E2BLIFE_GLOBEX_KEY', tenant: 'globex' },
@@ -55,18 +54,12 @@ describe('E2B lifecycle, metrics, list filters and network updates through sbx s
         quotas: { requestsPerSecond: 1000 },
       },
       env: { SBX_API_KEY: ACME, E2BLIFE_ACME_KEY: ACME, E2BLIFE_GLOBEX_KEY: GLOBEX },
+      key: ACME,
     })
-    port = Number(new URL(srv.url).port)
-    process.env['E2B_API_URL'] = srv.url
-    process.env['E2B_SANDBOX_URL'] = srv.url
-    process.env['E2B_API_KEY'] = ACME
+    port = e2b.port
   }, 180_000)
 
-  afterAll(async () => {
-    restoreEnv()
-    await srv?.stop()
-    await removeScope(scope)
-  }, 120_000)
+  afterAll(() => e2b.stop(), 120_000)
 
   test("onTimeout 'pause': the end of the lifetime pauses the sandbox; connect resumes it with its files and processes", async () => {
     const sbx = await Sandbox.create('base', { timeoutMs: 4_000, lifecycle: { onTimeout: 'pause' } })

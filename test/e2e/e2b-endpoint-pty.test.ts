@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { join } from 'node:path'
 import type { ConfigInput } from '../../src/config/schema.js'
 import { PTY_BLOCK_REASON } from './fixtures/e2b-pty-policy.js'
+import { type E2BConnection, e2bServe } from '../support/e2b-serve.js'
 import type { LineChild } from '../support/redis-child.js'
 import {
   configDir,
@@ -75,14 +76,13 @@ const typed = (s: string): Uint8Array => new TextEncoder().encode(s)
  * ends it (the pid gone in the sandbox).
  */
 describe('E2B endpoint: PTYs (sandbox.pty)', () => {
-  const scope = uniqueName('e2bpty')
-  let srv: SbxServer
-  let conn: { apiUrl: string; sandboxUrl: string; apiKey: string }
+  const e2b = e2bServe('e2bpty')
+  const { scope } = e2b
+  let conn: E2BConnection
 
   beforeAll(async () => {
-    srv = await startSbxServer('serve', {
+    await e2b.start({
       config: {
-        queue: { prefix: scope },
         apiKeys: [
           { keyEnv: 'E2BPTY_ACME_KEY', tenant: 'acme' },
           { keyEnv: 'E2BPTY_GLOBEX_KEY', tenant: 'globex' },
@@ -92,14 +92,13 @@ describe('E2B endpoint: PTYs (sandbox.pty)', () => {
         quotas: { requestsPerSecond: 1000 },
       },
       env: { SBX_API_KEY: KEY, E2BPTY_ACME_KEY: KEY, E2BPTY_GLOBEX_KEY: GLOBEX },
+      key: KEY,
+      sdkEnv: false,
     })
-    conn = { apiUrl: srv.url, sandboxUrl: srv.url, apiKey: KEY }
+    conn = e2b.conn
   }, 180_000)
 
-  afterAll(async () => {
-    await srv?.stop()
-    await removeScope(scope)
-  }, 120_000)
+  afterAll(() => e2b.stop(), 120_000)
 
   test('create, type, resize, reconnect, list, kill', async () => {
     const sbx = await Sandbox.create('base', { ...conn, metadata: { suite: scope } })

@@ -1,8 +1,7 @@
 import { Sandbox, SandboxError, SandboxNotFoundError } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { removeScope, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import { e2bServe } from '../support/e2b-serve.js'
 import type { SbxServer } from '../support/sbx-cli.js'
-import { saveEnv } from '../support/saved-env.js'
 
 const ACME = `acme_e2bsnap_${'a'.repeat(24)}`
 const GLOBEX = `globex_e2bsnap_${'g'.repeat(24)}`
@@ -14,15 +13,14 @@ const GLOBEX = `globex_e2bsnap_${'g'.repeat(24)}`
  * snapshots are the tenant's own records of the server's snapshot store (`/v1/snapshots`).
  */
 describe('E2B snapshots and fork through sbx serve (e2b SDK)', () => {
-  const scope = uniqueName('e2bsnap')
+  const e2b = e2bServe('e2bsnap')
+  const { scope } = e2b
   let srv: SbxServer
-  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
   const globex = () => ({ apiKey: GLOBEX })
 
   beforeAll(async () => {
-    srv = await startSbxServer('serve', {
+    srv = await e2b.start({
       config: {
-        queue: { prefix: scope },
         apiKeys: [
           { keyEnv: 'E2BSNAP_ACME_KEY', tenant: 'acme' },
           { keyEnv: 'E2BSNAP_GLOBEX_KEY', tenant: 'globex' },
@@ -39,17 +37,11 @@ describe('E2B snapshots and fork through sbx serve (e2b SDK)', () => {
         DAYTONA_API_KEY: 'daytona_unused',
         DAYTONA_API_URL: 'http://127.0.0.1:9',
       },
+      key: ACME,
     })
-    process.env['E2B_API_URL'] = srv.url
-    process.env['E2B_SANDBOX_URL'] = srv.url
-    process.env['E2B_API_KEY'] = ACME
   }, 180_000)
 
-  afterAll(async () => {
-    restoreEnv()
-    await srv?.stop()
-    await removeScope(scope)
-  }, 120_000)
+  afterAll(() => e2b.stop(), 120_000)
 
   test('snapshot, create from it (by id and by name), files kept, copies independent, list, delete', async () => {
     const sbx = await Sandbox.create('base', { metadata: { suite: scope } })

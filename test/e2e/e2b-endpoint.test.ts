@@ -4,9 +4,9 @@ import { promisify } from 'node:util'
 import { ALL_TRAFFIC, CommandExitError, Sandbox, TimeoutError } from 'e2b'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { BLOCK_REASON } from './fixtures/e2b-block-policy.js'
-import { removeScope, scopeContainers, startSbxServer, uniqueName } from '../support/sbx-cli.js'
+import { type E2BConnection, e2bServe } from '../support/e2b-serve.js'
+import { scopeContainers } from '../support/sbx-cli.js'
 import type { SbxServer } from '../support/sbx-cli.js'
-import { saveEnv } from '../support/saved-env.js'
 
 const run = promisify(execFile)
 const ACME = `acme_e2b_${'a'.repeat(24)}`
@@ -18,15 +18,15 @@ const GLOBEX = `globex_e2b_${'g'.repeat(24)}`
  * of our Docker sessions; commands pass the server's tool-call policy; tenants stay apart.
  */
 describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
-  const scope = uniqueName('e2bep')
+  const e2b = e2bServe('e2bep')
+  const { scope } = e2b
   let srv: SbxServer
-  let conn: { apiUrl: string; sandboxUrl: string; apiKey: string }
-  const restoreEnv = saveEnv(['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY'])
+  let conn: E2BConnection
 
   beforeAll(async () => {
-    srv = await startSbxServer('serve', {
+    // The app's only change: where E2B is (E2B_API_URL, E2B_SANDBOX_URL), and which key (E2B_API_KEY).
+    srv = await e2b.start({
       config: {
-        queue: { prefix: scope },
         apiKeys: [
           { keyEnv: 'E2BEP_ACME_KEY', tenant: 'acme' },
           { keyEnv: 'E2BEP_GLOBEX_KEY', tenant: 'globex' },
@@ -38,19 +38,12 @@ describe('E2B-compatible endpoint through sbx serve (e2b SDK)', () => {
         quotas: { requestsPerSecond: 1000, maxSandboxes: 2 },
       },
       env: { SBX_API_KEY: ACME, E2BEP_ACME_KEY: ACME, E2BEP_GLOBEX_KEY: GLOBEX },
+      key: ACME,
     })
-    // The app's only change: where E2B is, and which key.
-    process.env['E2B_API_URL'] = srv.url
-    process.env['E2B_SANDBOX_URL'] = srv.url
-    process.env['E2B_API_KEY'] = ACME
-    conn = { apiUrl: srv.url, sandboxUrl: srv.url, apiKey: ACME }
+    conn = e2b.conn
   }, 180_000)
 
-  afterAll(async () => {
-    restoreEnv()
-    await srv?.stop()
-    await removeScope(scope)
-  }, 120_000)
+  afterAll(() => e2b.stop(), 120_000)
 
   test('create, run (stdout, stderr, exit code), files, list by metadata, kill', async () => {
     const sbx = await Sandbox.create('base', { metadata: { suite: scope, role: 'main' } })

@@ -2,13 +2,13 @@ import { Redis } from 'ioredis'
 import { afterEach, describe, expect, test } from 'vitest'
 import { AppError } from '../../../src/errors.js'
 import { deriveJobId, resultOfOutcome } from '../../../src/queue/index.js'
-import type { ExecJob, JobProcessor, LoggedChunk } from '../../../src/queue/index.js'
-import type { QueueRouteExecutor } from '../../../src/routing/queue-route-executor.js'
+import type { JobProcessor, LoggedChunk } from '../../../src/queue/index.js'
 import type { JobEvent } from '../../../src/services/index.js'
 import { QueueExecService } from '../../../src/services/exec-service.js'
 import { RedisSessionDirectory } from '../../../src/services/session-directory.js'
 import { redisUnderTest } from '../../support/queue-drivers.js'
 import type { QueueUnderTest } from '../../support/queue-drivers.js'
+import { jobRouter } from '../../support/job-router.js'
 import { completedResult } from '../../support/scripted-processor.js'
 import { REDIS_URL } from '../../support/redis.js'
 
@@ -26,27 +26,6 @@ afterEach(async () => {
   redis = undefined
 })
 
-/** The router's part the service uses: the job a request becomes (id from tenant + callId). */
-const router = {
-  buildJob: (route: { tenant?: string; callId: string; command: string; sessionId?: string }): ExecJob => {
-    const tenant = route.tenant ?? 'default'
-    return {
-      jobId: deriveJobId(tenant, route.callId),
-      tenant,
-      ...(route.sessionId === undefined ? {} : { sessionId: route.sessionId }),
-      providerId: 'docker',
-      profile: 'default',
-      command: route.command,
-      timeoutMs: 10_000,
-      outputCapBytes: 1 << 20,
-      idempotent: false,
-      callId: route.callId,
-      toolName: 'exec',
-      submittedAt: Date.now(),
-    }
-  },
-} as unknown as QueueRouteExecutor
-
 async function setup(): Promise<{
   service: QueueExecService
   directory: RedisSessionDirectory
@@ -56,7 +35,7 @@ async function setup(): Promise<{
   redis = new Redis(REDIS_URL)
   const prefix = q.prefix as string
   const directory = new RedisSessionDirectory(redis, `${prefix}:`)
-  return { service: new QueueExecService(q.queue, router, directory), directory, prefix }
+  return { service: new QueueExecService(q.queue, jobRouter, directory), directory, prefix }
 }
 
 /** A processor that passes the fence, publishes `chunks` (waiting on `between` after each but the last) and completes. */

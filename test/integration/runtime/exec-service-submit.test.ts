@@ -2,15 +2,15 @@ import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterEach, describe, expect, test, vi } from 'vitest'
 import { AppError } from '../../../src/errors.js'
-import { deriveJobId, resultOfOutcome } from '../../../src/queue/index.js'
-import type { ExecJob, JobProcessor } from '../../../src/queue/index.js'
-import type { QueueRouteExecutor } from '../../../src/routing/queue-route-executor.js'
+import { resultOfOutcome } from '../../../src/queue/index.js'
+import type { JobProcessor } from '../../../src/queue/index.js'
 import { QueueExecService } from '../../../src/services/exec-service.js'
 import { RedisSessionDirectory } from '../../../src/services/session-directory.js'
 import { TenantJobLimiter } from '../../../src/services/tenant-jobs.js'
 import { DRIVERS } from '../../support/queue-drivers.js'
 import type { QueueUnderTest } from '../../support/queue-drivers.js'
 import { deleteKeys, REDIS_URL } from '../../support/redis.js'
+import { jobRouter } from '../../support/job-router.js'
 import { completedResult } from '../../support/scripted-processor.js'
 
 /*
@@ -30,27 +30,6 @@ afterEach(async () => {
   redis?.disconnect()
   redis = undefined
 })
-
-/** The router's part the service uses: the job a request becomes (id from tenant + callId). */
-const router = {
-  buildJob: (route: { tenant?: string; callId: string; command: string; sessionId?: string }): ExecJob => {
-    const tenant = route.tenant ?? 'default'
-    return {
-      jobId: deriveJobId(tenant, route.callId),
-      tenant,
-      ...(route.sessionId === undefined ? {} : { sessionId: route.sessionId }),
-      providerId: 'docker',
-      profile: 'default',
-      command: route.command,
-      timeoutMs: 10_000,
-      outputCapBytes: 1 << 20,
-      idempotent: false,
-      callId: route.callId,
-      toolName: 'exec',
-      submittedAt: Date.now(),
-    }
-  },
-} as unknown as QueueRouteExecutor
 
 const input = { provider: 'docker', profile: 'default', command: 'echo hi', sessionId: 's1' }
 
@@ -73,7 +52,7 @@ describe.each(DRIVERS)('QueueExecService.submit on driver %s', (_name, factory) 
           ? Promise.reject(new AppError('QUOTA_EXCEEDED', 'no room for a new sandbox'))
           : Promise.resolve(),
     }
-    const service = new QueueExecService(q.queue, router, directory, gates.limiter, bounds)
+    const service = new QueueExecService(q.queue, jobRouter, directory, gates.limiter, bounds)
     return { service, directory, queue: q.queue }
   }
 
