@@ -83,6 +83,13 @@ describe('waiting POST /v1/exec: the job id before the wait, and a way back to t
     const worker: LineChild = await startSbxWorker({ config, cwd: dir })
     started.push(worker)
     expect((await execDone(api, 'true', 's1')).state).toBe('completed')
+    // A command that ends within the answer's grace is answered in one piece, its id in the headers.
+    const quick = await api.post('/v1/exec', run('echo quick', 's1'), { key: KEY_A })
+    expect(quick.headers.get('content-length')).toMatch(/^\d+$/)
+    const quickJob = (await quick.json()) as Job
+    expect(quickJob.state).toBe('completed')
+    expect(quick.headers.get('x-job-id')).toBe(quickJob.id)
+    expect(quick.headers.get('location')).toBe(`/v1/jobs/${quickJob.id}`)
 
     const { res, id } = await headersBeforeTheEnd(api, 's1')
     const cut = res.text().then(
@@ -109,7 +116,8 @@ describe('waiting POST /v1/exec: the job id before the wait, and a way back to t
     expect(mine.jobs[0]?.result?.stdout).toBe('begun\n')
     expect(mine.jobs.every((j) => j.sessionId === 's1')).toBe(true)
     const all = (await (await api.fetch('/v1/jobs', { key: KEY_A })).json()) as { jobs: Job[] }
-    expect(all.jobs.length).toBe(3)
+    // true, echo quick, the cut-off job, cat log.
+    expect(all.jobs.length).toBe(4)
     const theirs = (await (await api.fetch('/v1/jobs?sessionId=s1', { key: KEY_B })).json()) as {
       jobs: Job[]
     }

@@ -169,10 +169,11 @@ describe(`answers of accepted jobs through Redis faults (queue driver ${FLEET_DR
 
   test('Redis away past the wait: the POST answers `unknown` (accepted, result unreadable), and GET finds the job once Redis is back', async () => {
     const server = redis as RedisServer
-    // The wait of a waiting POST lasts the command's timeout + 30 s: 31 s here.
+    // The wait of a waiting POST lasts the command's timeout + 30 s: 33 s here. The command outlasts
+    // the answer's grace (ANSWER_GRACE_MS), so the status comes while it runs.
     const res = await srv().post(
       '/v1/exec',
-      { ...run('echo begun; sleep 0.5; echo late', 'long'), timeoutMs: 1_000 },
+      { ...run('echo begun; sleep 2; echo late', 'long'), timeoutMs: 3_000 },
       { key: KEY },
     )
     expect(res.status).toBe(200)

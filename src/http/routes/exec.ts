@@ -36,8 +36,9 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       path: '/v1/exec',
       summary: 'Run a command in a sandbox',
       description:
-        'Waits for the result by default: once the job is accepted, status 200 and the headers `X-Job-Id` and ' +
-        '`Location: /v1/jobs/{id}` are sent at once, newlines keep the connection alive, and the body is the ' +
+        'Waits for the result by default: a job that ends within 250 ms is answered in one piece (200, the ' +
+        'headers `X-Job-Id` and `Location: /v1/jobs/{id}`, its view); for a longer one, status 200 and those ' +
+        'headers are sent after the 250 ms, newlines keep the connection alive, and the body is the ' +
         "job's view when it ends (or, past the wait, its current state; `unknown` when its result could not be " +
         'read). With `wait=false` answers 202 with the job at once. An `Idempotency-Key` header makes a ' +
         'repeated request return the same job. Any 4xx/5xx means the job was not accepted.',
@@ -82,7 +83,7 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
       const timeoutMs = Math.min(maxWaitMs, (input.timeoutMs ?? 600_000) + 30_000)
       const signal = c.req.raw.signal
       // Accepted: from here on the answer is this job's view, never an error status.
-      return acceptedJobAnswer(submitted, async () => {
+      return (await acceptedJobAnswer(submitted, async () => {
         try {
           const view = await deps.exec.wait(tenant, submitted.id, { timeoutMs, signal })
           return view ?? vanishedJobView(submitted)
@@ -93,7 +94,7 @@ export function registerExecRoutes(app: App, deps: AppDeps): void {
           )
           return unknownJobView(submitted, err)
         }
-      }) as never
+      })) as never
     },
   )
 
