@@ -186,10 +186,22 @@ export class RedisJobStore {
   }
 }
 
+/** What one take brought: whether a job was popped at all, and the jobs taken (leased to the consumer). */
+export interface Taken {
+  /** Whether the pop found a job (false: the blocking pop timed out, or nothing was pending). */
+  readonly popped: boolean
+  /** The jobs taken, oldest first; a popped job that was gone or finished is dropped. */
+  readonly jobs: TakenJob[]
+}
+
+/** Most jobs one take leases beyond the popped one (bounds the script's run). */
+export const MAX_TAKE_MORE = 31
+
 /**
  * The blocking side of a consumer: on its own connection, a blocking pop (the waiting list's oldest
  * job to the consumer's pending list) with the take script right behind it in one pipeline, so that
- * taking a job is one round trip: Redis runs the script as soon as the pop returns.
+ * taking a job is one round trip: Redis runs the script as soon as the pop returns. The script takes
+ * up to `more` further waiting jobs in the same step (a backlog costs one round trip, not one per job).
  */
 export class JobTaker {
   private readonly cmd: QueueScripts
@@ -204,20 +216,14 @@ export class JobTaker {
   }
 
   /**
-   * Waits up to `blockSeconds` for a job and takes it. Resolves `undefined` when none came (or the
-   * one that came was gone or finished by then).
+   * Waits up to `blockSeconds` for a job and takes it, with up to `more` further waiting jobs (at
+   * most {@link MAX_TAKE_MORE}).
    */
-  async take(blockSeconds: number): Promise<TakenJob | undefined> {
+  async take(blockSeconds: number, more = 0): Promise<Taken> {
     const pending = this.keys.pending(this.workerId)
     const pipeline = this.client.pipeline().blmove(this.keys.wait, pending, 'RIGHT', 'LEFT', blockSeconds)
     // Queued on the pipeline (its reply comes with exec()'s), not a promise of its own to await.
-    void (pipeline as unknown as QueueScripts).sbxRqTake(
-      pending,
-      this.keys.leases,
-      this.keys.jobPrefix,
-      this.workerId,
-      this.leaseMs,
-    )
+    void (pipeline as unknown as QueueScripts).sbxRqTake(...this.takeArgs(more))
     const replies = await pipeline.exec()
     const failed = replies?.find(([err]) => err)
     if (failed?.[0]) throw failed[0]
@@ -225,15 +231,20 @@ export class JobTaker {
   }
 
   /** Takes what is left in the pending list (a pop whose take did not run), without blocking. */
-  async takePending(): Promise<TakenJob | undefined> {
-    const r = await this.cmd.sbxRqTake(
+  async takePending(more = 0): Promise<Taken> {
+    return parseTaken(await this.cmd.sbxRqTake(...this.takeArgs(more)))
+  }
+
+  private takeArgs(more: number): (string | number)[] {
+    return [
       this.keys.pending(this.workerId),
       this.keys.leases,
+      this.keys.wait,
       this.keys.jobPrefix,
       this.workerId,
       this.leaseMs,
-    )
-    return parseTaken(r)
+      Math.max(0, Math.min(MAX_TAKE_MORE, Math.floor(more))),
+    ]
   }
 }
 
@@ -247,8 +258,12 @@ function storedJob(data: string, state: string | null, done: string | null): Sto
   }
 }
 
-function parseTaken(reply: unknown): TakenJob | undefined {
-  if (!Array.isArray(reply) || reply.length < 4) return undefined
-  const [jobId, data, attempt, stalls] = reply as [string, string, number | string, string]
-  return { jobId, data, attempt: Number(attempt), stalls: Number(stalls) }
+function parseTaken(reply: unknown): Taken {
+  if (!Array.isArray(reply)) return { popped: false, jobs: [] }
+  const jobs: TakenJob[] = []
+  for (let k = 0; k + 3 < reply.length; k += 4) {
+    const [jobId, data, attempt, stalls] = reply.slice(k, k + 4) as [string, string, number | string, string]
+    jobs.push({ jobId, data, attempt: Number(attempt), stalls: Number(stalls) })
+  }
+  return { popped: true, jobs }
 }

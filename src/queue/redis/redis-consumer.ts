@@ -280,9 +280,11 @@ export async function startRedisConsumer(
         continue
       }
       try {
-        const taken = recover ? await taker.takePending() : await taker.take(BLOCK_SECONDS)
-        if (taken) start(taken)
-        else recover = false
+        // Every free slot beyond the first takes a waiting job in the same round trip.
+        const more = concurrency - inFlight - 1
+        const taken = recover ? await taker.takePending(more) : await taker.take(BLOCK_SECONDS, more)
+        for (const job of taken.jobs) start(job)
+        if (recover && !taken.popped) recover = false
       } catch (err) {
         if (closeRequested) break
         if (!isRedisUnreachable(err)) onError(err, `queue worker ${workerId}`)

@@ -38,22 +38,42 @@ return {1}
 `
 
 /**
- * KEYS: pending leases. ARGV: jobPrefix workerId leaseMs. Takes the job the blocking pop just moved to
- * the consumer's pending list (sent right behind it, on the same connection): its attempt counts up,
- * it is leased to the worker. Returns nil when there is none, `{id}` for a job that is gone or
- * finished (dropped), else `{id, data, attempt, stalls}`.
+ * KEYS: pending leases wait. ARGV: jobPrefix workerId leaseMs more. Takes the job the blocking pop
+ * just moved to the consumer's pending list (sent right behind it, on the same connection), then up
+ * to `more` jobs straight off the waiting list (the consumer's free slots: a backlog is taken in one
+ * round trip, not one per job): each one's attempt counts up and it is leased to the worker, in the
+ * same atomic step as its pop, so none is left between. Returns nil when nothing was pending, else a
+ * flat list of `id, data, attempt, stalls` per job taken (empty when the popped job was gone or
+ * finished: it is dropped).
  */
 const TAKE = `
+local out = {}
+local now
+local function take(id)
+  local key = ARGV[1] .. id .. '}'
+  local f = redis.call('HMGET', key, 'data', 'state', 'stalls', 'attempt')
+  if not f[1] or f[2] == 'finished' then return end
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local attempt = tonumber(f[4] or '0') + 1
+  redis.call('HSET', key, 'state', 'active', 'worker', ARGV[2], 'attempt', attempt)
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), id)
+  out[#out + 1] = id
+  out[#out + 1] = f[1]
+  out[#out + 1] = attempt
+  out[#out + 1] = f[3] or '0'
+end
 local id = redis.call('RPOP', KEYS[1])
 if not id then return false end
-local key = ARGV[1] .. id .. '}'
-local f = redis.call('HMGET', key, 'data', 'state', 'stalls', 'attempt')
-if not f[1] or f[2] == 'finished' then return {id} end
-${NOW}
-local attempt = tonumber(f[4] or '0') + 1
-redis.call('HSET', key, 'state', 'active', 'worker', ARGV[2], 'attempt', attempt)
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), id)
-return {id, f[1], attempt, f[3] or '0'}
+take(id)
+for _ = 1, tonumber(ARGV[4] or '0') do
+  local more = redis.call('RPOP', KEYS[3])
+  if not more then break end
+  take(more)
+end
+return out
 `
 
 /**
@@ -171,7 +191,7 @@ export interface QueueScripts {
 /** Registers the scripts on `client` (ioredis also adds them to its pipelines). */
 export function defineQueueScripts(client: Redis): QueueScripts {
   client.defineCommand('sbxRqAdd', { lua: ADD })
-  client.defineCommand('sbxRqTake', { lua: TAKE, numberOfKeys: 2 })
+  client.defineCommand('sbxRqTake', { lua: TAKE, numberOfKeys: 3 })
   client.defineCommand('sbxRqFinish', { lua: FINISH, numberOfKeys: 5 })
   client.defineCommand('sbxRqHandBack', { lua: HAND_BACK, numberOfKeys: 3 })
   client.defineCommand('sbxRqRefresh', { lua: REFRESH, numberOfKeys: 2 })
