@@ -28,6 +28,8 @@ export type RedisConsumerTuning = ConsumerTuning
 
 /** How long one blocking pop waits before it is sent again (s); close unblocks it at once. */
 const BLOCK_SECONDS = 5
+/** Without a backlog seen, one take in this many also looks for more waiting jobs. */
+const PROBE_EVERY = 8
 
 interface ConsumerDeps {
   readonly redisUrl: string
@@ -274,15 +276,21 @@ export async function startRedisConsumer(
   const loop = (async () => {
     // A pop whose take did not run (a connection lost between them) left its job pending: take it first.
     let recover = true
+    let backlog = false
+    let takes = 0
     while (!closeRequested) {
       if (inFlight >= concurrency) {
         await waitForSlot()
         continue
       }
       try {
-        // Every free slot beyond the first takes a waiting job in the same round trip.
-        const more = concurrency - inFlight - 1
+        // While a backlog waits, every free slot beyond the first takes a waiting job in the same
+        // round trip. Without one, the extra pop would find the list empty (a command for nothing):
+        // only one take in PROBE_EVERY looks, and finding jobs there means a backlog.
+        const probe: boolean = backlog || ++takes % PROBE_EVERY === 0
+        const more: number = probe ? concurrency - inFlight - 1 : 0
         const taken = recover ? await taker.takePending(more) : await taker.take(BLOCK_SECONDS, more)
+        if (more > 0) backlog = taken.jobs.length > 1
         for (const job of taken.jobs) start(job)
         if (recover && !taken.popped) recover = false
       } catch (err) {
