@@ -162,6 +162,20 @@ export interface SubmitOrGetOptions {
    * (the session's next call writes it again).
    */
   readonly alongside?: AlongsideWrite
+  /**
+   * The tenant's cap on jobs queued or running (`quotas.maxConcurrentJobs`). A queue that counts them
+   * across the fleet ({@link JobQueue.countsTenantJobs}) answers a new job past it `over-cap` and adds
+   * nothing (an existing id is still answered); other queues ignore it and the caller counts.
+   */
+  readonly tenantJobs?: TenantJobCap
+}
+
+/** {@link SubmitOrGetOptions.tenantJobs}: the tenant's cap on jobs queued or running. */
+export interface TenantJobCap {
+  /** Most jobs the tenant may have queued or running (`quotas.maxConcurrentJobs`). */
+  readonly cap: number
+  /** How long the job holds its slot at most when its end is never seen (ms; its timeout and a margin). */
+  readonly holdMs: number
 }
 
 /** What {@link JobQueue.submitOrGet} did. */
@@ -169,6 +183,8 @@ export type SubmitOrGetOutcome<TJob extends QueueJob = ExecJob, TValue = ExecRes
   | { readonly kind: 'added' }
   /** The id existed: the job as stored (undefined when its payload is not one of its kind). */
   | { readonly kind: 'exists'; readonly info: JobInfo<TJob, TValue> | undefined }
+  /** New, and the tenant already has `count` ≥ its cap ({@link SubmitOrGetOptions.tenantJobs}) jobs queued or running: not added. */
+  | { readonly kind: 'over-cap'; readonly count: number }
 
 /**
  * A queue of jobs of one {@link JobKind} (by default exec jobs, {@link ExecJob}). Jobs are keyed by
@@ -177,6 +193,11 @@ export type SubmitOrGetOutcome<TJob extends QueueJob = ExecJob, TValue = ExecRes
  */
 export interface JobQueue<TJob extends QueueJob = ExecJob, TValue = ExecResult> {
   readonly driver: QueueDriver
+  /**
+   * Whether {@link submitOrGet} enforces `tenantJobs` across every process of the fleet (the `redis`
+   * driver, in its add script). Otherwise the caller counts the tenant's jobs per process.
+   */
+  readonly countsTenantJobs?: boolean
   /** Adds the job unless one with its id exists (a resubmission is a no-op that resolves the same way). */
   submit(job: TJob): Promise<{ readonly jobId: string }>
   /**

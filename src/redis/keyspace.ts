@@ -9,6 +9,7 @@
  * | BullMQ queues           | `p` (BullMQ `prefix`)        | `p:<queue>:*` (BullMQ's own) for each of {@link QUEUE_NAMES} and lanes |
  * | Fence records           | `p:<queue>:sbx`              | `:{<job>}:done/cancel/fence/out/err/log/logmeta`, `:job:<job>`, `:cancel` |
  * | Tenant job index        | `p:<queue>:sbx:index`        | one sorted set per tenant                                          |
+ * | Tenant job slots        | `p:tenant-jobs:`             | one sorted set per tenant: the done-record keys of its live jobs (`redis` driver) |
  * | `redis` queue driver    | `p:<queue>:rq`               | `:{<job>}` (job hash), `:wait`, `:leases`, `:workers`, `:pending:<worker>` |
  * | Engines (lanes)         | `p:engines`                  | hash, `:drained`, `:place:<session>`, `:pending:<engine>`, `:job:<job>`, `:adopt:<engine>`, `:gateways:<engine>` |
  * | Session store           | `p:sessions:`                | `bindings`, `closed:<ref>`, `replaced`, `idle`, `warm:<pool>`, `lock:<name>`, `slot:<name>`… (see sessions/store/redis-scripts.ts) |
@@ -47,6 +48,8 @@ export interface Keyspace {
   jobIndex(queue: string): string
   /** Base of the jobs, waiting list, leases and workers of `queue` under the `redis` queue driver. */
   jobs(queue: string): string
+  /** Base of the tenants' job slots (`quotas.maxConcurrentJobs`, fleet-wide under the `redis` driver). */
+  readonly tenantJobs: string
 }
 
 /** The key bases of the deployment prefixed `prefix` (see the table above). */
@@ -60,5 +63,6 @@ export function keyspace(prefix: string): Keyspace {
     fences: (queue) => `${prefix}:${queue}:sbx`,
     jobIndex: (queue) => `${prefix}:${queue}:sbx:index`,
     jobs: (queue) => `${prefix}:${queue}:rq`,
+    tenantJobs: `${prefix}:tenant-jobs:`,
   }
 }

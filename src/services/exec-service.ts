@@ -10,7 +10,7 @@ import type { QueueRouteExecutor } from '../routing/queue-route-executor.js'
 import { jobView, unknownJobView, vanishedJobView } from './job-view.js'
 import { sessionRecordAlongside } from './session-directory.js'
 import type { SessionDirectory } from './session-directory.js'
-import type { TenantJobLimiter } from './tenant-jobs.js'
+import { type TenantJobLimiter, tenantJobsExceeded } from './tenant-jobs.js'
 import type { SessionPool } from '../sessions/types.js'
 import { sessionKeyOf } from '../worker/exec-processor.js'
 
@@ -18,6 +18,8 @@ import { sessionKeyOf } from '../worker/exec-processor.js'
 const FINAL_READ_GRACE_MS = 5_000
 /** How long an event stream tries to read a job's retained output while Redis is away (ms). */
 const REPLAY_RETRY_MS = 10_000
+/** How long past its timeout a job holds its tenant slot when its end is never seen (ms). */
+const SLOT_MARGIN_MS = 15 * 60_000
 /** How long a job this process added is remembered for the wait that follows its submit (ms). */
 const ADDED_MEMORY_MS = 30_000
 
@@ -55,21 +57,30 @@ export class QueueExecService implements ExecService {
     const target = { provider: input.provider, profile: input.profile }
     // The session's record goes with the submission, whether the job is new or not.
     const alongside = sessionRecordAlongside(this.directory, tenant, job.sessionId, target)
-    // A new job must fit: the bounds (its sandbox), then one of the tenant's job slots.
+    // A new job must fit: the bounds (its sandbox), then one of the tenant's job slots (counted by
+    // the queue's add for the whole fleet when it can, else here for this process).
+    const fleetSlots = this.limiter && this.queue.countsTenantJobs === true
     let release: (() => void) | undefined
     try {
       await this.bounds?.admit(sessionKeyOf(job))
-      release = this.limiter?.take(tenant)
+      if (!fleetSlots) release = this.limiter?.take(tenant)
     } catch (refusal) {
       return this.refused(tenant, job, alongside, refusal)
     }
     let outcome: SubmitOrGetOutcome
     try {
-      outcome = await this.queue.submitOrGet(job, alongside ? { alongside } : {})
+      outcome = await this.queue.submitOrGet(job, {
+        ...(alongside ? { alongside } : {}),
+        ...(fleetSlots && this.limiter
+          ? { tenantJobs: { cap: this.limiter.max, holdMs: job.timeoutMs + SLOT_MARGIN_MS } }
+          : {}),
+      })
     } catch (err) {
       release?.()
       throw notAccepted(err, job.jobId)
     }
+    // Past the fleet-wide cap: nothing was added (an existing id would have been answered).
+    if (outcome.kind === 'over-cap') throw tenantJobsExceeded(tenant, outcome.count, this.limiter?.max ?? 0)
     if (outcome.kind === 'exists' && outcome.info) {
       release?.()
       return this.resubmitted(tenant, job, outcome.info)
@@ -77,7 +88,7 @@ export class QueueExecService implements ExecService {
     if (release) {
       // The slot is held until the job is over, whoever waits for it.
       this.queue
-        .wait(job.jobId, { timeoutMs: job.timeoutMs + 15 * 60_000 })
+        .wait(job.jobId, { timeoutMs: job.timeoutMs + SLOT_MARGIN_MS })
         .catch(() => undefined)
         .finally(release)
     }

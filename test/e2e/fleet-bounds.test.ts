@@ -154,4 +154,48 @@ describe('fleet bounds through sbx api + sbx worker', () => {
     expect((await scopeContainers(scopes.at(-1) ?? '')).length).toBe(n)
     expectRefused(await exec(api, 'one-more'), `quotas.maxSandboxes = ${n}`)
   }, 240_000)
+
+  test('quotas.maxConcurrentJobs holds across two sbx api replicas (the redis driver counts for the fleet)', async () => {
+    const prefix = uniqueName('bndj')
+    scopes.push(prefix)
+    const config = fleetConfig(prefix, {
+      quotas: { maxSandboxes: 8, requestsPerSecond: 1000, maxConcurrentJobs: 2 },
+    })
+    const api1 = await startSbxServer('api', { config })
+    started.push(api1)
+    const api2 = await startSbxServer('api', { config })
+    started.push(api2)
+    started.push(await startSbxWorker({ config }))
+    const submit = (api: SbxServer, command: string) =>
+      api.post('/v1/exec?wait=false', { provider: 'docker', profile: 'default', command })
+    // Two jobs that run until cancelled, one through each replica: the tenant's cap (2) is full.
+    const ids: string[] = []
+    for (const api of [api1, api2]) {
+      const r = await submit(api, 'sleep 120')
+      expect(r.status, await r.clone().text()).toBe(202)
+      ids.push(((await r.json()) as { id: string }).id)
+    }
+    // A third through either replica is refused at once, naming the quota; nothing was queued.
+    for (const api of [api1, api2]) {
+      const t0 = Date.now()
+      const refused = await submit(api, 'echo over')
+      expect(refused.status).toBe(429)
+      expect(refused.headers.get('retry-after')).not.toBeNull()
+      const body = (await refused.json()) as ExecAnswer['body']
+      expect(body.error?.code).toBe('QUOTA_EXCEEDED')
+      expect(body.error?.message).toContain('2 jobs queued or running (quota 2)')
+      expect(body.error?.message).toContain('quotas.maxConcurrentJobs')
+      expect(Date.now() - t0).toBeLessThan(3_000)
+    }
+    const listed = (await (await api1.fetch('/v1/jobs')).json()) as { jobs: { id: string }[] }
+    expect(listed.jobs.map((j) => j.id).sort()).toEqual([...ids].sort())
+    // Cancelling one (through the other replica) frees its slot once it has ended.
+    expect((await api2.fetch(`/v1/jobs/${ids[0]}`, { method: 'DELETE' })).status).toBeLessThan(300)
+    const ended = await api2.fetch(`/v1/jobs/${ids[0]}/events`)
+    expect(await ended.text()).toContain('event: result')
+    const again = await api1.post('/v1/exec', { provider: 'docker', profile: 'default', command: 'echo ok' })
+    expect(again.status, await again.clone().text()).toBe(200)
+    expect(((await again.json()) as ExecAnswer['body']).state).toBe('completed')
+    await api1.fetch(`/v1/jobs/${ids[1]}`, { method: 'DELETE' })
+  }, 180_000)
 })

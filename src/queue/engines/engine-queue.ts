@@ -122,6 +122,8 @@ export async function createEngineJobQueue(options: EngineJobQueueOptions = {}):
 
   return {
     driver,
+    // Every lane's add script counts in the same tenant slots (the deployment's keyspace).
+    countsTenantJobs: driver === 'redis',
     engines,
 
     async submit(input) {

@@ -29,7 +29,7 @@ import { lookUpThenSubmit, writeAlongside } from '../submit-or-get.js'
 import { JobWatches } from './job-watches.js'
 import { FenceKeys, RedisFenceStore } from './redis-fence.js'
 import { Subscriber } from './subscriber.js'
-import { TenantJobIndex } from './tenant-index.js'
+import { TenantJobIndex, type TenantSlots } from './tenant-index.js'
 
 /** Options both Redis drivers take (`bullmq`, `redis`). */
 export interface RedisQueueBaseOptions {
@@ -119,8 +119,11 @@ export interface JobBackend {
   addOrGet?(
     job: QueueJob,
     alongside: SetIfAbsent | undefined,
+    slots?: TenantSlots,
   ): Promise<
-    { added: true } | { added: false; raw: { data: unknown; info: Omit<JobInfo<QueueJob, unknown>, 'job'> } }
+    | { added: true }
+    | { added: false; raw: { data: unknown; info: Omit<JobInfo<QueueJob, unknown>, 'job'> } }
+    | { added: false; overCap: number }
   >
   /**
    * The job's result (its `completed` value not yet checked by the kind), undefined while it runs or
@@ -149,7 +152,7 @@ export interface JobBackend {
  * live output, cancel, and close. Producers fail fast while Redis is down (QUEUE_UNAVAILABLE).
  */
 export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQueue<QueueJob, unknown> {
-  const { redisUrl, queueName, connectTimeoutMs, command, fences, index, kind } = base
+  const { redisUrl, queueName, connectTimeoutMs, command, fences, index, kind, space } = base
   // Results are checked against the kind's schema where they leave the queue.
   const finishedResult = async (jobId: string): Promise<JobResult | undefined> => {
     const raw = await backend.finishedResult(jobId)
@@ -251,6 +254,8 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
 
   return {
     driver: backend.driver,
+    // The add script counts the tenant's jobs for every process (see TenantSlots).
+    countsTenantJobs: backend.addOrGet !== undefined,
     submit,
 
     async submitOrGet(
@@ -258,19 +263,23 @@ export function redisJobQueue(base: RedisQueueBase, backend: JobBackend): JobQue
       opts: SubmitOrGetOptions = {},
     ): Promise<SubmitOrGetOutcome<QueueJob, unknown>> {
       const job = kind.payload.parse(input)
-      const { alongside } = opts
+      const { alongside, tenantJobs } = opts
       if (!addOrGet) return lookUpThenSubmit({ inspect, submit }, job, writeAlongside(alongside, command))
+      const slots = tenantJobs && { key: `${space.tenantJobs}${job.tenant}`, ...tenantJobs }
       // The add script answers the lookup, and writes the record when it lives on this Redis.
       const folded = alongside?.setIfAbsent
       const [, r] = await Promise.all([
         folded ? undefined : writeAlongside(alongside),
         enqueue(
           job,
-          () => addOrGet(job, folded),
+          () => addOrGet(job, folded, slots),
           (o) => o.added,
         ),
       ])
-      return r.added ? { kind: 'added' } : { kind: 'exists', info: describe(r.raw) }
+      if (r.added) return { kind: 'added' }
+      return 'overCap' in r
+        ? { kind: 'over-cap', count: r.overCap }
+        : { kind: 'exists', info: describe(r.raw) }
     },
 
     wait: (jobId, opts) => watches.wait(jobId, opts),

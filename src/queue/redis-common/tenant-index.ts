@@ -103,3 +103,13 @@ export class TenantJobIndex {
     return this.client.zrevrangebyscore(key, '+inf', min, 'LIMIT', 0, opts.limit)
   }
 }
+
+/** The tenant's job slots an add must fit (the `redis` driver's add script, src/queue/redis/scripts.ts). */
+export interface TenantSlots {
+  /** The tenant's slots key (`keyspace(p).tenantJobs` + tenant). */
+  readonly key: string
+  /** Most jobs the tenant may have queued or running. */
+  readonly cap: number
+  /** How long a slot is held at most when its job's end is never seen (ms): the job's timeout and a margin. */
+  readonly holdMs: number
+}

@@ -4,7 +4,7 @@ import { JobResultSchema } from '../schemas.js'
 import type { JobResult, OutputChunk, QueueJob } from '../schemas.js'
 import type { SetIfAbsent } from '../types.js'
 import type { FenceKeys } from '../redis-common/redis-fence.js'
-import { TenantJobIndex } from '../redis-common/tenant-index.js'
+import { TenantJobIndex, type TenantSlots } from '../redis-common/tenant-index.js'
 import type { RedisQueueKeys } from './keys.js'
 import { defineQueueScripts } from './scripts.js'
 import type { QueueScripts } from './scripts.js'
@@ -20,8 +20,11 @@ export interface TakenJob {
   readonly stalls: number
 }
 
-/** What an add found: a new job, or the one of that id stored before. */
-export type AddOutcome = { readonly added: true } | { readonly added: false; readonly stored: StoredJob }
+/** What an add found: a new job, the one of that id stored before, or the tenant's cap full (`overCap` jobs). */
+export type AddOutcome =
+  | { readonly added: true }
+  | { readonly added: false; readonly stored: StoredJob }
+  | { readonly added: false; readonly overCap: number }
 
 /** A job's stored state, as read for views and waits. */
 export interface StoredJob {
@@ -66,20 +69,24 @@ export class RedisJobStore {
   /**
    * Adds the job (and indexes it for its tenant) unless its id exists, in one script with its lookup
    * and the write that rides along: resolves the existing job when there is one (its idempotency
-   * answer needs no read of its own).
+   * answer needs no read of its own). With `slots`, a new job must fit the tenant's cap on jobs
+   * queued or running, across the fleet: past it, nothing is added (`over-cap`).
    */
-  async addOrGet(job: QueueJob, alongside?: SetIfAbsent): Promise<AddOutcome> {
+  async addOrGet(job: QueueJob, alongside?: SetIfAbsent, slots?: TenantSlots): Promise<AddOutcome> {
     const indexKeys = this.index.keys(job.tenant, job.sessionId)
     const trims = TenantJobIndex.trims(job.jobId)
     const refresh = indexKeys.map((k) => (this.index.refreshDue(k, trims) ? '1' : '0')).join('')
     const jobKey = this.keys.job(job.jobId)
+    const slotsKey = slots ? slots.key : jobKey
+    const slotRefresh = slots && this.index.refreshDue(slots.key, trims) ? '1' : '0'
     const reply = (await this.cmd
       .sbxRqAdd(
-        4 + indexKeys.length,
+        5 + indexKeys.length,
         jobKey,
         this.keys.wait,
         this.fenceKeys.job(job.jobId)[0],
         alongside?.key ?? jobKey,
+        slotsKey,
         ...indexKeys,
         job.jobId,
         JSON.stringify(job),
@@ -89,14 +96,18 @@ export class RedisJobStore {
         refresh,
         alongside?.field ?? '',
         alongside?.value ?? '',
+        slots ? slots.cap : '',
+        slots ? Date.now() + slots.holdMs : '',
+        slotRefresh,
       )
       .catch((err: unknown) => {
-        this.index.refreshFailed(indexKeys)
+        this.index.refreshFailed(slots ? [...indexKeys, slots.key] : indexKeys)
         throw err
       })) as [number, string?, string?, string?]
     if (reply[0] === 1) return { added: true }
-    // The id existed: the script wrote no index entry, so no TTL either.
-    this.index.refreshFailed(indexKeys)
+    // The id existed or the cap refused: the script wrote no index entry, so no TTL either.
+    this.index.refreshFailed(slots ? [...indexKeys, slots.key] : indexKeys)
+    if (reply[0] === 2) return { added: false, overCap: Number(reply[1]) }
     const [, data = '', state = '', done = ''] = reply
     return { added: false, stored: storedJob(data, state, done || null) }
   }

@@ -39,9 +39,10 @@ export async function createRedisJobQueue(
   return redisJobQueue(base, {
     driver: 'redis',
     add: (job) => store.add(job),
-    async addOrGet(job, alongside) {
-      const r = await store.addOrGet(job, alongside)
+    async addOrGet(job, alongside, slots) {
+      const r = await store.addOrGet(job, alongside, slots)
       if (r.added) return { added: true }
+      if ('overCap' in r) return { added: false, overCap: r.overCap }
       const { data, state, result } = r.stored
       return { added: false, raw: { data: safeJson(data), info: { state, ...(result ? { result } : {}) } } }
     },

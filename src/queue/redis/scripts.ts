@@ -14,13 +14,19 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
 /**
- * KEYS: job wait done record index... ARGV: jobId dataJson submittedAt indexTtlMs trimBefore('' = no
- * trim) refresh (per index key, '1' when its TTL is due) recordField('' = none) recordValue.
+ * KEYS: job wait done record slots index... ARGV: jobId dataJson submittedAt indexTtlMs trimBefore(''
+ * = no trim) refresh (per index key, '1' when its TTL is due) recordField('' = none) recordValue cap(''
+ * = none) slotDeadline slotRefresh('1' when the slots key's TTL is due).
  * Adds a job unless one of its id exists (waiting, running or finished within the retention: a
  * resubmission changes nothing), and writes the record that rides along (`HSETNX record field
  * value`: the session's directory entry) either way. Returns `{1}` when added, else the existing job
  * for its idempotency answer: `{0, data, state, result record ('' = none)}`. A new job's hash holds its
  * payload only: no `state` means waiting, no `attempt` means 0.
+ * With a cap, a new job takes one of the tenant's job slots: the `slots` set holds the done-record key
+ * of each of its jobs queued or running, scored by a deadline (its timeout and a margin). Past the cap,
+ * the slots of jobs that ended (their done record exists) or outlived their deadline are freed, oldest
+ * deadline first (at most 256 looked at); still past it: `{2, count}` and nothing is added. Slots are
+ * freed only so, lazily, so a finish costs nothing more.
  */
 const ADD = `
 if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[4], ARGV[7], ARGV[8]) end
@@ -28,11 +34,30 @@ if redis.call('HSETNX', KEYS[1], 'data', ARGV[2]) == 0 then
   local f = redis.call('HMGET', KEYS[1], 'data', 'state')
   return {0, f[1] or '', f[2] or '', redis.call('GET', KEYS[3]) or ''}
 end
+if ARGV[9] ~= '' then
+  local cap = tonumber(ARGV[9])
+  local n = redis.call('ZCARD', KEYS[5])
+  if n >= cap then
+    ${NOW.trim()}
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+    for _, done in ipairs(redis.call('ZRANGE', KEYS[5], 0, 255)) do
+      if redis.call('EXISTS', done) == 1 then redis.call('ZREM', KEYS[5], done) end
+    end
+    n = redis.call('ZCARD', KEYS[5])
+    if n >= cap then
+      redis.call('DEL', KEYS[1])
+      return {2, n}
+    end
+  end
+  redis.call('ZADD', KEYS[5], ARGV[10], KEYS[3])
+  -- A set that was empty is new (or was emptied above): it gets its TTL now.
+  if ARGV[11] == '1' or n == 0 then redis.call('PEXPIRE', KEYS[5], ARGV[4]) end
+end
 redis.call('LPUSH', KEYS[2], ARGV[1])
-for i = 5, #KEYS do
+for i = 6, #KEYS do
   redis.call('ZADD', KEYS[i], 'NX', ARGV[3], ARGV[1])
   if ARGV[5] ~= '' then redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[5]) end
-  if string.sub(ARGV[6], i - 4, i - 4) == '1' then redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
+  if string.sub(ARGV[6], i - 5, i - 5) == '1' then redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
 end
 return {1}
 `
