@@ -5,7 +5,9 @@
  * `POST /v1/exec` of `echo hi` (wait for the result) after the previous one answered, for `--seconds`
  * per phase; phases alternate between the paths for `--rounds` rounds, so a noisy neighbour slows
  * each alike. The fleet runs once per queue driver of `--drivers` (each its own api + worker and
- * prefix). Prints commands/s per phase and each fleet's ratio to embedded.
+ * prefix). Prints commands/s per phase and each fleet's ratio to embedded, and the CPU time the
+ * service's own processes spent per command (user + system, from /proc: `sbx serve`, or `sbx api` +
+ * `sbx worker` + the Redis server), which a busy machine disturbs less than it does throughput.
  *
  *   npx tsx bench/http-throughput.ts                        # needs the Docker engine and Redis (REDIS_URL)
  *   npx tsx bench/http-throughput.ts --sessions 24 --seconds 10 --rounds 3
@@ -16,7 +18,8 @@
  * of each measured phase of its path to `<dir>` (bench/lib/cpu-profile-preload.mjs; the profiler
  * costs some throughput itself, so compare profiled runs with each other).
  */
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, readFileSync } from 'node:fs'
+import { Redis } from 'ioredis'
 import { resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -91,7 +94,38 @@ async function phase(server: Server, prefix: string, ms: number) {
     }),
   )
   const elapsedS = (performance.now() - start) / 1000
-  return { perS: latencies.length / elapsedS, p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
+  return {
+    n: latencies.length,
+    perS: latencies.length / elapsedS,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+  }
+}
+
+/** CPU time (user + system, ms) a process has used so far; 0 when /proc cannot tell (not Linux). */
+function cpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+    // utime and stime, in clock ticks (100 per second on Linux).
+    return ((Number(fields[11]) || 0) + (Number(fields[12]) || 0)) * 10
+  } catch {
+    return 0
+  }
+}
+
+/** The Redis server's pid, when it runs on this machine (its CPU counts to the fleet's). */
+async function redisPid(): Promise<number | undefined> {
+  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 })
+  try {
+    await client.connect()
+    const info = await client.info('server')
+    const pid = Number(/process_id:(\d+)/.exec(info)?.[1])
+    return pid > 0 && cpuMs(pid) > 0 ? pid : undefined
+  } catch {
+    return undefined
+  } finally {
+    client.disconnect()
+  }
 }
 
 const procs: { stop(): Promise<void> }[] = []
@@ -126,15 +160,22 @@ try {
     await Promise.all(Array.from({ length: sessions }, (_, i) => exec(server, `s${i}`)))
     await phase(server, 's', 2_000)
   }
+  const redisServer = await redisPid()
+  const cpuOf = (name: string): number =>
+    [...(pids.get(name) ?? []), ...(name.includes('fleet') && redisServer ? [redisServer] : [])]
+      .map(cpuMs)
+      .reduce((a, b) => a + b, 0)
   const results = new Map<string, number[]>()
   for (let r = 1; r <= rounds; r++) {
     for (const [name, server] of paths) {
       toggleProfilers(name)
+      const cpu0 = cpuOf(name)
       const f = await phase(server, 's', seconds * 1000)
+      const cpuPerCommand = (cpuOf(name) - cpu0) / f.n
       toggleProfilers(name)
       ;(results.get(name) ?? results.set(name, []).get(name))?.push(f.perS)
       console.log(
-        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms`,
+        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommand.toFixed(2)} ms/command`,
       )
     }
   }
