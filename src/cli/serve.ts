@@ -158,6 +158,7 @@ export async function startServer(
       policy: (tenant, sandboxId, command) =>
         e2bCommandPolicy(runtime.chains.toolCall, tenant, sandboxId, command),
     },
+    ...(runtime.requestLimiter ? { requestLimiter: runtime.requestLimiter } : {}),
     limits: {
       bodyLimitBytes: config.server.bodyLimitBytes,
       fileLimitBytes: config.server.fileLimitBytes,

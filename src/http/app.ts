@@ -9,7 +9,7 @@ import { isRedisUnreachable } from '../redis/index.js'
 import type { AppDeps } from './deps.js'
 import { toErrorResponse } from './errors.js'
 import type { Principal } from './keyring.js'
-import { RateLimiter } from './rate-limit.js'
+import { RateLimiter, type RequestLimiter } from '../services/rate-limit.js'
 import { keyFromProtocols } from './ws-protocols.js'
 import { registerAdminRoutes } from './admin.js'
 import { DOCS_SCRIPT_PATH, registerDocsScript } from './local-assets.js'
@@ -48,7 +48,7 @@ export function createApp(deps: AppDeps): App {
       }
     },
   })
-  const limiter = new RateLimiter(deps.limits?.requestsPerSecond ?? 50)
+  const limiter: RequestLimiter = deps.requestLimiter ?? new RateLimiter(deps.limits?.requestsPerSecond ?? 50)
   const bodyLimitBytes = deps.limits?.bodyLimitBytes ?? 1_048_576
 
   app.onError((err, c) => {
@@ -153,8 +153,7 @@ export function createApp(deps: AppDeps): App {
       deps.logger.warn({ path: c.req.path, requestId: c.get('requestId') }, 'rejected an unknown API key')
       throw new InvalidKeyError()
     }
-    const verdict = limiter.take(principal.tenant)
-    if (!verdict.ok) throw new RateLimitedError(verdict.retryAfterMs)
+    await admit(limiter, principal.tenant)
     c.set('principal', principal)
     await next()
   }
@@ -245,8 +244,8 @@ const requireUtf8Body: MiddlewareHandler<HttpEnv> = async (c, next) => {
 }
 
 /** Counts one request of the tenant; throws RATE_LIMITED past the rate. */
-function admit(limiter: RateLimiter, tenant: string): void {
-  const verdict = limiter.take(tenant)
+async function admit(limiter: RequestLimiter, tenant: string): Promise<void> {
+  const verdict = await limiter.take(tenant)
   if (!verdict.ok) throw new RateLimitedError(verdict.retryAfterMs)
 }
 

@@ -1,4 +1,5 @@
 import type { Logger } from '../logger.js'
+import type { RequestLimiter } from '../services/rate-limit.js'
 import type { SandboxHealth } from '../sandbox/types.js'
 import type { ServiceEventLog } from '../lifecycle/service-events.js'
 import type {
@@ -93,6 +94,11 @@ export interface AppDeps {
   }
   /** The E2B-compatible endpoint (`/v2/sandboxes`, envd); absent: not served. */
   e2b?: E2BEndpointDeps
+  /**
+   * Admits each authenticated request of a tenant (`quotas.requestsPerSecond`): the fleet's bucket in
+   * Redis for `sbx api`. Absent: a bucket of `limits.requestsPerSecond` in this process.
+   */
+  requestLimiter?: RequestLimiter
   limits?: {
     bodyLimitBytes?: number
     fileLimitBytes?: number

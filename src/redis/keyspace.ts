@@ -10,6 +10,7 @@
  * | Fence records           | `p:<queue>:sbx`              | `:{<job>}:done/cancel/fence/out/err/log/logmeta`, `:job:<job>`, `:cancel` |
  * | Tenant job index        | `p:<queue>:sbx:index`        | one sorted set per tenant                                          |
  * | Tenant job slots        | `p:tenant-jobs:`             | one sorted set per tenant: the done-record keys of its live jobs (`redis` driver) |
+ * | Request rate            | `p:rate:`                    | one hash per tenant: its token bucket (`quotas.requestsPerSecond`) |
  * | `redis` queue driver    | `p:<queue>:rq`               | `:{<job>}` (job hash), `:wait`, `:leases`, `:workers`, `:pending:<worker>` |
  * | Engines (lanes)         | `p:engines`                  | hash, `:drained`, `:place:<session>`, `:pending:<engine>`, `:job:<job>`, `:adopt:<engine>`, `:gateways:<engine>` |
  * | Session store           | `p:sessions:`                | `bindings`, `closed:<ref>`, `replaced`, `idle`, `warm:<pool>`, `lock:<name>`, `slot:<name>`… (see sessions/store/redis-scripts.ts) |
@@ -50,6 +51,8 @@ export interface Keyspace {
   jobs(queue: string): string
   /** Base of the tenants' job slots (`quotas.maxConcurrentJobs`, fleet-wide under the `redis` driver). */
   readonly tenantJobs: string
+  /** Base of the tenants' request buckets (`quotas.requestsPerSecond`, fleet-wide). */
+  readonly rates: string
 }
 
 /** The key bases of the deployment prefixed `prefix` (see the table above). */
@@ -64,5 +67,6 @@ export function keyspace(prefix: string): Keyspace {
     jobIndex: (queue) => `${prefix}:${queue}:sbx:index`,
     jobs: (queue) => `${prefix}:${queue}:rq`,
     tenantJobs: `${prefix}:tenant-jobs:`,
+    rates: `${prefix}:rate:`,
   }
 }

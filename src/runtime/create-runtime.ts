@@ -28,6 +28,9 @@ import { buildServices, sweepFailedSnapshots } from './build-services.js'
 import type { Services } from './build-services.js'
 import { buildPool, buildStores } from './build-state.js'
 import { Cleanups } from './cleanups.js'
+import { keyspace } from '../redis/keyspace.js'
+import { FleetRateLimiter } from '../services/fleet-rate-limit.js'
+import type { RequestLimiter } from '../services/rate-limit.js'
 import { connectStoreRedis } from './store-redis.js'
 import { engineIdOf } from './engine-side.js'
 import { readinessOf } from './readiness.js'
@@ -90,6 +93,8 @@ export interface Runtime extends Services {
   /** The agent-run consumer of this process (fleet mode with `agentWorker`). */
   readonly agentWorker?: AgentRunWorkerHandle
   readonly agentRuns: AgentRunService
+  /** Admits a tenant's requests (`quotas.requestsPerSecond`) for the whole fleet; absent: per process. */
+  readonly requestLimiter?: RequestLimiter
   /** Named readiness checks: queue/redis, each provider, and (fleet) the connected `workers`. */
   readiness(): Promise<Record<string, SandboxHealth | WorkersCheck>>
   /** Graceful shutdown: the worker drains within `deadlineMs`, then everything closes. */
@@ -196,6 +201,15 @@ export async function createRuntime(loaded: LoadedConfig, opts: RuntimeOptions =
       metrics,
       ...(worker ? { worker } : {}),
       ...(agents.agentWorker ? { agentWorker: agents.agentWorker } : {}),
+      ...(redis
+        ? {
+            requestLimiter: new FleetRateLimiter(
+              redis,
+              keyspace(prefix).rates,
+              config.quotas.requestsPerSecond,
+            ),
+          }
+        : {}),
       readiness: readinessOf({
         redis: redis ? { client: redis, url: config.queue.redisUrl } : undefined,
         queue,

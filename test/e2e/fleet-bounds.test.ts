@@ -198,4 +198,30 @@ describe('fleet bounds through sbx api + sbx worker', () => {
     expect(((await again.json()) as ExecAnswer['body']).state).toBe('completed')
     await api1.fetch(`/v1/jobs/${ids[1]}`, { method: 'DELETE' })
   }, 180_000)
+
+  test('quotas.requestsPerSecond holds across two sbx api replicas: one bucket per tenant in Redis', async () => {
+    const prefix = uniqueName('bndr')
+    scopes.push(prefix)
+    const config = fleetConfig(prefix, {
+      quotas: { maxSandboxes: 8, requestsPerSecond: 5, maxConcurrentJobs: 64 },
+    })
+    const api1 = await startSbxServer('api', { config })
+    started.push(api1)
+    const api2 = await startSbxServer('api', { config })
+    started.push(api2)
+    // 40 requests at once, half through each replica: the tenant's bucket holds a burst of 10 (2 × 5).
+    // Counted per process, each replica would pass 10 of its own.
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => (i % 2 ? api1 : api2).fetch('/v1/sessions')),
+    )
+    const passed = answers.filter((r) => r.status === 200).length
+    const limited = answers.filter((r) => r.status === 429)
+    console.log(`[fleet-bounds] 40 requests through two replicas at 5/s (burst 10): ${passed} passed`)
+    expect(passed).toBeGreaterThanOrEqual(10)
+    expect(passed).toBeLessThanOrEqual(12)
+    expect(limited.length).toBe(40 - passed)
+    expect(limited[0]?.headers.get('retry-after')).toMatch(/^\d+$/)
+    const body = (await limited[0]?.json()) as ExecAnswer['body']
+    expect(body.error?.code).toBe('RATE_LIMITED')
+  }, 120_000)
 })

@@ -28,7 +28,7 @@ const MAX_TIMEOUT_S = 86_400
 type Json = Record<string, unknown>
 
 /** Verifies the E2B API key of a control-plane request; 401 in E2B's words otherwise. */
-export function principalOf(c: Context, deps: E2BRouteDeps): Principal {
+export async function principalOf(c: Context, deps: E2BRouteDeps): Promise<Principal> {
   const bearer = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '')?.[1]
   const key = c.req.header('x-api-key') ?? bearer
   if (!key)
@@ -41,7 +41,7 @@ export function principalOf(c: Context, deps: E2BRouteDeps): Principal {
       'Invalid API key: it matches no sandbox-router API key (apiKeys or SBX_API_KEY)',
     )
   }
-  deps.admitRequest(principal.tenant)
+  await deps.admitRequest(principal.tenant)
   return principal
 }
 
@@ -132,7 +132,7 @@ export function registerControlPlane(
     (fn: (c: Context, p: Principal) => Promise<Response>) =>
     async (c: Context): Promise<Response> => {
       try {
-        return await fn(c, principalOf(c, deps))
+        return await fn(c, await principalOf(c, deps))
       } catch (err) {
         return e2bErrorResponse(err)
       }

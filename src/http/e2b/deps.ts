@@ -70,6 +70,6 @@ export interface E2BRouteDeps {
   /** The code interpreter behind `/execute` (`@e2b/code-interpreter`'s runCode); absent: 501. */
   code?: CodeService
   /** Counts one request of the tenant against the limiter of the rest of the API (RATE_LIMITED past it). */
-  admitRequest(tenant: string): void
+  admitRequest(tenant: string): Promise<void>
   fileLimitBytes: number
 }

@@ -28,7 +28,7 @@ import { connectErrorOf, connectProcess, startProcess, unaryProcess } from './pr
 import type { E2BLifecycle } from './lifecycle.js'
 import { E2BPtys } from './pty-rpc.js'
 import type { E2BSandbox, E2BSandboxStore } from './sandboxes.js'
-import { RateLimiter } from '../rate-limit.js'
+import { RateLimiter } from '../../services/rate-limit.js'
 
 /**
  * Signed `/files` URLs that name no sandbox are matched against every sandbox's token (a read of all
@@ -54,7 +54,7 @@ async function sandboxOf(
   if (found === 'unknown') throw new E2BApiError(502, `The sandbox ${id} was not found`)
   if (found === 'bad-token')
     throw new E2BApiError(401, 'invalid or missing X-Access-Token (the envdAccessToken create returned)')
-  deps.admitRequest(found.tenant)
+  await deps.admitRequest(found.tenant)
   // As E2B's proxy: a paused sandbox does not answer (the SDK's isRunning() is then false), unless
   // it was created with autoResume: then the request wakes it.
   if (found.paused && !(await lifecycle.wake(found)))
@@ -90,7 +90,7 @@ async function fileSandboxOf(
   if (!found && id) throw new E2BApiError(502, `The sandbox ${id} was not found`)
   if (!found) throw new E2BApiError(401, 'invalid signature')
   checkFileSignature(signed, found.accessToken)
-  deps.admitRequest(found.tenant)
+  await deps.admitRequest(found.tenant)
   if (found.paused && !(await lifecycle.wake(found)))
     throw new E2BApiError(502, `The sandbox ${found.sandboxId} is paused; Sandbox.connect resumes it`)
   return found

@@ -91,7 +91,7 @@ export function sandboxHostRouter(
         },
         { status: 403 },
       )
-    deps.admitRequest(s.tenant)
+    await deps.admitRequest(s.tenant)
     // A paused sandbox answers only when created with autoResume: the request wakes it first.
     if (s.paused) {
       const woken = await lifecycle.wake(s).catch((err: unknown) => {

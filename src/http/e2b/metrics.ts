@@ -94,7 +94,7 @@ export function registerMetrics(app: App, deps: E2BRouteDeps, store: E2BSandboxS
   for (const prefix of ['/sandboxes/:id', '/v2/sandboxes/:id'])
     app.get(`${prefix}/metrics`, async (c) => {
       try {
-        const p = principalOf(c, deps)
+        const p = await principalOf(c, deps)
         const id = c.req.param('id') ?? ''
         const s = await store.get(p.tenant, id)
         if (!s) throw new E2BApiError(404, `sandbox "${id}" doesn't exist or you don't have access to it`)

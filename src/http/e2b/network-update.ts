@@ -32,7 +32,7 @@ async function bodyOf(req: Request): Promise<Json> {
 export function registerNetworkUpdate(app: App, deps: E2BRouteDeps, store: E2BSandboxStore): void {
   app.put('/sandboxes/:id/network', async (c) => {
     try {
-      const p = principalOf(c, deps)
+      const p = await principalOf(c, deps)
       const id = c.req.param('id')
       const s = await store.get(p.tenant, id)
       if (!s) throw new E2BApiError(404, `sandbox "${id}" doesn't exist or you don't have access to it`)

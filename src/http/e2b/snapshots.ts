@@ -39,7 +39,7 @@ export function registerE2BSnapshotRoutes(app: App, deps: E2BRouteDeps, store: E
     (fn: (c: Context, p: Principal) => Promise<Response>) =>
     async (c: Context): Promise<Response> => {
       try {
-        return await fn(c, principalOf(c, deps))
+        return await fn(c, await principalOf(c, deps))
       } catch (err) {
         return e2bErrorResponse(err)
       }

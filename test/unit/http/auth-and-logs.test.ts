@@ -3,7 +3,7 @@ import { describe, expect, test } from 'vitest'
 import { AppError } from '../../../src/errors.js'
 import { STATUS_OF, toErrorResponse } from '../../../src/http/errors.js'
 import { Keyring, hashKey } from '../../../src/http/keyring.js'
-import { RateLimiter } from '../../../src/http/rate-limit.js'
+import { RateLimiter } from '../../../src/services/rate-limit.js'
 import { createLogger } from '../../../src/logger.js'
 
 describe('keyring', () => {

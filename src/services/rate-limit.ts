@@ -1,8 +1,16 @@
+/** A limiter's answer: pass, or how long until a request may pass (for `Retry-After`). */
+export type RateVerdict = { ok: true } | { ok: false; retryAfterMs: number }
+
+/** Admits requests per key (the tenant); may ask another process (the fleet's Redis) first. */
+export interface RequestLimiter {
+  take(key: string): RateVerdict | Promise<RateVerdict>
+}
+
 /**
- * Per-key token buckets: `ratePerSecond` tokens refill continuously up to `burst`. `take` answers
+ * Per-key token buckets, in this process: `ratePerSecond` tokens refill continuously up to `burst`. `take` answers
  * whether a request may pass and, if not, how long until one may (for `Retry-After`).
  */
-export class RateLimiter {
+export class RateLimiter implements RequestLimiter {
   private readonly buckets = new Map<string, { tokens: number; at: number }>()
 
   constructor(
@@ -11,7 +19,7 @@ export class RateLimiter {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  take(key: string): { ok: true } | { ok: false; retryAfterMs: number } {
+  take(key: string): RateVerdict {
     const t = this.now()
     const b = this.buckets.get(key) ?? { tokens: this.burst, at: t }
     b.tokens = Math.min(this.burst, b.tokens + ((t - b.at) / 1000) * this.ratePerSecond)
