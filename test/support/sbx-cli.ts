@@ -80,9 +80,12 @@ export async function startSbxServer(
     { SBX_API_KEY: key, ...(opts.env ?? {}) },
     cwd,
   )
-  await child.next(
-    (l) => l.stream === 'stderr' && l.text.includes('listening on'),
-    opts.readyTimeoutMs ?? 120_000,
+  await readyOrKilled(
+    child,
+    child.next(
+      (l) => l.stream === 'stderr' && l.text.includes('listening on'),
+      opts.readyTimeoutMs ?? 120_000,
+    ),
   )
   const url = `http://127.0.0.1:${port}`
   const doFetch = (path: string, init: RequestInit & { key?: string } = {}): Promise<Response> => {
@@ -109,8 +112,21 @@ export async function startSbxServer(
 export async function startSbxWorker(opts: SbxProcessOptions): Promise<LineChild> {
   const cwd = opts.cwd ?? configDir(opts.config)
   const child = LineChild.spawn('sbx worker', [SBX, 'worker', ...(opts.args ?? [])], opts.env ?? {}, cwd)
-  await child.next((l) => l.stream === 'stderr' && /consuming/.test(l.text), opts.readyTimeoutMs ?? 120_000)
+  await readyOrKilled(
+    child,
+    child.next((l) => l.stream === 'stderr' && /consuming/.test(l.text), opts.readyTimeoutMs ?? 120_000),
+  )
   return child
+}
+
+/** Waits for `ready`; a child that never got there is killed (not left running past the test), then the error is thrown. */
+async function readyOrKilled(child: LineChild, ready: Promise<unknown>): Promise<void> {
+  try {
+    await ready
+  } catch (err) {
+    await child.kill().catch(() => undefined)
+    throw err
+  }
 }
 
 /** Runs `node bin/sbx.js <args>` to its end: exit code, stdout and stderr. */
