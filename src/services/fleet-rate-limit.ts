@@ -39,7 +39,8 @@ interface Lease {
   full: boolean
   /** Requests waiting for tokens (the next lease asks for at least as many). */
   waiting: number
-  refill?: Promise<void>
+  /** The lease in flight; every request waiting on it gets its outcome. */
+  refill?: Promise<'ok' | 'unreachable'>
 }
 
 /**
@@ -48,8 +49,8 @@ interface Lease {
  * rate), spending them locally, and refills before its batch runs out. A request waits on Redis only
  * when its process holds no token of the tenant; Redis is asked about once per batch (five commands
  * in one script) or when its batch lapses (5 s). The fleet never passes more than the bucket gives
- * out: the rate and the burst, plus at most one batch taken early per process. While Redis cannot be reached, each process limits by itself
- * ({@link RateLimiter}), as a single process does.
+ * out: the rate and the burst, plus at most one batch taken early per process. While Redis cannot
+ * be reached, each process limits by itself ({@link RateLimiter}), as a single process does.
  */
 export class FleetRateLimiter implements RequestLimiter {
   private readonly leases = new Map<string, Lease>()
@@ -106,10 +107,8 @@ export class FleetRateLimiter implements RequestLimiter {
 
   /** Takes a batch from the tenant's bucket (one in flight per tenant; callers share it). */
   private refill(tenant: string, lease: Lease): Promise<'ok' | 'unreachable'> {
-    const ongoing = lease.refill
-    if (ongoing) return ongoing.then(() => 'ok')
-    let outcome: 'ok' | 'unreachable' = 'ok'
-    const run = (async () => {
+    if (lease.refill) return lease.refill
+    const run = (async (): Promise<'ok' | 'unreachable'> => {
       try {
         // Sent on the next microtask: requests that arrive in this same turn wait for this lease too,
         // and it asks for enough of them all.
@@ -123,14 +122,15 @@ export class FleetRateLimiter implements RequestLimiter {
         lease.until = now + LEASE_MS
         lease.full = Number(granted) >= want
         lease.retryAfterMs = Number(retryAfterMs) || 1_000
+        return 'ok'
       } catch {
-        outcome = 'unreachable'
+        return 'unreachable'
       } finally {
         lease.refill = undefined
       }
     })()
     lease.refill = run
-    return run.then(() => outcome)
+    return run
   }
 
   private dropLapsed(): void {
