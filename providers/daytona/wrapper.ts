@@ -14,8 +14,10 @@ import { outputSplit } from '../../src/sandbox/index.js'
  *   into a FIFO that `wc -c` reads), so output is capped per stream (head and tail, see
  *   src/sandbox/output-cap.ts) and a flooding process never blocks;
  * - kills the group at our timeout (TERM, then KILL 200 ms later) and keeps the partial output;
- * - after the leader exits, gives processes that still hold the pipes 100 ms, then kills the group,
- *   and stops reading 1 s later (a process that left the group with `setsid` cannot hold the result);
+ * - after the leader exits, gives processes that still hold the pipes 500 ms, then kills the group,
+ *   and stops reading 1 s later (a process that left the group with `setsid` cannot hold the result).
+ *   The 500 ms also cover the readers' own end on a loaded machine: with 100 ms, a background
+ *   process that had let go of the output was sometimes killed before the readers finished;
  * - prints one header line and both streams base64-encoded between random markers, byte-exact.
  *
  * Everything variable reaches the sandbox through the exec request's environment (`__SBX_*`,
@@ -65,7 +67,7 @@ wait $p
 x=$?
 kill $g
 [ -e "$D/timedout" ] && kill -KILL -$p
-( sleep 0.1; kill -KILL -$p; sleep 1; kill -KILL -$r1 -$r2 ) </dev/null >/dev/null &
+( sleep 0.5; kill -KILL -$p; sleep 1; kill -KILL -$r1 -$r2 ) </dev/null >/dev/null &
 l=$!
 wait $r1 $r2
 kill $l
