@@ -85,6 +85,23 @@ describe('fleet bounds through sbx api + sbx worker', () => {
     return api
   }
 
+  /** Two `sbx api` replicas of one fleet with `quotas` (and a `sbx worker` when asked). */
+  async function twoReplicas(
+    tag: string,
+    quotas: NonNullable<Parameters<typeof fleetConfig>[1]>['quotas'],
+    opts: { worker?: boolean } = {},
+  ): Promise<[SbxServer, SbxServer]> {
+    const prefix = uniqueName(tag)
+    scopes.push(prefix)
+    const config = fleetConfig(prefix, { quotas })
+    const api1 = await startSbxServer('api', { config })
+    started.push(api1)
+    const api2 = await startSbxServer('api', { config })
+    started.push(api2)
+    if (opts.worker) started.push(await startSbxWorker({ config }))
+    return [api1, api2]
+  }
+
   test('a profile cap and the tenant quota refuse at once with the right advice; deleting a session frees room', async () => {
     const api = await fleet('bnds', {
       quotas: { maxSandboxes: 3, requestsPerSecond: 1000, maxConcurrentJobs: 64 },
@@ -156,16 +173,11 @@ describe('fleet bounds through sbx api + sbx worker', () => {
   }, 240_000)
 
   test('quotas.maxConcurrentJobs holds across two sbx api replicas (the redis driver counts for the fleet)', async () => {
-    const prefix = uniqueName('bndj')
-    scopes.push(prefix)
-    const config = fleetConfig(prefix, {
-      quotas: { maxSandboxes: 8, requestsPerSecond: 1000, maxConcurrentJobs: 2 },
-    })
-    const api1 = await startSbxServer('api', { config })
-    started.push(api1)
-    const api2 = await startSbxServer('api', { config })
-    started.push(api2)
-    started.push(await startSbxWorker({ config }))
+    const [api1, api2] = await twoReplicas(
+      'bndj',
+      { maxSandboxes: 8, requestsPerSecond: 1000, maxConcurrentJobs: 2 },
+      { worker: true },
+    )
     const submit = (api: SbxServer, command: string) =>
       api.post('/v1/exec?wait=false', { provider: 'docker', profile: 'default', command })
     // Two jobs that run until cancelled, one through each replica: the tenant's cap (2) is full.
@@ -200,15 +212,11 @@ describe('fleet bounds through sbx api + sbx worker', () => {
   }, 180_000)
 
   test('quotas.requestsPerSecond holds across two sbx api replicas: one bucket per tenant in Redis', async () => {
-    const prefix = uniqueName('bndr')
-    scopes.push(prefix)
-    const config = fleetConfig(prefix, {
-      quotas: { maxSandboxes: 8, requestsPerSecond: 5, maxConcurrentJobs: 64 },
+    const [api1, api2] = await twoReplicas('bndr', {
+      maxSandboxes: 8,
+      requestsPerSecond: 5,
+      maxConcurrentJobs: 64,
     })
-    const api1 = await startSbxServer('api', { config })
-    started.push(api1)
-    const api2 = await startSbxServer('api', { config })
-    started.push(api2)
     // 40 requests at once, half through each replica: the tenant's bucket holds a burst of 10 (2 × 5).
     // Counted per process, each replica would pass 10 of its own.
     const answers = await Promise.all(
