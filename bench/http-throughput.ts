@@ -7,7 +7,8 @@
  * each alike. The fleet runs once per queue driver of `--drivers` (each its own api + worker and
  * prefix). Prints commands/s per phase and each fleet's ratio to embedded, and the CPU time the
  * service's own processes spent per command (user + system, from /proc: `sbx serve`, or `sbx api` +
- * `sbx worker` + the Redis server), which a busy machine disturbs less than it does throughput.
+ * `sbx worker` + the Redis server, each also shown on its own), which a busy machine disturbs less
+ * than it does throughput.
  *
  *   npx tsx bench/http-throughput.ts                        # needs the Docker engine and Redis (REDIS_URL)
  *   npx tsx bench/http-throughput.ts --sessions 24 --seconds 10 --rounds 3
@@ -161,21 +162,24 @@ try {
     await phase(server, 's', 2_000)
   }
   const redisServer = await redisPid()
-  const cpuOf = (name: string): number =>
-    [...(pids.get(name) ?? []), ...(name.includes('fleet') && redisServer ? [redisServer] : [])]
-      .map(cpuMs)
-      .reduce((a, b) => a + b, 0)
+  /** CPU ms so far of each process serving `name` (`sbx serve`; or `sbx api`, `sbx worker`, Redis). */
+  const cpuOf = (name: string): number[] =>
+    [...(pids.get(name) ?? []), ...(name.includes('fleet') && redisServer ? [redisServer] : [])].map(cpuMs)
+  const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0)
   const results = new Map<string, number[]>()
   for (let r = 1; r <= rounds; r++) {
     for (const [name, server] of paths) {
       toggleProfilers(name)
       const cpu0 = cpuOf(name)
       const f = await phase(server, 's', seconds * 1000)
-      const cpuPerCommand = (cpuOf(name) - cpu0) / f.n
+      const perProcess = cpuOf(name).map((ms, i) => (ms - (cpu0[i] ?? 0)) / f.n)
+      const cpuPerCommand = sum(perProcess)
+      // Fleet: api + worker (+ Redis), each process's own share.
+      const split = perProcess.length > 1 ? ` (${perProcess.map((ms) => ms.toFixed(2)).join(' + ')})` : ''
       toggleProfilers(name)
       ;(results.get(name) ?? results.set(name, []).get(name))?.push(f.perS)
       console.log(
-        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommand.toFixed(2)} ms/command`,
+        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommand.toFixed(2)} ms/command${split}`,
       )
     }
   }

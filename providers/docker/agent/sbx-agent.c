@@ -295,7 +295,7 @@ static void close_fd(int *fd) {
 
 /* Child side of a spawn: never returns. Failures before exec travel back on `errfd`. */
 /*
- * Child side of a fork, before its exec: a session of its own, the three pipes as stdin / stdout /
+ * Child side of a fork or vfork, before its exec: a session of its own, the three pipes as stdin / stdout /
  * stderr, default signal dispositions and mask, the working directory. A chdir failure is reported on
  * `errfd` (kind 1) and ends the child; -1 when the pipes could not be set up.
  */
@@ -325,6 +325,28 @@ fail_exec:;
   uint32_t msg[2] = {2, (uint32_t)errno};
   (void)!write(errfd, msg, sizeof msg);
   _exit(127);
+}
+
+/*
+ * Starts `command` in a child (see child): its pid, -1 when it could not be made. vfork, not fork: the
+ * child only sets up its descriptors and session and execs, so copying the agent's page tables (what a
+ * fork costs; in a VM, a good part of a command's spawn) would be wasted. The agent waits until the
+ * exec, or the child's end. Every signal is blocked across the vfork so that no handler of the agent
+ * runs in the child, which shares the agent's memory until its exec; the child resets the dispositions
+ * and then unblocks them (child_setup). A function of its own, so that no local of the caller lives
+ * across the vfork.
+ */
+static __attribute__((noinline)) pid_t spawn_command(int in_r, int out_w, int err_w, int errfd, const char *cwd,
+                                                     const char *command, char **envp) {
+  sigset_t all, before;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &before);
+  pid_t pid = vfork();
+  if (pid == 0) child(in_r, out_w, err_w, errfd, cwd, command, envp);
+  int saved = errno;
+  sigprocmask(SIG_SETMASK, &before, NULL);
+  errno = saved;
+  return pid;
 }
 
 /* The agent's environment with `pairs` ("K=V") overriding same-named entries. */
@@ -839,8 +861,7 @@ static void op_exec(uint32_t id, const uint8_t *p, size_t n, int in_shell) {
   }
   if (!failed_op && !in_shell) {
     envp = merge_env(pairs, got);
-    pid_t pid = fork();
-    if (pid == 0) child(in_p[0], out_p[1], err_p[1], ex_p[1], cwd, command, envp);
+    pid_t pid = spawn_command(in_p[0], out_p[1], err_p[1], ex_p[1], cwd, command, envp);
     if (pid < 0) {
       failed_op = "fork", failed_errno = errno;
     } else {
