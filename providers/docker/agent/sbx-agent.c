@@ -214,7 +214,29 @@ static void out_str(const char *s) {
   out_bytes(s, strlen(s));
 }
 
+/*
+ * Output of running commands may wait this long in the outbound queue (µs), and no more than
+ * OUT_HOLD_BYTES of it, for what follows: a short command ends within it, and its output and EXIT then
+ * leave in one write, arriving at the host as one read (docs/providers.md). Any other frame is written
+ * at once, with what waits before it.
+ */
+#define OUT_HOLD_US 1000
+#define OUT_HOLD_BYTES (64u << 10)
+/* Until when the queued output may wait (0: nothing waits), and whether a frame that may not wait is queued. */
+static int64_t hold_until_us;
+static int flush_now;
+/* Whether the queue waits this turn of the loop (then the poll asks no POLLOUT). */
+static int holding;
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 void frame_head(uint8_t type, uint32_t id, size_t payload) {
+  if (type != FR_STDOUT && type != FR_STDERR) flush_now = 1;
+  else if (!hold_until_us) hold_until_us = now_us() + OUT_HOLD_US;
   uint8_t h[9];
   put_u32(h, (uint32_t)(payload + 5));
   h[4] = type;
@@ -250,6 +272,27 @@ static void flush_out(void) {
     }
   }
   shrink(&outq);
+}
+
+/*
+ * Writes the outbound queue, unless all it holds is command output younger than OUT_HOLD_US (see
+ * there): then it waits, and the returned poll timeout (from `timeout`, -1 for none) ends with the hold.
+ */
+static int flush_or_hold(int timeout) {
+  holding = 0;
+  if (pending(&outq) == 0) {
+    hold_until_us = 0, flush_now = 0;
+    return timeout;
+  }
+  int64_t now = now_us();
+  if (!flush_now && pending(&outq) < OUT_HOLD_BYTES && now < hold_until_us) {
+    holding = 1;
+    int left = (int)((hold_until_us - now + 999) / 1000);
+    return timeout < 0 || left < timeout ? left : timeout;
+  }
+  flush_out();
+  if (pending(&outq) == 0) hold_until_us = 0, flush_now = 0;
+  return timeout;
 }
 
 /* ---------- payload reader ---------- */
@@ -931,15 +974,22 @@ static void op_cancel(uint32_t id) {
     if (w->id == id) w->cancelled = 1, kill(w->pid, SIGKILL);
 }
 
-/* Reads one chunk of a command's stdout (s 0) or stderr (s 1); past the cap only the tail stays. */
-static void drain(cmd_t *c, int *fd, int s) {
-  ssize_t n = read(*fd, chunk, CHUNK);
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n <= 0) {
-    close_fd(fd);
-    return;
-  }
-  emit_capped(c, s, chunk, (size_t)n);
+/*
+ * Reads one chunk of a command's stdout (s 0) or stderr (s 1); past the cap only the tail stays. When
+ * the pipe's writers are gone (`hup`) it reads on to the end: what is left is bounded by the pipe's
+ * buffer, and seeing the end now lets the command finish in this turn of the loop (its output and EXIT
+ * then travel in one write) rather than after another poll.
+ */
+static void drain(cmd_t *c, int *fd, int s, int hup) {
+  do {
+    ssize_t n = read(*fd, chunk, CHUNK);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) {
+      close_fd(fd);
+      return;
+    }
+    emit_capped(c, s, chunk, (size_t)n);
+  } while (hup);
 }
 
 static void feed_stdin(cmd_t *c) {
@@ -1489,9 +1539,9 @@ int main(int argc, char **argv) {
   cmd_t **owners = NULL;
   size_t pcap = 0;
   for (;;) {
-    flush_out();
+    /* Finishing first, writing after: a command's last output and its EXIT leave in one write. */
     int64_t now = now_ms();
-    int timeout = tick(now);
+    int timeout = flush_or_hold(tick(now));
     size_t nwriters = 0;
     for (writer_t *w = writers; w; w = w->next) nwriters++;
     size_t need = 6 + 3 * (size_t)ncmds + nwriters + streams_count();
@@ -1502,7 +1552,7 @@ int main(int argc, char **argv) {
     }
     size_t np = 0;
     pfds[np++] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
-    pfds[np++] = (struct pollfd){.fd = STDOUT_FILENO, .events = pending(&outq) ? POLLOUT : 0};
+    pfds[np++] = (struct pollfd){.fd = STDOUT_FILENO, .events = pending(&outq) && !holding ? POLLOUT : 0};
     pfds[np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
     int room = pending(&outq) < OUT_HIGH;
     for (cmd_t *c = cmds; c; c = c->next) {
@@ -1553,8 +1603,9 @@ int main(int argc, char **argv) {
     for (size_t i = 3; i < first_shell; i++) {
       if (!pfds[i].revents) continue;
       cmd_t *c = owners[i];
-      if (pfds[i].fd == c->fd_out) drain(c, &c->fd_out, 0);
-      else if (pfds[i].fd == c->fd_err) drain(c, &c->fd_err, 1);
+      int hup = (pfds[i].revents & POLLHUP) != 0;
+      if (pfds[i].fd == c->fd_out) drain(c, &c->fd_out, 0, hup);
+      else if (pfds[i].fd == c->fd_err) drain(c, &c->fd_err, 1, hup);
       else if (pfds[i].fd == c->fd_in) feed_stdin(c);
     }
     streams_serve(pfds + first_stream, np - first_stream);
