@@ -8,7 +8,8 @@
  * prefix). Prints commands/s per phase and each fleet's ratio to embedded, and the CPU time the
  * service's own processes spent per command (user + system, from /proc: `sbx serve`, or `sbx api` +
  * `sbx worker` + the Redis server, each also shown on its own), which a busy machine disturbs less
- * than it does throughput.
+ * than it does throughput; for a fleet also the Redis commands per routed command under this load
+ * (`INFO commandstats` around the phase, Lua scripts' commands included).
  *
  *   npx tsx bench/http-throughput.ts                        # needs the Docker engine and Redis (REDIS_URL)
  *   npx tsx bench/http-throughput.ts --sessions 24 --seconds 10 --rounds 3
@@ -129,6 +130,20 @@ async function redisPid(): Promise<number | undefined> {
   }
 }
 
+/** Commands the Redis server has run so far (`INFO commandstats`, those inside Lua scripts included). */
+async function redisCalls(): Promise<number> {
+  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 })
+  try {
+    await client.connect()
+    const stats = await client.info('commandstats')
+    return [...stats.matchAll(/calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0)
+  } catch {
+    return NaN
+  } finally {
+    client.disconnect()
+  }
+}
+
 const procs: { stop(): Promise<void> }[] = []
 /** The processes serving each path (their profilers are toggled around its phases). */
 const pids = new Map<string, number[]>()
@@ -171,7 +186,9 @@ try {
     for (const [name, server] of paths) {
       toggleProfilers(name)
       const cpu0 = cpuOf(name)
+      const calls0 = name.includes('fleet') ? await redisCalls() : NaN
       const f = await phase(server, 's', seconds * 1000)
+      const callsPerCommand = ((await redisCalls()) - calls0) / f.n
       const perProcess = cpuOf(name).map((ms, i) => (ms - (cpu0[i] ?? 0)) / f.n)
       const cpuPerCommand = sum(perProcess)
       // Fleet: api + worker (+ Redis), each process's own share.
@@ -179,7 +196,7 @@ try {
       toggleProfilers(name)
       ;(results.get(name) ?? results.set(name, []).get(name))?.push(f.perS)
       console.log(
-        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommand.toFixed(2)} ms/command${split}`,
+        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommand.toFixed(2)} ms/command${split}${Number.isNaN(callsPerCommand) ? '' : `  Redis ${callsPerCommand.toFixed(1)} commands/command`}`,
       )
     }
   }
