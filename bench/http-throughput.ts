@@ -3,11 +3,11 @@
  * (embedded) against `sbx api` + `sbx worker` (fleet, separate processes on one Redis), both started
  * as child processes. `--sessions` warm sessions (default 24), one client loop per session, each
  * `POST /v1/exec` of `echo hi` (wait for the result) after the previous one answered, for `--seconds`
- * per phase; phases alternate between the paths for `--rounds` rounds, so a noisy neighbour slows
+ * per phase (the client: `node:http`, kept-alive connections); phases alternate between the paths for `--rounds` rounds, so a noisy neighbour slows
  * each alike. The fleet runs once per queue driver of `--drivers` (each its own api + worker and
  * prefix). Prints commands/s per phase and each fleet's ratio to embedded, and the CPU time the
  * service's own processes spent per command (user + system, from /proc: `sbx serve`, or `sbx api` +
- * `sbx worker` + the Redis server, each also shown on its own), which a busy machine disturbs less
+ * `sbx worker` + the Redis server, each also shown on its own; and the bench's own, the client), which a busy machine disturbs less
  * than it does throughput; for a fleet also the Redis commands per routed command under this load
  * (`INFO commandstats` around the phase, Lua scripts' commands included).
  *
@@ -21,6 +21,7 @@
  * costs some throughput itself, so compare profiled runs with each other).
  */
 import { mkdirSync, readFileSync } from 'node:fs'
+import http from 'node:http'
 import { Redis } from 'ioredis'
 import { resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -70,15 +71,39 @@ const base: Partial<ConfigInput> = {
   },
 } as Partial<ConfigInput>
 
+/**
+ * The load's client: `node:http` over kept-alive connections, one per session. It is part of what the
+ * machine runs, so it is the leanest client Node has (undici's fetch builds web streams per call and
+ * cost this client about as much CPU as the embedded service itself).
+ */
+const agent = new http.Agent({ keepAlive: true, maxSockets: sessions + 4 })
+
 async function exec(server: Server, sessionId: string): Promise<void> {
-  const res = await server.post('/v1/exec', {
-    provider: 'docker',
-    profile: 'default',
-    sessionId,
-    command: 'echo hi',
+  const body = JSON.stringify({ provider: 'docker', profile: 'default', sessionId, command: 'echo hi' })
+  const text = await new Promise<string>((resolve, reject) => {
+    const req = http.request(
+      `${server.url}/v1/exec`,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          authorization: `Bearer ${server.key}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
+        res.on('error', reject)
+      },
+    )
+    req.on('error', reject)
+    req.end(body)
   })
-  const job = (await res.json()) as { state: string }
-  if (job.state !== 'completed') throw new Error(`job ${job.state}: ${JSON.stringify(job)}`)
+  const job = JSON.parse(text) as { state: string }
+  if (job.state !== 'completed') throw new Error(`job ${job.state}: ${text}`)
 }
 
 /** Every session runs commands back to back for `ms`; returns commands/s and p50/p99 latency. */
@@ -187,7 +212,10 @@ try {
       toggleProfilers(name)
       const cpu0 = cpuOf(name)
       const calls0 = name.includes('fleet') ? await redisCalls() : NaN
+      const client0 = process.cpuUsage()
       const f = await phase(server, 's', seconds * 1000)
+      const client = process.cpuUsage(client0)
+      const clientPerCommand = (client.user + client.system) / 1000 / f.n
       const callsPerCommand = ((await redisCalls()) - calls0) / f.n
       const perProcess = cpuOf(name).map((ms, i) => (ms - (cpu0[i] ?? 0)) / f.n)
       const cpuPerCommand = sum(perProcess)
@@ -196,7 +224,7 @@ try {
       toggleProfilers(name)
       ;(results.get(name) ?? results.set(name, []).get(name))?.push(f.perS)
       console.log(
-        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommand.toFixed(2)} ms/command${split}${Number.isNaN(callsPerCommand) ? '' : `  Redis ${callsPerCommand.toFixed(1)} commands/command`}`,
+        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommand.toFixed(2)} ms/command${split}  client ${clientPerCommand.toFixed(2)}${Number.isNaN(callsPerCommand) ? '' : `  Redis ${callsPerCommand.toFixed(1)} commands/command`}`,
       )
     }
   }
