@@ -1,10 +1,11 @@
 /**
  * What one warm command costs inside the sandbox: the CPU its container's cgroup spends (the agent,
  * the `bash -c` it starts, the kernel work of both) per `echo hi` through the Docker provider's agent
- * channel, for two agent binaries side by side. Two sandboxes, one per binary, take turns in blocks
- * of `--block` commands, so a machine whose speed drifts slows both alike; prints CPU µs per command
+ * channel, for one agent binary or two side by side. The binaries take turns in blocks
+ * of `--block` commands (one sandbox per binary), so a machine whose speed drifts slows both alike; prints CPU µs per command
  * (cgroup v1 `cpuacct.usage` or v2 `cpu.stat`), wall-clock p50 of each, and the ratio.
  *
+ *   npx tsx bench/agent-spawn.ts                                           # .sbx/sbx-agent alone
  *   npx tsx bench/agent-spawn.ts --candidate /tmp/sbx-agent-new            # against .sbx/sbx-agent
  *   npx tsx bench/agent-spawn.ts --baseline /tmp/old --candidate .sbx/sbx-agent --commands 2000
  *
@@ -26,12 +27,12 @@ const { values: flags } = parseArgs({
     block: { type: 'string', default: '50' },
   },
 })
-if (!flags.candidate) throw new Error('--candidate <path of an sbx-agent binary> is required')
 const baseline = flags.baseline ?? defaultAgentBinary()
 if (!baseline) throw new Error('no .sbx/sbx-agent: run `npm run setup`, or pass --baseline <path>')
-const binaries = {
+/** The binaries measured: the baseline alone, or it and the candidate side by side. */
+const binaries: Record<string, string> = {
   baseline: resolve(baseline),
-  candidate: resolve(flags.candidate),
+  ...(flags.candidate ? { candidate: resolve(flags.candidate) } : {}),
 }
 const commands = Math.max(10, Number(flags.commands) || 1000)
 const block = Math.max(1, Number(flags.block) || 50)
