@@ -1,9 +1,9 @@
 /**
  * What one warm command costs inside the sandbox: the CPU its container's cgroup spends (the agent,
  * the `bash -c` it starts, the kernel work of both) per `echo hi` through the Docker provider's agent
- * channel, for one agent binary or two side by side. The binaries take turns in blocks
- * of `--block` commands (one sandbox per binary), so a machine whose speed drifts slows both alike; prints CPU µs per command
- * (cgroup v1 `cpuacct.usage` or v2 `cpu.stat`), wall-clock p50 of each, and the ratio.
+ * channel, for one agent binary or two side by side. The binaries take turns in blocks of `--block`
+ * commands (one sandbox per binary), so a machine whose speed drifts slows both alike; prints CPU µs
+ * per command (cgroup v1 `cpuacct.usage` or v2 `cpu.stat`), wall-clock p50 of each, and the ratio.
  *
  *   npx tsx bench/agent-spawn.ts                                           # .sbx/sbx-agent alone
  *   npx tsx bench/agent-spawn.ts --candidate /tmp/sbx-agent-new            # against .sbx/sbx-agent
@@ -43,7 +43,8 @@ function cgroupCpuNs(id: string): number {
   if (existsSync(v1)) return Number(readFileSync(v1, 'utf8'))
   for (const dir of [`/sys/fs/cgroup/system.slice/docker-${id}.scope`, `/sys/fs/cgroup/docker/${id}`]) {
     const stat = `${dir}/cpu.stat`
-    if (existsSync(stat)) return Number(/usage_usec (\d+)/.exec(readFileSync(stat, 'utf8'))?.[1] ?? NaN) * 1000
+    if (existsSync(stat))
+      return Number(/usage_usec (\d+)/.exec(readFileSync(stat, 'utf8'))?.[1] ?? NaN) * 1000
   }
   throw new Error(`no cgroup CPU accounting found for container ${id}`)
 }
@@ -78,7 +79,8 @@ try {
       `${arm.name.padEnd(9)} ${(arm.cpuNs / arm.n / 1000).toFixed(0).padStart(6)} µs sandbox CPU/command  p50 ${percentile(arm.latencies, 50).toFixed(2)} ms  (${arm.binary})`,
     )
   const [a, b] = arms
-  if (a && b) console.log(`candidate/baseline sandbox CPU per command: ${(b.cpuNs / b.n / (a.cpuNs / a.n)).toFixed(2)}`)
+  if (a && b)
+    console.log(`candidate/baseline sandbox CPU per command: ${(b.cpuNs / b.n / (a.cpuNs / a.n)).toFixed(2)}`)
 } finally {
   for (const arm of arms) {
     await arm.provider.destroy(arm.sandbox.ref).catch(() => undefined)
