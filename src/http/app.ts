@@ -164,7 +164,7 @@ export function createApp(deps: AppDeps): App {
   app.use('/v1/*', (c, next) =>
     c.req.path.endsWith('/files') || isPortPath(c.req.path) ? next() : requireUtf8Body(c, next),
   )
-  app.use('/mcp', requireUtf8Body)
+  app.use('/mcp', requireUtf8RawBody)
 
   // After the auth middleware: Hono runs handlers in registration order, so `GET /v1/providers`
   // registered earlier answered without a key.
@@ -228,17 +228,35 @@ function isPortPath(path: string): boolean {
   return /^\/v1\/sessions\/[^/]+\/ports(\/|$)/.test(path)
 }
 
-/** Refuses (400) a request body that is not valid UTF-8; the checked bytes go on to the handler. */
+/** The 400 of a request body that is not valid UTF-8. */
+const notUtf8 = (): AppError =>
+  new AppError(
+    'BAD_REQUEST',
+    'invalid request at "(body)": the body is not valid UTF-8; send JSON encoded as UTF-8',
+  )
+
+/**
+ * Refuses (400) a request body that is not valid UTF-8. The body is read once, straight off the
+ * connection (no web `Request` is built for it), and the checked text is what the route's validators
+ * and `c.req.text()` / `c.req.json()` then read, from Hono's body cache. The routes under `/v1` read
+ * their body only that way; one that reads `c.req.raw` itself must be left out of this middleware (as
+ * file uploads and port URLs are) or use {@link requireUtf8RawBody}.
+ */
 const requireUtf8Body: MiddlewareHandler<HttpEnv> = async (c, next) => {
+  if (c.req.method === 'GET' || c.req.method === 'HEAD') return next()
+  const bytes = Buffer.from(await c.req.arrayBuffer())
+  if (!isUtf8(bytes)) throw notUtf8()
+  // Hono keeps each body form as a promise (its type says the value); text() and json() read this one.
+  ;(c.req.bodyCache as { text?: Promise<string> }).text = Promise.resolve(bytes.toString('utf8'))
+  await next()
+}
+
+/** {@link requireUtf8Body} for a handler that reads the raw `Request` (MCP's transport): the checked bytes become a new one. */
+const requireUtf8RawBody: MiddlewareHandler<HttpEnv> = async (c, next) => {
   const raw = c.req.raw
   if (!raw.body) return next()
   const bytes = new Uint8Array(await raw.arrayBuffer())
-  if (!isUtf8(bytes)) {
-    throw new AppError(
-      'BAD_REQUEST',
-      'invalid request at "(body)": the body is not valid UTF-8; send JSON encoded as UTF-8',
-    )
-  }
+  if (!isUtf8(bytes)) throw notUtf8()
   c.req.raw = new Request(raw, { body: bytes })
   await next()
 }
