@@ -228,6 +228,9 @@ function isPortPath(path: string): boolean {
   return /^\/v1\/sessions\/[^/]+\/ports(\/|$)/.test(path)
 }
 
+/** Decodes as `Request.text()` does: a leading byte-order mark is dropped. */
+const utf8 = new TextDecoder()
+
 /** The 400 of a request body that is not valid UTF-8. */
 const notUtf8 = (): AppError =>
   new AppError(
@@ -247,7 +250,7 @@ const requireUtf8Body: MiddlewareHandler<HttpEnv> = async (c, next) => {
   const bytes = Buffer.from(await c.req.arrayBuffer())
   if (!isUtf8(bytes)) throw notUtf8()
   // Hono keeps each body form as a promise (its type says the value); text() and json() read this one.
-  ;(c.req.bodyCache as { text?: Promise<string> }).text = Promise.resolve(bytes.toString('utf8'))
+  ;(c.req.bodyCache as { text?: Promise<string> }).text = Promise.resolve(utf8.decode(bytes))
   await next()
 }
 

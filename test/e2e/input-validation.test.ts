@@ -179,6 +179,17 @@ describe('input that would fail as a job is a 400 first (F9)', () => {
     await expectBadRequest(await postBytes('/v1/sessions', withInvalidUtf8('{"id":"s', '"}')), '(body)', utf8)
   })
 
+  test('a UTF-8 body with a leading byte-order mark is read as its JSON, as web decoding reads it', async () => {
+    const bom = new Uint8Array([0xef, 0xbb, 0xbf])
+    const body = new TextEncoder().encode('{"provider":"nope","profile":"default","command":"echo bom"}')
+    const res = await postBytes('/v1/exec?wait=false', new Uint8Array([...bom, ...body]))
+    // Parsed: the provider named in the JSON is what is refused, not the JSON itself.
+    expect(res.status).toBe(400)
+    const err = (await res.json()) as { error: { code: string; message: string } }
+    expect(err.error.code).toBe('UNKNOWN_PROVIDER')
+    expect(err.error.message).toMatch(/nope/)
+  })
+
   test('MCP: bash with a NUL is refused before it runs; a non-UTF-8 body is a 400', async () => {
     const transport = new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), {
       requestInit: { headers: { authorization: `Bearer ${srv.key}` } },
