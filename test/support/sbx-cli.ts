@@ -60,6 +60,8 @@ export interface SbxProcessOptions {
   readonly cwd?: string
   /** How long to wait for the ready line. @default 120 000 ms */
   readonly readyTimeoutMs?: number
+  /** The `bin/sbx.js` to run (another checkout's, for a side-by-side bench). @default this checkout's */
+  readonly sbx?: string
 }
 
 /**
@@ -76,7 +78,7 @@ export async function startSbxServer(
   const cwd = opts.cwd ?? configDir(opts.config)
   const child = LineChild.spawn(
     `sbx ${command}`,
-    [SBX, command, '--host', '127.0.0.1', '--port', String(port), ...(opts.args ?? [])],
+    [opts.sbx ?? SBX, command, '--host', '127.0.0.1', '--port', String(port), ...(opts.args ?? [])],
     { SBX_API_KEY: key, ...(opts.env ?? {}) },
     cwd,
   )
