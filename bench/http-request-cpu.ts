@@ -10,12 +10,12 @@
  *
  * Needs Linux (/proc); no Docker engine or Redis (the embedded default, nothing runs).
  */
-import { readFileSync } from 'node:fs'
 import http from 'node:http'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { startSbxServer } from '../test/support/sbx-cli.js'
+import { cpuMs } from './lib/proc-cpu.js'
 import type { ConfigInput } from '../src/config/schema.js'
 
 const { values: flags } = parseArgs({
@@ -27,12 +27,6 @@ const { values: flags } = parseArgs({
 })
 const requests = Math.max(100, Number(flags.requests) || 3000)
 const block = Math.max(10, Number(flags.block) || 300)
-
-/** CPU ms a process has used so far (user + system). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-  return ((Number(fields[11]) || 0) + (Number(fields[12]) || 0)) * 10
-}
 
 const config = { quotas: { requestsPerSecond: 1_000_000 } } as ConfigInput
 const here = join(fileURLToPath(new URL('.', import.meta.url)), '..')

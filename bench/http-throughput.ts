@@ -20,7 +20,7 @@
  * of each measured phase of its path to `<dir>` (bench/lib/cpu-profile-preload.mjs; the profiler
  * costs some throughput itself, so compare profiled runs with each other).
  */
-import { mkdirSync, readFileSync } from 'node:fs'
+import { mkdirSync } from 'node:fs'
 import http from 'node:http'
 import { Redis } from 'ioredis'
 import { resolve } from 'node:path'
@@ -30,6 +30,7 @@ import { REDIS_URL } from './lib/routed-path.js'
 import { removeScopeContainers, startSbxServer, startSbxWorker } from '../test/support/sbx-cli.js'
 import type { ConfigInput } from '../src/config/schema.js'
 import { percentile } from './lib/percentile.js'
+import { cpuMs } from './lib/proc-cpu.js'
 
 const { values: flags } = parseArgs({
   options: {
@@ -126,17 +127,6 @@ async function phase(server: Server, prefix: string, ms: number) {
     perS: latencies.length / elapsedS,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
-  }
-}
-
-/** CPU time (user + system, ms) a process has used so far; 0 when /proc cannot tell (not Linux). */
-function cpuMs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-    // utime and stime, in clock ticks (100 per second on Linux).
-    return ((Number(fields[11]) || 0) + (Number(fields[12]) || 0)) * 10
-  } catch {
-    return 0
   }
 }
 
