@@ -14,16 +14,27 @@
  *   npx tsx bench/http-throughput.ts                        # needs the Docker engine and Redis (REDIS_URL)
  *   npx tsx bench/http-throughput.ts --sessions 24 --seconds 10 --rounds 3
  *   npx tsx bench/http-throughput.ts --drivers redis        # one fleet driver (default: bullmq,redis)
+ *   npx tsx bench/http-throughput.ts --shell persistent     # in each session's persistent shell (default: fresh)
+ *   npx tsx bench/http-throughput.ts --baseline /work/wt-base  # each path also from another checkout, side by side
  *   npx tsx bench/http-throughput.ts --profile /tmp/prof    # CPU profiles of each server process per phase
+ *
+ * `--shell fresh` (the default) starts a `bash -c` per command, so on a small machine the sandbox's
+ * process starts bound the rate; `--shell persistent` runs each command in the session's long-lived
+ * shell (what `/v1/tool-calls` and MCP use), where `echo` is a builtin and starts no process, so the
+ * service's own path is what is measured.
+ *
+ * With `--baseline <checkout>`, every path also runs from that checkout's `bin/sbx.js` (its phases
+ * alternate with this checkout's in each round), and the bench prints this checkout's rate and CPU per
+ * command against the baseline's, path by path.
  *
  * With `--profile <dir>`, every `sbx serve`/`api`/`worker` the bench starts writes a V8 CPU profile
  * of each measured phase of its path to `<dir>` (bench/lib/cpu-profile-preload.mjs; the profiler
  * costs some throughput itself, so compare profiled runs with each other).
  */
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import http from 'node:http'
 import { Redis } from 'ioredis'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { REDIS_URL } from './lib/routed-path.js'
@@ -39,12 +50,16 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '3' },
     drivers: { type: 'string', default: 'bullmq,redis' },
     profile: { type: 'string' },
+    shell: { type: 'string', default: 'fresh' },
+    baseline: { type: 'string' },
   },
 })
 const drivers = flags.drivers.split(',').map((d) => {
   if (d !== 'bullmq' && d !== 'redis') throw new Error(`--drivers: bullmq or redis, not ${d}`)
   return d
 })
+if (flags.shell !== 'fresh' && flags.shell !== 'persistent')
+  throw new Error(`--shell: fresh or persistent, not ${flags.shell}`)
 const sessions = Math.max(1, Number(flags.sessions) || 24)
 const seconds = Math.max(1, Number(flags.seconds) || 10)
 const rounds = Math.max(1, Number(flags.rounds) || 3)
@@ -52,6 +67,13 @@ const rounds = Math.max(1, Number(flags.rounds) || 3)
 type Server = Awaited<ReturnType<typeof startSbxServer>>
 
 const tag = `bthr${Date.now().toString(36)}`
+/** Each checkout whose paths run: this one, and the baseline's (` [baseline]` after its paths' names). */
+const checkouts: { suffix: string; sbx?: string }[] = [{ suffix: '' }]
+if (flags.baseline !== undefined) {
+  const sbx = join(resolve(flags.baseline), 'bin/sbx.js')
+  if (!existsSync(sbx)) throw new Error(`--baseline: no ${sbx}; give a checkout of this repository`)
+  checkouts.push({ suffix: ' [baseline]', sbx })
+}
 const profileDir = flags.profile === undefined ? undefined : resolve(flags.profile)
 if (profileDir) mkdirSync(profileDir, { recursive: true })
 const quiet: Record<string, string> = {
@@ -80,7 +102,13 @@ const base: Partial<ConfigInput> = {
 const agent = new http.Agent({ keepAlive: true, maxSockets: sessions + 4 })
 
 async function exec(server: Server, sessionId: string): Promise<void> {
-  const body = JSON.stringify({ provider: 'docker', profile: 'default', sessionId, command: 'echo hi' })
+  const body = JSON.stringify({
+    provider: 'docker',
+    profile: 'default',
+    sessionId,
+    command: 'echo hi',
+    shell: flags.shell,
+  })
   const text = await new Promise<string>((resolve, reject) => {
     const req = http.request(
       `${server.url}/v1/exec`,
@@ -160,31 +188,42 @@ async function redisCalls(): Promise<number> {
 }
 
 const procs: { stop(): Promise<void> }[] = []
+/** The label scope of each started path's sandboxes (removed at the end). */
+const scopes: string[] = []
 /** The processes serving each path (their profilers are toggled around its phases). */
 const pids = new Map<string, number[]>()
 const toggleProfilers = (name: string): void => {
   if (profileDir) for (const pid of pids.get(name) ?? []) process.kill(pid, 'SIGUSR2')
 }
 try {
-  const serve = await startSbxServer('serve', {
-    config: { ...base, queue: { prefix: `${tag}e`, concurrency: sessions } } as ConfigInput,
-    env: quiet,
-  })
-  procs.push(serve)
-  const paths: [string, Server][] = [['HTTP → sbx serve (embedded)', serve]]
-  pids.set('HTTP → sbx serve (embedded)', [serve.child.child.pid ?? 0])
-  for (const driver of drivers) {
-    const fleet = {
-      ...base,
-      queue: { driver, redisUrl: REDIS_URL, prefix: `${tag}${driver[0]}`, concurrency: sessions },
-    } as ConfigInput
-    const api = await startSbxServer('api', { config: fleet, env: quiet })
-    procs.push(api)
-    const worker = await startSbxWorker({ config: fleet, env: quiet })
-    procs.push(worker)
-    const name = `HTTP → sbx api + sbx worker (fleet, ${driver})`
-    paths.push([name, api])
-    pids.set(name, [api.child.child.pid ?? 0, worker.child.pid ?? 0])
+  const paths: [string, Server][] = []
+  for (const [k, { suffix, sbx }] of checkouts.entries()) {
+    const scope = `${tag}${k}e`
+    scopes.push(scope)
+    const serve = await startSbxServer('serve', {
+      config: { ...base, queue: { prefix: scope, concurrency: sessions } } as ConfigInput,
+      env: quiet,
+      ...(sbx ? { sbx } : {}),
+    })
+    procs.push(serve)
+    const embeddedName = `HTTP → sbx serve (embedded)${suffix}`
+    paths.push([embeddedName, serve])
+    pids.set(embeddedName, [serve.child.child.pid ?? 0])
+    for (const driver of drivers) {
+      const fleetScope = `${tag}${k}${driver[0]}`
+      scopes.push(fleetScope)
+      const fleet = {
+        ...base,
+        queue: { driver, redisUrl: REDIS_URL, prefix: fleetScope, concurrency: sessions },
+      } as ConfigInput
+      const api = await startSbxServer('api', { config: fleet, env: quiet, ...(sbx ? { sbx } : {}) })
+      procs.push(api)
+      const worker = await startSbxWorker({ config: fleet, env: quiet, ...(sbx ? { sbx } : {}) })
+      procs.push(worker)
+      const name = `HTTP → sbx api + sbx worker (fleet, ${driver})${suffix}`
+      paths.push([name, api])
+      pids.set(name, [api.child.child.pid ?? 0, worker.child.pid ?? 0])
+    }
   }
   // Warm: bind every session (sandbox created), then a short run to settle the processes.
   for (const [, server] of paths) {
@@ -197,6 +236,7 @@ try {
     [...(pids.get(name) ?? []), ...(name.includes('fleet') && redisServer ? [redisServer] : [])].map(cpuMs)
   const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0)
   const results = new Map<string, number[]>()
+  const cpuPerCommand = new Map<string, number[]>()
   for (let r = 1; r <= rounds; r++) {
     for (const [name, server] of paths) {
       toggleProfilers(name)
@@ -208,25 +248,38 @@ try {
       const clientPerCommand = (client.user + client.system) / 1000 / f.n
       const callsPerCommand = ((await redisCalls()) - calls0) / f.n
       const perProcess = cpuOf(name).map((ms, i) => (ms - (cpu0[i] ?? 0)) / f.n)
-      const cpuPerCommand = sum(perProcess)
+      const cpuPerCommandOfPhase = sum(perProcess)
       // Fleet: api + worker (+ Redis), each process's own share.
       const split = perProcess.length > 1 ? ` (${perProcess.map((ms) => ms.toFixed(2)).join(' + ')})` : ''
       toggleProfilers(name)
       ;(results.get(name) ?? results.set(name, []).get(name))?.push(f.perS)
+      ;(cpuPerCommand.get(name) ?? cpuPerCommand.set(name, []).get(name))?.push(cpuPerCommandOfPhase)
       console.log(
-        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommand.toFixed(2)} ms/command${split}  client ${clientPerCommand.toFixed(2)}${Number.isNaN(callsPerCommand) ? '' : `  Redis ${callsPerCommand.toFixed(1)} commands/command`}`,
+        `round ${r}  ${name.padEnd(38)} ${f.perS.toFixed(0).padStart(5)} commands/s  p50 ${f.p50.toFixed(2)} ms  p99 ${f.p99.toFixed(2)} ms  service CPU ${cpuPerCommandOfPhase.toFixed(2)} ms/command${split}  client ${clientPerCommand.toFixed(2)}${Number.isNaN(callsPerCommand) ? '' : `  Redis ${callsPerCommand.toFixed(1)} commands/command`}`,
       )
     }
   }
-  const [embedded, ...fleets] = paths.map(([name]) => results.get(name) ?? [])
-  fleets.forEach((runs, k) => {
-    const ratios = runs.map((v, i) => (v / (embedded?.[i] ?? NaN)).toFixed(2))
-    console.log(
-      `${sessions} sessions, ${seconds} s per phase: fleet (${drivers[k]})/embedded per round ${ratios.join(', ')}`,
-    )
-  })
+  const perRound = (a: number[], b: number[]): string =>
+    a.map((v, i) => (v / (b[i] ?? NaN)).toFixed(2)).join(', ')
+  for (const { suffix } of checkouts) {
+    const embedded = results.get(`HTTP → sbx serve (embedded)${suffix}`) ?? []
+    for (const driver of drivers) {
+      const fleet = results.get(`HTTP → sbx api + sbx worker (fleet, ${driver})${suffix}`) ?? []
+      console.log(
+        `${sessions} sessions, ${seconds} s per phase${suffix}: fleet (${driver})/embedded per round ${perRound(fleet, embedded)}`,
+      )
+    }
+  }
+  if (checkouts.length > 1)
+    for (const [name] of paths.filter(([n]) => !n.endsWith(' [baseline]'))) {
+      const mine = results.get(name) ?? []
+      const theirs = results.get(`${name} [baseline]`) ?? []
+      const cpu = (n: string) => cpuPerCommand.get(n) ?? []
+      console.log(
+        `${name}: this checkout/baseline commands/s per round ${perRound(mine, theirs)}; service CPU per command ${perRound(cpu(name), cpu(`${name} [baseline]`))}`,
+      )
+    }
 } finally {
   for (const p of procs.reverse()) await p.stop()
-  for (const scope of [`${tag}e`, ...drivers.map((d) => `${tag}${d[0]}`)])
-    await removeScopeContainers(scope).catch(() => undefined)
+  for (const scope of scopes) await removeScopeContainers(scope).catch(() => undefined)
 }

@@ -113,7 +113,7 @@ export async function startSbxServer(
 /** Starts `node bin/sbx.js worker` (`--agent` in `opts.args` for an agent-run worker) and resolves once it is consuming. */
 export async function startSbxWorker(opts: SbxProcessOptions): Promise<LineChild> {
   const cwd = opts.cwd ?? configDir(opts.config)
-  const child = LineChild.spawn('sbx worker', [SBX, 'worker', ...(opts.args ?? [])], opts.env ?? {}, cwd)
+  const child = LineChild.spawn('sbx worker', [opts.sbx ?? SBX, 'worker', ...(opts.args ?? [])], opts.env ?? {}, cwd)
   await readyOrKilled(
     child,
     child.next((l) => l.stream === 'stderr' && /consuming/.test(l.text), opts.readyTimeoutMs ?? 120_000),
