@@ -1,12 +1,12 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { Scalar } from '@scalar/hono-api-reference'
 import { isUtf8 } from 'node:buffer'
-import { bodyLimit } from 'hono/body-limit'
 import { HTTPException } from 'hono/http-exception'
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../errors.js'
 import { isRedisUnreachable } from '../redis/index.js'
 import type { AppDeps } from './deps.js'
+import { limitBody as limitBodyTo } from './body-limit.js'
 import { toErrorResponse } from './errors.js'
 import type { Principal } from './keyring.js'
 import { RateLimiter, type RequestLimiter } from '../services/rate-limit.js'
@@ -114,14 +114,11 @@ export function createApp(deps: AppDeps): App {
 
   const fileLimitBytes = deps.limits?.fileLimitBytes ?? 10_485_760
   const limitBody = (maxSize: number, what: string) =>
-    bodyLimit({
-      maxSize,
-      onError: () => {
-        throw new AppError(
-          'PAYLOAD_TOO_LARGE',
-          `${what} over ${maxSize} bytes; send less or raise server.${what === 'file' ? 'fileLimitBytes' : 'bodyLimitBytes'}`,
-        )
-      },
+    limitBodyTo<HttpEnv>(maxSize, () => {
+      throw new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `${what} over ${maxSize} bytes; send less or raise server.${what === 'file' ? 'fileLimitBytes' : 'bodyLimitBytes'}`,
+      )
     })
   const jsonLimit = limitBody(bodyLimitBytes, 'request body')
   const fileLimit = limitBody(fileLimitBytes, 'file')
