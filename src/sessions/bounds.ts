@@ -94,13 +94,17 @@ export function profileCapReached(core: PoolCore, t: Target, count: number): App
 }
 
 /**
- * The advisory check of {@link SessionPool.admit}: a bound session passes; otherwise the tenant's
- * and the profile's live slot counts must leave room for one more sandbox (warm sandboxes of the
- * profile count toward its cap, but a new session can claim one, so they do not block it).
+ * The advisory check of {@link SessionPool.admit}: a bound session passes (and is then admitted for a while without a store read: recently-bound.ts);
+ * otherwise the tenant's and the profile's live slot counts must leave room for one more sandbox
+ * (warm sandboxes of the profile count toward its cap, but a new session can claim one, so they do
+ * not block it).
  */
 export async function admit(core: PoolCore, t: Target): Promise<void> {
   const now = Date.now()
-  if (t.session !== undefined && (await core.store.getBinding(t.session))) return
+  if (t.session !== undefined) {
+    if (core.recentlyBound.has(t.session, now)) return
+    if (await core.store.getBinding(t.session)) return core.recentlyBound.add(t.session, now)
+  }
   const tenant = tenantClaim(core, t)
   const tenantCount = await core.store.slotCount(tenant.name, now)
   if (tenantCount >= tenant.max) throw tenantQuotaExceeded(core, t, tenantCount)

@@ -6,6 +6,7 @@ import type { Labels, Sandbox, SandboxProvider, SandboxRef } from '../sandbox/ty
 import { HandleCache } from './handles.js'
 import { poolKey, sessionHash } from './keys.js'
 import type { ResolvedSessionPoolOptions } from './options.js'
+import { RecentlyBound } from './recently-bound.js'
 import { PoolCounters } from './stats.js'
 import type { EvictionReason } from './stats.js'
 import type { SessionStore } from './store/types.js'
@@ -29,6 +30,8 @@ export interface Target {
 export class PoolCore {
   readonly stats = new PoolCounters()
   readonly handles = new HandleCache()
+  /** Sessions seen bound just now: admitted without a store read (recently-bound.ts). */
+  readonly recentlyBound = new RecentlyBound()
   /** Providers this process used, for `reap()` when the registry cannot list its ids. */
   readonly usedProviders = new Set<string>()
   private readonly shutdown = new AbortController()

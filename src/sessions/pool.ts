@@ -116,6 +116,7 @@ export class SandboxSessionPool implements SessionPool {
   async close(key: SessionKey): Promise<void> {
     const t = this.core.target(key)
     if (t.session === undefined) return
+    this.core.recentlyBound.forget(t.session)
     const b = await this.core.store.closeSession(t.session)
     if (b) await this.core.destroy(b.ref, b.slots, 'closed')
     // A persistent workspace outlives the sandbox, not the session.
