@@ -131,6 +131,28 @@ describe('session pool: limits and failures (real Docker, real Redis)', () => {
     await first.release()
   })
 
+  test('a session seen bound is admitted from memory for a moment; closed elsewhere meanwhile, the acquire still holds the quota', async ({
+    env,
+  }) => {
+    const api = env.pool({ maxSandboxesPerTenant: 1 })
+    const worker = env.pool({ maxSandboxesPerTenant: 1, providers: [env.newDocker()] })
+    await (await worker.acquire(key('plain', 's1'))).release()
+    await api.admit(key('plain', 's1'))
+    // Another process closes s1 and gives the tenant's one slot to s2.
+    await worker.close(key('plain', 's1'))
+    const s2 = await worker.acquire(key('plain', 's2'))
+    await s2.release()
+    // The API may still admit s1 from memory for up to a second (advisory); the sandbox s1 would
+    // need is refused for real.
+    await expect(worker.acquire(key('plain', 's1'))).rejects.toMatchObject({ code: 'QUOTA_EXCEEDED' })
+    // A session this process closes is forgotten at once: its next admission asks the store.
+    await api.admit(key('plain', 's2'))
+    await api.close(key('plain', 's2'))
+    await (await worker.acquire(key('plain', 's3'))).release()
+    await expect(api.admit(key('plain', 's2'))).rejects.toMatchObject({ code: 'QUOTA_EXCEEDED' })
+    await worker.close(key('plain', 's3'))
+  })
+
   test('profile cap (pool.maxSize): a new session past it fails at once, naming the config key; close frees room', async ({
     env,
   }) => {
