@@ -28,6 +28,7 @@ below): state stays, a timeout kills what the command started, not the shell. Ou
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -612,7 +613,7 @@ static int shell_start(const char *cwd, char **envp, const char **failed_op) {
   const char *init =
       "shopt -s expand_aliases; __sbx_rc=0\n"
       "__sbx_skip() { case $BASH_COMMAND in __sbx_*|'builtin printf'*|'builtin trap - DEBUG'*|"
-      "'builtin shopt -u extdebug'*) return 0;; esac; return 1; }\n"
+      "'builtin shopt -u extdebug'*|'builtin eval \"$__sbx_line\"') return 0;; esac; return 1; }\n"
       "__sbx_abort() { builtin shopt -s extdebug; builtin trap '__sbx_skip' DEBUG; }\n"
       "builtin trap '__sbx_abort; break 1000 2>/dev/null; return 143 2>/dev/null' USR1\n";
   (void)!write(shell.fd_ctl, init, strlen(init)); /* fits the empty pipe */
@@ -711,6 +712,24 @@ static const char *shell_exec(cmd_t *c, uint32_t flags, const char *cwd, const c
            "builtin printf '%%s%%s\\n' __sbx_end_ %se >&2\n",
            hex, hex);
   cat_str(&line, &len, tail);
+  /* bash reads a script from a pipe one byte per read(2), so that it never takes input past the
+   * line it runs; a few hundred bytes of line cost it more than the command (about half of its CPU
+   * per `echo hi`). So a line that fits in one atomic pipe write goes as a body behind a short
+   * header that reads it in bulk (`read -N` takes up to 4 KiB per read(2); LC_ALL=C makes it count
+   * bytes) and evals it. The body is the same line: if the header's read cannot run (say LC_ALL is
+   * readonly), bash runs the body as input, as it did before. A longer line goes as input at once. */
+  char head[160];
+  int hn = snprintf(head, sizeof head,
+                    "builtin trap - DEBUG; builtin shopt -u extdebug; LC_ALL=C builtin read -r -N %zu "
+                    "__sbx_line && builtin eval \"$__sbx_line\"\n",
+                    len);
+  if (hn > 0 && (size_t)hn + len <= PIPE_BUF) {
+    char *framed = xrealloc(NULL, (size_t)hn + len + 1);
+    memcpy(framed, head, (size_t)hn);
+    memcpy(framed + hn, line, len + 1);
+    free(line);
+    line = framed, len += (size_t)hn;
+  }
   c->in_data = (uint8_t *)line, c->in_len = len;
   c->is_shell = 1, c->pid = shell.pid;
   c->shell_flags = restarted ? SHELL_RESTARTED : 0;
