@@ -98,7 +98,7 @@ mkdir -p "$STATE_DIR"
 # Its sources: the main loop (sbx-agent.c, which #includes the process supervisor procs.c and the
 # E2B file helpers fsops.c), streams
 # to ports and terminals (ports.c), their headers.
-AGENT_SOURCES=("$AGENT_DIR/sbx-agent.c" "$AGENT_DIR/ports.c" "$AGENT_DIR/procs.c" "$AGENT_DIR/fsops.c" "$AGENT_DIR/forward.c" "$AGENT_DIR/agent.h" "$AGENT_DIR/ports.h" "$AGENT_DIR/protocol.h")
+AGENT_SOURCES=("$AGENT_DIR/sbx-agent.c" "$AGENT_DIR/ports.c" "$AGENT_DIR/procs.c" "$AGENT_DIR/fsops.c" "$AGENT_DIR/forward.c" "$AGENT_DIR/direct.c" "$AGENT_DIR/agent.h" "$AGENT_DIR/ports.h" "$AGENT_DIR/protocol.h")
 stale=0
 [ -x "$AGENT_BIN" ] || stale=1
 for src in "${AGENT_SOURCES[@]}"; do [ "$src" -nt "$AGENT_BIN" ] && stale=1; done

@@ -1,9 +1,10 @@
 import type Docker from 'dockerode'
-import type { ProviderBackend } from '../../src/sandbox/index.js'
+import type { Labels, ProviderBackend } from '../../src/sandbox/index.js'
 import type { AgentSupply } from './agent-source.js'
 import { dockerConnect } from './connect.js'
 import { WORKSPACE } from './container-spec.js'
 import { dockerCreate } from './create.js'
+import type { DirectHost } from './direct-channel.js'
 import type { EgressHost } from './egress-host.js'
 import { mapEngineError } from './errors.js'
 import { removalFailed } from './lifecycle.js'
@@ -20,6 +21,8 @@ export interface DockerContainer {
   agentPath: string
   /** The engine volume its agent comes from (messages of a failed start). */
   agentVolume?: string
+  /** Its labels: where its direct-channel folder is (providers/docker/direct-channel.ts). */
+  labels?: Labels
   /**
    * Started from a tmpfs snapshot: these in-memory mounts get the snapshot's files (mounted at
    * `SEED_DIR`) when it starts.
@@ -35,6 +38,8 @@ export interface DockerBackendDeps {
   opts: ResolvedDockerProviderOptions
   agent: AgentSupply
   egress: EgressHost
+  /** The direct agent channels' folders. */
+  direct: DirectHost
   /** The open handles (each removes itself on close). */
   handles: Set<DockerSandbox>
 }
@@ -45,7 +50,7 @@ export interface DockerBackendDeps {
  * its egress proxy).
  */
 export function dockerBackend(deps: DockerBackendDeps): ProviderBackend<DockerContainer, DockerSandbox> {
-  const { docker, opts, egress, handles } = deps
+  const { docker, opts, egress, direct, handles } = deps
   return {
     describe: (id) => `container ${id}`,
     defaultCwd: WORKSPACE,
@@ -56,7 +61,13 @@ export function dockerBackend(deps: DockerBackendDeps): ProviderBackend<DockerCo
       const sandbox = new DockerSandbox(
         docker,
         ref,
-        { ...opts, ...settings, user: container.user, agentPath: container.agentPath },
+        {
+          ...opts,
+          ...settings,
+          user: container.user,
+          agentPath: container.agentPath,
+          offerDirect: () => direct.offer(container.labels),
+        },
         (closed) => handles.delete(closed),
       )
       handles.add(sandbox)
@@ -85,6 +96,7 @@ export function dockerBackend(deps: DockerBackendDeps): ProviderBackend<DockerCo
       try {
         await docker.getContainer(ref.id).remove({ force: true, v: true })
         await egress.drop(ref.labels)
+        await direct.drop(ref.labels)
         for (const h of handles) if (h.ref.id === ref.id) h.containerRemoved()
       } catch (err) {
         await removalFailed(docker, ref, err)

@@ -1,5 +1,6 @@
 import type Docker from 'dockerode'
 import type { Duplex } from 'node:stream'
+import type { DirectOffer } from './direct-channel.js'
 import { AppError } from '../../src/sandbox/index.js'
 import { DockerStreamDemuxer } from './demux.js'
 import { SETUP_HINT, engineStatus, mapEngineError } from './errors.js'
@@ -29,15 +30,22 @@ export interface OpenChannelOptions {
   agentPath: string
   /** How long to wait for the agent's HELLO (ms). */
   helloTimeoutMs: number
+  /**
+   * Offers the agent a socket of ours to speak on instead of the exec's pipes (direct-channel.ts);
+   * undefined (or an offer the agent cannot reach) keeps the channel on the exec.
+   */
+  offerDirect?: () => Promise<DirectOffer | undefined>
 }
 
 const STDERR_TAIL_BYTES = 4096
 
 /**
  * One long-lived connection to an `sbx-agent` process inside a container: a hijacked
- * `docker exec` whose stdin/stdout carry protocol frames. Opening costs one exec; every command
- * after that is a frame on the open connection. When the connection ends (container killed or
- * removed, engine restarted, handle closed), every pending request fails with `SANDBOX_LOST`.
+ * `docker exec` whose stdin/stdout carry protocol frames, or, where the engine is on this machine,
+ * a Unix socket of ours the agent connected to (the direct channel: frames skip dockerd and
+ * containerd-shim; the exec then carries only stderr). Opening costs one exec; every command after
+ * that is a frame on the open connection. When either connection ends (container killed or removed,
+ * engine restarted, handle closed), every pending request fails with `SANDBOX_LOST`.
  */
 export class AgentChannel {
   private readonly handlers = new Map<number, FrameHandler>()
@@ -51,11 +59,16 @@ export class AgentChannel {
   hasBash = true
   /** Whether the agent writes uploads through a part file renamed into place (from its HELLO). */
   partWrites = false
+  /** The direct channel's socket, once the agent connected to it. */
+  private direct: Duplex | undefined
+  /** Where frames go: the direct socket, else the exec's stdin. */
+  private out: Duplex
 
   private constructor(
     private readonly socket: Duplex,
     readonly sandboxId: string,
   ) {
+    this.out = socket
     const demux = new DockerStreamDemuxer(
       (chunk) => this.onStdout(chunk),
       (chunk) => {
@@ -75,9 +88,10 @@ export class AgentChannel {
   static async open(container: Docker.Container, opts: OpenChannelOptions): Promise<AgentChannel> {
     let exec: Docker.Exec
     let socket: Duplex
+    const offer = await opts.offerDirect?.().catch(() => undefined)
     try {
       exec = await container.exec({
-        Cmd: [opts.agentPath],
+        Cmd: offer ? [opts.agentPath, '--direct'] : [opts.agentPath],
         AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,
@@ -91,6 +105,7 @@ export class AgentChannel {
         Tty: false,
       })
     } catch (err) {
+      offer?.close()
       if (engineStatus(err) === 404 || engineStatus(err) === 409 || engineStatus(err) === 500) {
         throw new AppError(
           'SANDBOX_LOST',
@@ -101,7 +116,15 @@ export class AgentChannel {
       throw mapEngineError(err, `starting the agent in sandbox ${opts.sandboxId}`, opts.sandboxId)
     }
     const channel = new AgentChannel(socket, opts.sandboxId)
-    const hello = await channel.waitForHello(opts)
+    if (offer) {
+      // The agent reads this line first; a HELLO on the exec instead means it could not connect.
+      socket.write(offer.line)
+      offer.accepted.then(
+        ({ socket: direct, head }) => channel.attachDirect(direct, head),
+        () => undefined,
+      )
+    }
+    const hello = await channel.waitForHello(opts).finally(() => offer?.close())
     if (hello instanceof AppError) {
       channel.fail(hello)
       const info = await exec.inspect().catch(() => undefined)
@@ -149,6 +172,27 @@ export class AgentChannel {
     })
   }
 
+  /** Frames continue on the agent's connection to our socket (what it sent after its token first). */
+  private attachDirect(direct: Duplex, head: Buffer): void {
+    if (this.closedWith) {
+      direct.destroy()
+      return
+    }
+    this.direct = direct
+    this.out = direct
+    direct.on('data', (chunk: Buffer) => this.onStdout(chunk))
+    direct.on('end', () => this.fail(this.lostError()))
+    direct.on('close', () => this.fail(this.lostError()))
+    direct.on('error', (err) => this.fail(this.lostError(err)))
+    if (head.length > 0) this.onStdout(head)
+    direct.resume()
+  }
+
+  /** Whether frames travel on the direct channel (a socket of ours) rather than through the engine. */
+  get isDirect(): boolean {
+    return this.direct !== undefined
+  }
+
   /** Whether the connection has ended. */
   get closed(): boolean {
     return this.closedWith !== undefined
@@ -174,12 +218,12 @@ export class AgentChannel {
   /** Sends one encoded frame; throws the close reason when the channel has ended. */
   send(frame: Buffer): void {
     if (this.closedWith) throw this.closedWith
-    this.socket.write(frame)
+    this.out.write(frame)
   }
 
   /** Like {@link send}, but ignores a closed channel (used for best-effort cancels). */
   trySend(frame: Buffer): void {
-    if (!this.closedWith) this.socket.write(frame)
+    if (!this.closedWith) this.out.write(frame)
   }
 
   /** Round trip through the agent; rejects when it does not answer within `timeoutMs`. */
@@ -231,6 +275,7 @@ export class AgentChannel {
     const error =
       reason ??
       new AppError('SANDBOX_LOST', `sandbox ${this.sandboxId}: the handle was closed; connect again`)
+    this.direct?.end(() => this.direct?.destroy())
     this.socket.end(() => this.socket.destroy())
     this.fail(error)
   }
@@ -245,6 +290,7 @@ export class AgentChannel {
     for (const l of this.closeListeners) l(error)
     this.closeListeners.clear()
     if (!this.socket.writableEnded) this.socket.destroy()
+    if (this.direct && !this.direct.writableEnded) this.direct.destroy()
   }
 
   private lostError(cause?: unknown): AppError {

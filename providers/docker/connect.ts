@@ -34,6 +34,7 @@ export function dockerConnect({ docker, opts, egress }: DockerBackendDeps): Dock
         image: info.Config.Image,
         user: info.Config.User,
         agentPath: labels[PROVIDER_LABELS.agentPath] ?? opts.agentPath,
+        labels,
         state: info.State,
       }
       return { id: info.Id, labels, native }

@@ -7,6 +7,7 @@ import {
   SANDBOX_CA_FILE,
   secretPlaceholder,
 } from '../../src/sandbox/index.js'
+import { DIRECT_MOUNT } from './direct-channel.js'
 import type { ResolvedDockerProviderOptions } from './options.js'
 
 /** Where a container's agent comes from: the image (`path` only) or the agent volume mounted read-only at `dir`. */
@@ -16,6 +17,16 @@ export interface AgentSource {
   /** The engine volume holding the agent, mounted read-only at `dir`. */
   volume?: { name: string; dir: string }
 }
+/** What a container gets from outside its image and profile. */
+export interface ContainerHostParts {
+  /** The host folder of its egress proxy socket (egress-allowlist profiles). */
+  egressHostDir?: string
+  /** A persistent workspace: this engine volume is mounted at /workspace instead of a tmpfs. */
+  workspaceVolume?: string
+  /** The host folder of its direct agent channel, mounted read-only at DIRECT_MOUNT. */
+  directHostDir?: string
+}
+
 /** Inside the sandbox: the port the agent forwards to the proxy, and where the socket is mounted. */
 export const EGRESS_PORT = 3128
 const EGRESS_MOUNT = '/run/sbx-egress'
@@ -67,10 +78,9 @@ export function buildContainerSpec(
   labels: Labels,
   options: ResolvedDockerProviderOptions,
   agent: AgentSource = { path: options.agentPath },
-  egressHostDir?: string,
-  /** A persistent workspace: this engine volume is mounted at /workspace instead of a tmpfs. */
-  workspaceVolume?: string,
+  host: ContainerHostParts = {},
 ): Docker.ContainerCreateOptions {
+  const { egressHostDir, workspaceVolume, directHostDir } = host
   const egress = typeof profile.network === 'object' ? profile.network : undefined
   const env = { ...profile.env }
   const cmd = ['--init', '--idle-exit-ms', String(profile.idleTtlMs + options.idleExitSlackMs)]
@@ -116,6 +126,10 @@ export function buildContainerSpec(
   // memoryMb plus every tmpfs at its full size, so a full disk ends in ENOSPC (the size= bound)
   // rather than an out-of-memory kill, and filling the disk leaves the processes their memory.
   const memory = (profile.memoryMb + diskMb) * MiB
+  const binds = [
+    ...(egress ? [`${egressHostDir}:${EGRESS_MOUNT}:ro`] : []),
+    ...(directHostDir ? [`${directHostDir}:${DIRECT_MOUNT}:ro`] : []),
+  ]
   const mounts: Docker.MountSettings[] = [
     ...(agent.volume
       ? [{ Type: 'volume' as const, Source: agent.volume.name, Target: agent.volume.dir, ReadOnly: true }]
@@ -151,8 +165,9 @@ export function buildContainerSpec(
     NetworkDisabled: profile.network === 'none',
     HostConfig: {
       NetworkMode: profile.network === 'bridge' ? 'bridge' : 'none',
-      // An allowlist sandbox has no network either: its only way out is the proxy socket.
-      ...(egress ? { Binds: [`${egressHostDir}:${EGRESS_MOUNT}:ro`] } : {}),
+      // An allowlist sandbox has no network either: its only way out is the proxy socket. The
+      // direct channel's folder is read-only: the sandbox connects to our socket, never writes there.
+      ...(binds.length > 0 ? { Binds: binds } : {}),
       // runsc (gVisor) is an engine runtime registered by scripts/setup-gvisor.sh.
       Runtime: profile.runtime,
       CapDrop: ['ALL'],

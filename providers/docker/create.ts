@@ -24,13 +24,13 @@ const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
  * first, the container made stopped with the agent volume mounted, then started once its egress
  * proxy listens; the profile's cwd is made in it. What a failed create left is removed.
  */
-export function dockerCreate({ docker, opts, agent, egress }: DockerBackendDeps): DockerCreate {
+export function dockerCreate({ docker, opts, agent, egress, direct }: DockerBackendDeps): DockerCreate {
   const engine = engineName(docker)
 
   return {
     createLabels(profile) {
       const policy = egressPolicyOf(profile)
-      return policy ? egress.labels(policy) : {}
+      return { ...direct.labels(), ...(policy ? egress.labels(policy) : {}) }
     },
 
     async create(profile, labels) {
@@ -45,8 +45,14 @@ export function dockerCreate({ docker, opts, agent, egress }: DockerBackendDeps)
       const egressHostDir = policy ? await egress.makeFolder(profile, labels, policy) : undefined
       try {
         const source = await agent.source(image)
+        // Only this build's agent (the volume's) speaks the direct channel; an image's own may be older.
+        const directHostDir = source.volume ? await direct.makeFolder(labels, profile.user) : undefined
         // No abort signal on the create call itself: an aborted request could still leave a container.
-        const spec = buildContainerSpec(profile, image, labels, opts, source, egressHostDir, workspace?.name)
+        const spec = buildContainerSpec(profile, image, labels, opts, source, {
+          egressHostDir,
+          workspaceVolume: workspace?.name,
+          directHostDir,
+        })
         const seedPaths = seed ? Object.keys(spec.HostConfig?.Tmpfs ?? {}) : undefined
         if (seed)
           spec.HostConfig = {
@@ -64,11 +70,13 @@ export function dockerCreate({ docker, opts, agent, egress }: DockerBackendDeps)
             user: profile.user,
             agentPath: source.path,
             agentVolume: source.volume?.name,
+            labels,
             ...(seedPaths ? { seedPaths } : {}),
           },
         }
       } catch (err) {
         await egress.drop(labels)
+        await direct.drop(labels)
         // The engine refuses an unregistered runtime with a 400; say which one and how to install it.
         if (engineStatus(err) === 400 && profile.runtime !== 'runc') {
           const offered = await engineRuntimes(docker).catch(() => undefined)
@@ -142,6 +150,7 @@ export function dockerCreate({ docker, opts, agent, egress }: DockerBackendDeps)
         .remove({ force: true, v: true })
         .catch(() => undefined)
       await egress.drop(ref.labels)
+      await direct.drop(ref.labels)
     },
   }
 }

@@ -48,6 +48,14 @@ export const DockerProviderOptionsSchema = z
      * At least 1000: the agent looks about once a second. @default 60000
      */
     idleExitSlackMs: z.number().int().min(1_000).default(60_000),
+    /**
+     * Host folder for the direct agent channel (providers/docker/direct-channel.ts): each sandbox
+     * gets a sub-folder, bind-mounted read-only, in which the provider offers the agent a Unix
+     * socket, so commands and output skip the engine's relay. Used only where the engine is on this
+     * machine (a local socket, and the engine names itself as this host does); elsewhere, or
+     * `false`, channels stay on the `docker exec` pipes. @default `<tmpdir>/sbx-agent-<uid>`
+     */
+    agentSocketDir: z.union([z.string().startsWith('/'), z.literal(false)]).optional(),
   })
   .strict()
 

@@ -1,4 +1,6 @@
 import Docker from 'dockerode'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import {
   type CreateOptions,
   defineProvider,
@@ -9,6 +11,7 @@ import {
 } from '../../src/sandbox/index.js'
 import { agentSupply } from './agent-source.js'
 import { dockerBackend } from './backend.js'
+import { directHost } from './direct-channel.js'
 import { egressHost } from './egress-host.js'
 import { AgentVolumeEmptyError, mapEngineError } from './errors.js'
 import { freezeContainer } from './lifecycle.js'
@@ -42,7 +45,11 @@ export function createDockerProvider(options: DockerProviderOptions = {}): Docke
   const docker = client ?? new Docker(dockerOptions)
   const handles = new Set<DockerSandbox>()
   const agent = agentSupply(docker, opts)
-  const backend = dockerBackend({ docker, opts, agent, egress: egressHost(egress), handles })
+  const direct = directHost(
+    docker,
+    opts.agentSocketDir ?? join(tmpdir(), `sbx-agent-${process.getuid?.() ?? 'user'}`),
+  )
+  const backend = dockerBackend({ docker, opts, agent, egress: egressHost(egress), direct, handles })
   const defined = defineProvider({ id: DOCKER_PROVIDER_ID, instanceId: opts.instanceId, backend })
 
   async function create(profile: ResolvedProfile, options: CreateOptions): Promise<DockerSandbox> {

@@ -19,6 +19,7 @@ import {
   type TerminalOptions,
 } from '../../src/sandbox/index.js'
 import { AgentChannel } from './channel.js'
+import type { DirectOffer } from './direct-channel.js'
 import { SETUP_HINT, engineStatus, mapEngineError, stoppedState } from './errors.js'
 import { type ExecRun, startExec } from './exec.js'
 import { readFileOp, writeFileOp } from './files.js'
@@ -43,6 +44,8 @@ export interface DockerSandboxSettings {
   pingTimeoutMs: number
   /** A file operation with no answer this long fails with SANDBOX_TIMEOUT (and drops the channel). */
   fileOpTimeoutMs: number
+  /** Offers the agent a direct channel (a socket of ours; providers/docker/direct-channel.ts), if the container has one. */
+  offerDirect?: () => Promise<DirectOffer | undefined>
 }
 
 /** An agent from before ports and terminals answers their frames "unknown frame type". */
@@ -125,6 +128,7 @@ export class DockerSandbox implements Sandbox {
           user: this.settings.user,
           agentPath: this.settings.agentPath,
           helloTimeoutMs: this.settings.helloTimeoutMs,
+          ...(this.settings.offerDirect ? { offerDirect: this.settings.offerDirect } : {}),
         })
         if (this.closed) channel.close()
         this.hasBash = channel.hasBash

@@ -234,6 +234,12 @@ export const ConfigSchema = z
              * @default env SBX_AGENT_BIN, else .sbx/sbx-agent (scripts/setup.sh compiles it) when it exists
              */
             agentBinary: z.union([z.string().min(1), z.literal(false)]).optional(),
+            /**
+             * Host folder of the direct agent channel: commands and output travel on a Unix socket
+             * there instead of through the engine (only where the engine is on this machine);
+             * `false` keeps every channel on `docker exec`. @default `<tmpdir>/sbx-agent-<uid>`
+             */
+            agentSocketDir: z.union([z.string().startsWith('/'), z.literal(false)]).optional(),
           })
           .strict()
           .default({ enabled: true }),

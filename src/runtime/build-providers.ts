@@ -56,11 +56,12 @@ export function buildProviders(
 /** The Docker provider of `providers.docker`, its sandboxes' egress through `proxy`. */
 function dockerProvider(config: Config, proxy: EgressProxy): SandboxProvider {
   const dockerOptions = dockerOptionsOf(config.providers.docker.host)
-  const { idleExitSlackMs, agentBinary } = config.providers.docker
+  const { idleExitSlackMs, agentBinary, agentSocketDir } = config.providers.docker
   return createDockerProvider({
     ...(dockerOptions ? { dockerOptions } : {}),
     ...(idleExitSlackMs !== undefined ? { idleExitSlackMs } : {}),
     ...(agentBinary !== undefined ? { agentBinary } : {}),
+    ...(agentSocketDir !== undefined ? { agentSocketDir } : {}),
     egress: {
       proxy,
       socketDir: config.egress.socketDir ?? join(tmpdir(), `sbx-egress-${process.getuid?.() ?? 'user'}`),

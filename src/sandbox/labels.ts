@@ -62,6 +62,8 @@ export const PROVIDER_LABELS = {
   agentPath: 'sandbox-router.agent-path',
   /** Docker: on the helper container that fills the agent volume (its value: the volume's name). */
   agentVolume: 'sandbox-router.agent-volume',
+  /** Docker: folder name (under the provider's `agentSocketDir`) of a sandbox's direct agent channel. */
+  agentDir: 'sandbox-router.agent-dir',
   /** Docker: folder name (under the egress socketDir) of an egress-allowlist sandbox's proxy socket. */
   egressDir: 'sandbox-router.egress-dir',
   /** Docker: the sandbox's egress policy (rules and secret sources, never values), for `connect`. */

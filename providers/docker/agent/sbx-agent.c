@@ -2,6 +2,7 @@
  * sbx-agent: the long-lived channel between the host and one sandbox container.
  *
  *   sbx-agent          speak the frame protocol (protocol.h) on stdin/stdout until stdin ends
+ *   sbx-agent --direct ... on the host's Unix socket named on the first stdin line (direct.c)
  *   sbx-agent --init   container main process: reap orphans, exit on SIGTERM/SIGINT
  *   sbx-agent --proc-* background processes of the sandbox (procs.c)
  *   sbx-agent --proc-fs-* file metadata and directory watches for the E2B endpoint (fsops.c)
@@ -1507,6 +1508,9 @@ static int run_init(long idle_exit_ms, int fwd_port, const char *fwd_socket) {
 /* Background processes (--proc-* modes): their own file, kept apart from the channel. */
 #include "procs.c"
 
+/* The direct channel (--direct): frames on a host socket instead of the exec's pipes. */
+#include "direct.c"
+
 int main(int argc, char **argv) {
   if (argc > 1 && strncmp(argv[1], "--proc-fs-", 10) == 0) {
     int r = fs_main(argc, argv);
@@ -1540,6 +1544,7 @@ int main(int argc, char **argv) {
   if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) fatal("sigprocmask");
   sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) fatal("signalfd");
+  if (argc > 1 && strcmp(argv[1], "--direct") == 0) direct_connect();
   set_nonblock(STDIN_FILENO);
   set_nonblock(STDOUT_FILENO);
 

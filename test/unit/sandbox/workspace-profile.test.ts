@@ -27,7 +27,7 @@ describe('workspace profile option', () => {
   test('a volume replaces the workspace tmpfs, and leaves the memory limit to memoryMb and /tmp', () => {
     const profile = resolveProfile('p', { provider: 'docker', workspace: { persistent: true } })
     const opts = DockerProviderOptionsSchema.parse({})
-    const spec = buildContainerSpec(profile, 'img', {}, opts, { path: '/agent' }, undefined, 'sbx-ws-x')
+    const spec = buildContainerSpec(profile, 'img', {}, opts, { path: '/agent' }, { workspaceVolume: 'sbx-ws-x' })
     expect(Object.keys(spec.HostConfig?.Tmpfs ?? {})).toEqual(['/tmp'])
     expect(spec.HostConfig?.Mounts).toEqual([
       expect.objectContaining({ Type: 'volume', Source: 'sbx-ws-x', Target: '/workspace' }),
