@@ -67,9 +67,9 @@ export interface DirectHost {
 const PRUNE_AFTER_MS = 10 * 60_000
 
 /**
- * The engine's ID when it shares this machine's filesystem: it is reached through a local Unix
- * socket and names itself as this host does (a containerised worker has another host name);
- * undefined otherwise.
+ * A short name of the engine when it shares this machine's filesystem: it is reached through a
+ * local Unix socket and names itself as this host does (a containerised worker has another host
+ * name); undefined otherwise. Rejects when the engine does not answer (the caller asks again later).
  */
 export async function localEngineId(docker: Docker): Promise<string | undefined> {
   const modem = (docker as unknown as { modem?: { host?: string; socketPath?: unknown } }).modem ?? {}
@@ -77,15 +77,11 @@ export async function localEngineId(docker: Docker): Promise<string | undefined>
   const dockerHost = process.env['DOCKER_HOST']
   if (typeof modem.socketPath !== 'string' && dockerHost && !dockerHost.startsWith('unix://'))
     return undefined
-  try {
-    const info = await docker.info()
-    // Short: a Unix socket's path holds at most 107 bytes, and longer ones are cut silently.
-    return info.Name === hostname()
-      ? createHash('sha256').update(String(info.ID)).digest('hex').slice(0, 12)
-      : undefined
-  } catch {
-    return undefined
-  }
+  const info = await docker.info()
+  // Short: a Unix socket's path holds at most 107 bytes, and longer ones are cut silently.
+  return info.Name === hostname()
+    ? createHash('sha256').update(String(info.ID)).digest('hex').slice(0, 12)
+    : undefined
 }
 
 /**
@@ -97,8 +93,12 @@ export function directHost(docker: Docker, dir: string | false): DirectHost {
   let pruned = false
   const engineDir = async (): Promise<string | undefined> => {
     if (!dir) return undefined
-    engine ??= localEngineId(docker)
-    const id = await engine
+    const asked = (engine ??= localEngineId(docker))
+    const id = await asked.catch(() => {
+      // Unknown while the engine does not answer: ask again next time, no direct channel meanwhile.
+      if (engine === asked) engine = undefined
+      return undefined
+    })
     return id ? join(dir, id) : undefined
   }
   const folder = async (labels: Labels | undefined): Promise<string | undefined> => {
