@@ -124,8 +124,8 @@ export function dockerSnapshots(
   }
 
   /**
-   * The image: the container's root filesystem changes. The source's egress labels must not carry
-   * over to sandboxes started from it (they name the source's proxy socket).
+   * The image: the container's root filesystem changes. The source's egress and direct-channel
+   * labels must not carry over to sandboxes started from it (they name the source's sockets' folders).
    */
   async function commitImage(containerId: string, snapshotId: string, pause: boolean): Promise<void> {
     await docker.getContainer(containerId).commit({
@@ -133,7 +133,7 @@ export function dockerSnapshots(
       tag: snapshotId,
       pause,
       changes: [
-        `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${PROVIDER_LABELS.egressDir}="" ${PROVIDER_LABELS.egressPolicy}=""`,
+        `LABEL ${VOLUME_LABELS.snapshot}=${snapshotId} ${PROVIDER_LABELS.egressDir}="" ${PROVIDER_LABELS.egressPolicy}="" ${PROVIDER_LABELS.agentDir}=""`,
       ],
     })
   }

@@ -9,6 +9,8 @@ import {
 import type { AppError } from '../../../../src/errors.js'
 import { resolveProfile } from '../../../../src/sandbox/profiles.js'
 import { LABELS, type Labels } from '../../../../src/sandbox/types.js'
+import { PROVIDER_LABELS } from '../../../../src/sandbox/index.js'
+import { agentChannel } from '../../../support/agent-channel.js'
 import { dockerFixture, quick, rejectionOf } from '../../../support/docker-fixture.js'
 
 /*
@@ -84,6 +86,10 @@ describe('docker snapshots of in-memory mounts', () => {
           ...quick,
         })
         expect(r.stdout).toBe('cfg\ndot\ncfg\nt\nw\nuser\n0\nseed-read-only\n')
+        // Started from the snapshot's image, it has a direct-channel folder of its own, not the source's.
+        const labels = (await docker.getContainer(sb.ref.id).inspect()).Config.Labels
+        expect(labels[PROVIDER_LABELS.agentDir]).toMatch(/^[0-9a-f]{16}$/)
+        expect((await agentChannel(sb.ref.id)).stdin).toMatch(/^socket:/)
       } finally {
         await provider.destroy(sb.ref)
       }
