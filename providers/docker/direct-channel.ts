@@ -21,12 +21,13 @@
  *   the channel works as before. The folder is made only when the engine looks local.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { chmod, chown, mkdir, readdir, rm, stat } from 'node:fs/promises'
+import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises'
 import { type Server, type Socket, createServer } from 'node:net'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import type Docker from 'dockerode'
 import { type Labels, PROVIDER_LABELS } from '../../src/sandbox/index.js'
+import { makeSandboxFolder } from './sandbox-folder.js'
 
 /** Where a sandbox sees its direct-channel folder (read-only). */
 export const DIRECT_MOUNT = '/run/sbx-agent'
@@ -134,17 +135,8 @@ export function directHost(docker: Docker, dir: string | false): DirectHost {
       pruned = true
       await prune(parent).catch(() => undefined)
     }
-    await mkdir(path, { mode: 0o700 })
-    // Only the sandbox's user may enter its folder; a service that may not chown leaves it passable
-    // (not listable) to all, and the token still decides who becomes the channel.
-    const owner = /^(\d+)(?::(\d+))?$/.exec(user)
-    const chowned = owner
-      ? await chown(path, Number(owner[1]), Number(owner[2] ?? owner[1])).then(
-          () => true,
-          () => false,
-        )
-      : false
-    if (!chowned) await chmod(path, 0o711)
+    // Where it stays passable to others, the token still decides who becomes the channel.
+    await makeSandboxFolder(path, user)
     return path
   }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { chmod, chown, mkdir, rm } from 'node:fs/promises'
+import { mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import {
   AppError,
@@ -11,6 +11,7 @@ import {
   type ResolvedProfile,
 } from '../../src/sandbox/index.js'
 import { readSandboxCa, removeSandboxCa, writeSandboxCa } from './egress-ca.js'
+import { makeSandboxFolder } from './sandbox-folder.js'
 import type { DockerEgressOptions } from './options.js'
 
 /** The egress allowlist of a profile (`network: { allow }`), if it has one. */
@@ -50,18 +51,8 @@ export function egressHost(egress: DockerEgressOptions | undefined): EgressHost 
       )
     const hostDir = join(egress.socketDir, dir)
     await mkdir(egress.socketDir, { recursive: true, mode: 0o711 })
-    await mkdir(hostDir, { mode: 0o700 })
-    // Only the sandbox's user may enter its folder (other host users cannot borrow its egress or
-    // secrets); a service that may not chown (not root) leaves the folder open to all.
-    const owner = /^(\d+)(?::(\d+))?$/.exec(profile.user)
-    const chowned = owner
-      ? await chown(hostDir, Number(owner[1]), Number(owner[2] ?? owner[1])).then(
-          () => true,
-          () => false,
-        )
-      : false
-    // The folder's name is a random UUID: without chown, others may pass through but not list it.
-    if (!chowned) await chmod(hostDir, 0o711)
+    // Other host users cannot borrow its egress or secrets.
+    await makeSandboxFolder(hostDir, profile.user)
     if (policy.tlsIntercept) await writeSandboxCa(egress.socketDir, dir)
     return hostDir
   }
